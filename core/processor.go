@@ -1,0 +1,57 @@
+package core
+
+// LogitsProcessor reshapes one sequence's next-token distribution at one step: it may change
+// logits, ban tokens (-Inf) or truncate the candidate set. Process must not keep c after it
+// returns. Processors are validated when they are built, never per token.
+type LogitsProcessor interface {
+	// Name is the processor's type name as written in pipelines, for errors and traces.
+	Name() string
+	// Process works on c, the candidates of seq.
+	Process(seq *Sequence, c *Candidates) error
+}
+
+// StatefulProcessor is a processor with state that follows the tokens chosen for a sequence
+// (windowed penalties, mirostat, …). The session gives every sequence its own Clone of the
+// pipeline's instance and tells it each chosen token through Accept; forks (beams, samples)
+// clone the parent's instance.
+type StatefulProcessor interface {
+	LogitsProcessor
+	// Accept observes the token appended to seq.
+	Accept(seq *Sequence, id TokenID)
+	// Clone returns an independent copy with the same configuration and state.
+	Clone() StatefulProcessor
+}
+
+// BatchProcessor is a stateless processor that can work on many sequences in one call (a
+// plugin that crosses a process boundary once per step instead of once per row). When every
+// sequence of a step shares the same instance, the session calls ProcessBatch once.
+type BatchProcessor interface {
+	LogitsProcessor
+	ProcessBatch(seqs []*Sequence, cands []*Candidates) error
+}
+
+// ProcessorFunc adapts a function to LogitsProcessor; its Name is "func".
+type ProcessorFunc func(seq *Sequence, c *Candidates) error
+
+// Name implements LogitsProcessor.
+func (f ProcessorFunc) Name() string { return "func" }
+
+// Process implements LogitsProcessor.
+func (f ProcessorFunc) Process(seq *Sequence, c *Candidates) error { return f(seq, c) }
+
+// Chain is an ordered list of processors; it is itself a processor that runs each in order and
+// stops at the first error.
+type Chain []LogitsProcessor
+
+// Name implements LogitsProcessor.
+func (ch Chain) Name() string { return "chain" }
+
+// Process implements LogitsProcessor.
+func (ch Chain) Process(seq *Sequence, c *Candidates) error {
+	for _, p := range ch {
+		if err := p.Process(seq, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

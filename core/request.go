@@ -1,0 +1,151 @@
+package core
+
+import "time"
+
+// Request is one generation request.
+type Request struct {
+	// Prompt is the text to continue. PromptTokens, when non-nil, is used instead and is not
+	// re-encoded.
+	Prompt       string
+	PromptTokens []TokenID
+	// NoSpecial stops the tokenizer from adding BOS/EOS around Prompt.
+	NoSpecial bool
+	// ParseSpecial recognises special tokens written in Prompt ("<|im_start|>").
+	ParseSpecial bool
+
+	// MaxNewTokens caps the tokens generated per sequence. Zero generates nothing: every
+	// sequence finishes at once with reason "length".
+	MaxNewTokens int
+	// Seed makes the run reproducible; nil draws a random seed, reported in Result.Seed.
+	Seed *uint64
+	// N is the number of sequences to sample from the prompt (default 1). They share the
+	// prompt's prefill.
+	N int
+	// IgnoreEOS keeps generating past the tokenizer's end-of-generation tokens.
+	IgnoreEOS bool
+
+	// Return says which details to compute beyond tokens and text.
+	Return ReturnOptions
+
+	// OnEvent, when set, receives every token as it is chosen (see Event). Returning an error
+	// stops the request with that error.
+	OnEvent func(Event) error
+}
+
+// ReturnOptions select optional details of a Result. Each costs time per token, so each is
+// off unless asked for.
+type ReturnOptions struct {
+	// Logprobs fills Scores (log-probability of each chosen token under the processed
+	// distribution) and Logprobs (its log-probability under the model's raw distribution,
+	// log-softmax at temperature 1).
+	Logprobs bool
+	// TopLogprobs, when > 0, records the TopLogprobs most likely tokens of the raw
+	// distribution at every step.
+	TopLogprobs int
+	// Trace, when > 0, records for every step the distribution after each processor: the
+	// number of tokens still possible and the Trace most probable with their probabilities.
+	Trace int
+}
+
+// SeedOf returns a pointer to seed, for Request.Seed.
+func SeedOf(seed uint64) *uint64 { return &seed }
+
+// Event is one streamed step of one sequence.
+type Event struct {
+	// Sequence is the index of the sequence in the request (sample i, beam i).
+	Sequence int
+	// Token is the token chosen; Text is the text that became safe to show with it (it may
+	// be empty while a multi-byte character or a possible stop string is incomplete).
+	Token TokenID
+	Text  string
+	// Score is the token's log-probability under the processed distribution (zero unless
+	// Return.Logprobs).
+	Score float32
+	// Finished is set on a sequence's last event, with the reason.
+	Finished     bool
+	FinishReason FinishReason
+}
+
+// Result is the outcome of a request.
+type Result struct {
+	// Sequences are the returned sequences: the n samples in order, or the beams best first.
+	Sequences []SequenceResult `json:"sequences"`
+	// PromptTokens is the encoded prompt.
+	PromptTokens []TokenID `json:"prompt_tokens"`
+	// Seed is the seed the request ran with (drawn at random when the request had none).
+	Seed uint64 `json:"seed"`
+	// GeneratedTokens counts tokens appended over all sequences.
+	GeneratedTokens int     `json:"generated_tokens"`
+	Timings         Timings `json:"timings"`
+	// Stats holds the strategy's counters (drafted and accepted tokens, forwards, …).
+	Stats Stats `json:"stats"`
+}
+
+// SequenceResult is one generated sequence.
+type SequenceResult struct {
+	Index int `json:"index"`
+	// Tokens are the generated ids (the prompt excluded; a final EOS included).
+	Tokens []TokenID `json:"tokens"`
+	// Text is the generated text, cut before a matched stop string unless it was asked to be
+	// kept.
+	Text string `json:"text"`
+	// Scores[i] is the log-probability of Tokens[i] after processing; Logprobs[i] under the
+	// raw model; TopLogprobs[i] the raw top tokens of that step (see ReturnOptions).
+	Scores      []float32     `json:"scores,omitempty"`
+	Logprobs    []float32     `json:"logprobs,omitempty"`
+	TopLogprobs [][]TokenProb `json:"top_logprobs,omitempty"`
+	// FinishReason says why the sequence ended; FinishDetail what matched.
+	FinishReason FinishReason `json:"finish_reason"`
+	FinishDetail string       `json:"finish_detail,omitempty"`
+	// SumLogprob and Score are set by ranking strategies (beam search): summed log-probability
+	// and the score used to rank (possibly length-normalised).
+	SumLogprob float64 `json:"sum_logprob,omitempty"`
+	Score      float64 `json:"score,omitempty"`
+	// Trace is the per-step record asked for by ReturnOptions.Trace.
+	Trace []TraceStep `json:"trace,omitempty"`
+}
+
+// TraceStep records what every processor did to one step's distribution.
+type TraceStep struct {
+	Step   int          `json:"step"`
+	Chosen TokenID      `json:"chosen"`
+	Stages []TraceStage `json:"stages"`
+}
+
+// TraceStage is the distribution after one processor (the first stage, "model", is the raw
+// distribution).
+type TraceStage struct {
+	Processor string `json:"processor"`
+	// Kept is the number of tokens with non-zero probability.
+	Kept int `json:"kept"`
+	// Top are the most probable tokens with their probabilities.
+	Top []TokenProb `json:"top"`
+}
+
+// Timings of a request.
+type Timings struct {
+	Prefill time.Duration `json:"prefill_ns"`
+	Decode  time.Duration `json:"decode_ns"`
+	Total   time.Duration `json:"total_ns"`
+	// PrefillTokensPerSecond and DecodeTokensPerSecond are derived rates.
+	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
+	DecodeTokensPerSecond  float64 `json:"decode_tokens_per_second"`
+}
+
+// Stats are a strategy's counters. Forwards is maintained by the Session; the rest by the
+// strategies that use them.
+type Stats struct {
+	// Forwards counts batched Model.Forward calls.
+	Forwards int `json:"forwards"`
+	// Drafted and Accepted count speculative tokens proposed and kept.
+	Drafted  int `json:"drafted,omitempty"`
+	Accepted int `json:"accepted,omitempty"`
+}
+
+// AcceptanceRate is Accepted / Drafted, or 0 when nothing was drafted.
+func (s Stats) AcceptanceRate() float64 {
+	if s.Drafted == 0 {
+		return 0
+	}
+	return float64(s.Accepted) / float64(s.Drafted)
+}
