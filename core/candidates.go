@@ -28,7 +28,7 @@ type Candidates struct {
 	items  []Candidate
 	sorted bool
 
-	buf   []Candidate // backing store for items, capacity = vocabulary size
+	buf    []Candidate // backing store for items, capacity = vocabulary size
 	probs  []float32   // softmax scratch, capacity = vocabulary size
 	ownRow []float32   // a dense row owned by the set, for CopyFrom
 }

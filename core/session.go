@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 	"unicode/utf8"
-
 )
 
 // Pipeline is a complete decoding setup: a model with its tokenizer, the processor chain in
@@ -704,4 +703,3 @@ func (s *Session) result(err error) *Result {
 	}
 	return res
 }
-
