@@ -80,7 +80,7 @@ func New(cfg Config) (*Model, *Tokenizer) {
 	return m, newTokenizer(vocab)
 }
 
-// Default returns the default test model and tokenizer (seed 1, order 2, 69 tokens).
+// Default returns the default test model and tokenizer (seed 1, order 2, 59 tokens).
 func Default() (*Model, *Tokenizer) { return New(Config{}) }
 
 // Config implements core.Model.

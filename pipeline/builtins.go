@@ -1,0 +1,45 @@
+package pipeline
+
+import (
+	"sync"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/strategies"
+)
+
+var (
+	builtinsOnce sync.Once
+	builtinReg   *Registry
+)
+
+// Builtins returns the registry of loom's built-in parts. It is shared: Clone it before adding
+// parts.
+func Builtins() *Registry {
+	builtinsOnce.Do(func() {
+		builtinReg = &Registry{}
+		for _, p := range builtinParts() {
+			builtinReg.MustRegister(p)
+		}
+	})
+	return builtinReg
+}
+
+// builtinParts lists every built-in part; the processors and stopping criteria are in their
+// own files.
+func builtinParts() []*Part {
+	parts := []*Part{
+		{
+			Kind: Strategy, Type: "greedy",
+			Doc:         "Argmax of the processed distribution at every step.",
+			NewStrategy: func(a *Args) (core.Strategy, error) { return strategies.Greedy{}, nil },
+		},
+		{
+			Kind: Strategy, Type: "sample",
+			Doc:         "Ancestral (multinomial) sampling from the processed distribution, one seeded stream per sequence.",
+			NewStrategy: func(a *Args) (core.Strategy, error) { return strategies.Ancestral{}, nil },
+		},
+	}
+	parts = append(parts, processorParts()...)
+	parts = append(parts, stoppingParts()...)
+	return parts
+}

@@ -1,0 +1,6 @@
+package pipeline
+
+// processorParts lists the built-in logits processors.
+func processorParts() []*Part {
+	return nil
+}
