@@ -1,0 +1,45 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/strategies"
+	"github.com/loomlm/loom/testmodel"
+)
+
+// A pipeline assembled in code: the test model, one processor written as a function, greedy
+// decoding.
+func ExampleGenerate() {
+	model, tok := testmodel.Default()
+	banThe := core.ProcessorFunc(func(_ *core.Sequence, c *core.Candidates) error {
+		ids, _ := tok.Encode("the", core.EncodeOptions{})
+		c.Dense()[ids[0]] = -1e30
+		return nil
+	})
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Greedy{}, Processors: []core.LogitsProcessor{banThe}}
+	res, err := core.Generate(context.Background(), p, core.Request{Prompt: "the cat", MaxNewTokens: 8})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s := res.Sequences[0]
+	fmt.Printf("%q %s %d\n", s.Text, s.FinishReason, len(s.Tokens))
+	// Output: " under and slowly to saw garden under very" length 8
+}
+
+// Stream yields tokens as they are chosen.
+func ExampleStream() {
+	model, tok := testmodel.Default()
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Ancestral{}}
+	for ev, err := range core.Stream(context.Background(), p, core.Request{Prompt: "the dog", MaxNewTokens: 5, Seed: core.SeedOf(1)}) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%q ", ev.Text)
+	}
+	fmt.Println()
+	// Output: " moon" " new" " came" " came" " new"
+}
