@@ -1,0 +1,201 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+)
+
+// dotFunc is the signature every dot kernel shares, assembly or Go. For r in [0, rows) and i in
+// [0, nx) it sets out[i*ostride + r] to the dot product of the weight row at w + r*wstride with
+// the activation row at x + i*xstride (both in bytes). n counts kernel blocks: 8 elements for
+// the float types, 32 for Q8_0 and Q4_0, 256 for the K-quants; x holds raw float32 for the float
+// types and quantised activation blocks (act.go) for the others.
+type dotFunc func(w *byte, wstride, rows, n int, x *byte, xstride int, out *float32, ostride int)
+
+// bytesAt returns the n bytes at p + off.
+func bytesAt(p *byte, off, n int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off)), n)
+}
+
+func floatAt(p *float32, off int) *float32 {
+	return (*float32)(unsafe.Add(unsafe.Pointer(p), 4*off))
+}
+
+func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+func lef32(b []byte) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b))
+}
+
+// genericDot builds the pure-Go kernel for nx activation rows from a one-row dot product over
+// the weight row wr and activation row xr.
+func genericDot(nx, wBlock, xBlock int, dot func(wr, xr []byte) float32) dotFunc {
+	return func(w *byte, wstride, rows, n int, x *byte, xstride int, out *float32, ostride int) {
+		for r := 0; r < rows; r++ {
+			wr := bytesAt(w, r*wstride, n*wBlock)
+			for i := 0; i < nx; i++ {
+				xr := bytesAt(x, i*xstride, n*xBlock)
+				*floatAt(out, i*ostride+r) = dot(wr, xr)
+			}
+		}
+	}
+}
+
+func genericKernels(wBlock, xBlock int, dot func(wr, xr []byte) float32) [4]dotFunc {
+	var k [4]dotFunc
+	for nx := 1; nx <= 4; nx++ {
+		k[nx-1] = genericDot(nx, wBlock, xBlock, dot)
+	}
+	return k
+}
+
+func dotRowF32(wr, xr []byte) float32 {
+	var s0, s1, s2, s3 float32
+	for j := 0; j+16 <= len(wr); j += 16 {
+		s0 += lef32(wr[j:]) * lef32(xr[j:])
+		s1 += lef32(wr[j+4:]) * lef32(xr[j+4:])
+		s2 += lef32(wr[j+8:]) * lef32(xr[j+8:])
+		s3 += lef32(wr[j+12:]) * lef32(xr[j+12:])
+	}
+	for j := len(wr) &^ 15; j < len(wr); j += 4 {
+		s0 += lef32(wr[j:]) * lef32(xr[j:])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotRowF16(wr, xr []byte) float32 {
+	var s0, s1 float32
+	for j := 0; j < len(wr); j += 4 {
+		s0 += halfToFloat(le16(wr[j:])) * lef32(xr[2*j:])
+		s1 += halfToFloat(le16(wr[j+2:])) * lef32(xr[2*j+4:])
+	}
+	return s0 + s1
+}
+
+func dotRowBF16(wr, xr []byte) float32 {
+	var s0, s1 float32
+	for j := 0; j < len(wr); j += 4 {
+		s0 += bf16ToFloat(le16(wr[j:])) * lef32(xr[2*j:])
+		s1 += bf16ToFloat(le16(wr[j+2:])) * lef32(xr[2*j+4:])
+	}
+	return s0 + s1
+}
+
+func dotRowQ8_0(wr, xr []byte) float32 {
+	var sum float32
+	for b := 0; b < len(wr)/34; b++ {
+		wb := wr[b*34 : b*34+34]
+		xb := xr[b*act32Bytes : b*act32Bytes+act32Bytes]
+		var s int32
+		for j := 0; j < 32; j++ {
+			s += int32(int8(wb[2+j])) * int32(int8(xb[4+j]))
+		}
+		sum += float32(s) * (halfToFloat(le16(wb)) * lef32(xb))
+	}
+	return sum
+}
+
+func dotRowQ4_0(wr, xr []byte) float32 {
+	var sum float32
+	for b := 0; b < len(wr)/18; b++ {
+		wb := wr[b*18 : b*18+18]
+		xb := xr[b*act32Bytes : b*act32Bytes+act32Bytes]
+		q := xb[4:36]
+		var s int32
+		for j := 0; j < 16; j++ {
+			s += (int32(wb[2+j]&15) - 8) * int32(int8(q[j]))
+			s += (int32(wb[2+j]>>4) - 8) * int32(int8(q[j+16]))
+		}
+		sum += float32(s) * (halfToFloat(le16(wb)) * lef32(xb))
+	}
+	return sum
+}
+
+// q4KScales unpacks the eight 6-bit scales and mins of a Q4_K super-block.
+func q4KScales(p []byte) (sc, mn [8]int32) {
+	for j := 0; j < 4; j++ {
+		sc[j] = int32(p[j] & 63)
+		mn[j] = int32(p[j+4] & 63)
+		sc[j+4] = int32(p[j+8]&15 | (p[j]>>6)<<4)
+		mn[j+4] = int32(p[j+8]>>4 | (p[j+4]>>6)<<4)
+	}
+	return sc, mn
+}
+
+func dotRowQ4_K(wr, xr []byte) float32 {
+	var sum float32
+	for b := 0; b < len(wr)/144; b++ {
+		wb := wr[b*144 : b*144+144]
+		xb := xr[b*actKBytes : b*actKBytes+actKBytes]
+		sc, mn := q4KScales(wb[4:16])
+		q := xb[actKQ : actKQ+256]
+		var s, m int32
+		for c := 0; c < 4; c++ {
+			qs := wb[16+32*c : 48+32*c]
+			var lo, hi int32
+			for l := 0; l < 32; l++ {
+				lo += int32(qs[l]&15) * int32(int8(q[64*c+l]))
+				hi += int32(qs[l]>>4) * int32(int8(q[64*c+32+l]))
+			}
+			s += sc[2*c]*lo + sc[2*c+1]*hi
+		}
+		for k := 0; k < 8; k++ {
+			m += mn[k] * int32(int16(le16(xb[actKSum32+2*k:])))
+		}
+		xd := lef32(xb)
+		sum += float32(s)*(halfToFloat(le16(wb))*xd) - float32(m)*(halfToFloat(le16(wb[2:]))*xd)
+	}
+	return sum
+}
+
+func dotRowQ6_K(wr, xr []byte) float32 {
+	var sum float32
+	for b := 0; b < len(wr)/210; b++ {
+		wb := wr[b*210 : b*210+210]
+		xb := xr[b*actKBytes : b*actKBytes+actKBytes]
+		q := xb[actKQ : actKQ+256]
+		var s int32
+		for h := 0; h < 2; h++ {
+			ql := wb[64*h : 64*h+64]
+			qh := wb[128+32*h : 160+32*h]
+			sc := wb[192+8*h : 200+8*h]
+			x := q[128*h : 128*h+128]
+			var g [8]int32 // per 16-element sub-block
+			for l := 0; l < 32; l++ {
+				k := l / 16
+				g[k] += int32(ql[l]&15|(qh[l]&3)<<4) * int32(int8(x[l]))
+				g[k+2] += int32(ql[l+32]&15|(qh[l]>>2&3)<<4) * int32(int8(x[l+32]))
+				g[k+4] += int32(ql[l]>>4|(qh[l]>>4&3)<<4) * int32(int8(x[l+64]))
+				g[k+6] += int32(ql[l+32]>>4|(qh[l]>>6&3)<<4) * int32(int8(x[l+96]))
+			}
+			for k := 0; k < 8; k++ {
+				sum16 := int32(int16(le16(xb[actKSum16+2*(8*h+k):])))
+				s += int32(int8(sc[k])) * (g[k] - 32*sum16)
+			}
+		}
+		sum += float32(s) * (halfToFloat(le16(wb[208:])) * lef32(xb))
+	}
+	return sum
+}
+
+func axpyGeneric(a float32, x, y *float32, n int) {
+	xs := unsafe.Slice(x, n)
+	ys := unsafe.Slice(y, n)
+	for i, v := range xs {
+		ys[i] += a * v
+	}
+}
+
+var genericImpl = impl{
+	name: "generic",
+	dot: [numKinds][4]dotFunc{
+		kF32:  genericKernels(32, 32, dotRowF32),
+		kF16:  genericKernels(16, 32, dotRowF16),
+		kBF16: genericKernels(16, 32, dotRowBF16),
+		kQ8_0: genericKernels(34, act32Bytes, dotRowQ8_0),
+		kQ4_0: genericKernels(18, act32Bytes, dotRowQ4_0),
+		kQ4_K: genericKernels(144, actKBytes, dotRowQ4_K),
+		kQ6_K: genericKernels(210, actKBytes, dotRowQ6_K),
+	},
+	axpy: axpyGeneric,
+}

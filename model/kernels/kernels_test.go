@@ -1,0 +1,405 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/loomlm/loom/model/ggml"
+)
+
+var testTypes = []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_K, ggml.Q6_K}
+
+// randHalf returns a random positive binary16 bit pattern with a value in [2^(lo-15), 2^(hi-14)).
+func randHalf(r *rand.Rand, lo, hi int) uint16 {
+	exp := lo + r.IntN(hi-lo+1)
+	return uint16(exp)<<10 | uint16(r.IntN(1024))
+}
+
+// randomMatrix fills a rows×cols matrix of type t with random bytes that form valid blocks.
+// Scales are moderate; quants cover their whole range, including the extremes.
+func randomMatrix(r *rand.Rand, t ggml.Type, rows, cols int) Matrix {
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		panic(err)
+	}
+	data := make([]byte, rows*rb)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	put16 := func(b []byte, v uint16) { binary.LittleEndian.PutUint16(b, v) }
+	switch t {
+	case ggml.F32:
+		for i := 0; i < len(data); i += 4 {
+			binary.LittleEndian.PutUint32(data[i:], math.Float32bits(float32(r.NormFloat64())))
+		}
+	case ggml.F16:
+		for i := 0; i < len(data); i += 2 {
+			put16(data[i:], randHalf(r, 8, 16)|uint16(r.IntN(2))<<15)
+		}
+	case ggml.BF16:
+		for i := 0; i < len(data); i += 2 {
+			put16(data[i:], uint16(120+r.IntN(8))<<7|uint16(r.IntN(128))|uint16(r.IntN(2))<<15)
+		}
+	case ggml.Q8_0:
+		for b := 0; b < len(data); b += 34 {
+			put16(data[b:], randHalf(r, 5, 12))
+		}
+	case ggml.Q4_0:
+		for b := 0; b < len(data); b += 18 {
+			put16(data[b:], randHalf(r, 5, 12))
+		}
+	case ggml.Q4_K:
+		for b := 0; b < len(data); b += 144 {
+			put16(data[b:], randHalf(r, 5, 10))
+			put16(data[b+2:], randHalf(r, 5, 10))
+		}
+	case ggml.Q6_K:
+		for b := 0; b < len(data); b += 210 {
+			put16(data[b+208:], randHalf(r, 5, 10))
+		}
+	}
+	return Matrix{Type: t, Rows: rows, Cols: cols, Data: data}
+}
+
+// refHalf converts binary16 to float64 from the definition of the format.
+func refHalf(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	e := int(h>>10) & 31
+	m := float64(h & 1023)
+	switch e {
+	case 0:
+		return sign * m * math.Pow(2, -24)
+	case 31:
+		if m == 0 {
+			return sign * math.Inf(1)
+		}
+		return math.NaN()
+	}
+	return sign * (1 + m/1024) * math.Pow(2, float64(e-15))
+}
+
+// refRow dequantises row r of m to float64, element by element from the block definitions.
+func refRow(m Matrix, r int) []float64 {
+	rb := m.RowBytes()
+	row := m.Data[r*rb : (r+1)*rb]
+	out := make([]float64, m.Cols)
+	u16 := func(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+	for e := range out {
+		switch m.Type {
+		case ggml.F32:
+			out[e] = float64(math.Float32frombits(binary.LittleEndian.Uint32(row[4*e:])))
+		case ggml.F16:
+			out[e] = refHalf(u16(row[2*e:]))
+		case ggml.BF16:
+			out[e] = float64(math.Float32frombits(uint32(u16(row[2*e:])) << 16))
+		case ggml.Q8_0:
+			blk := row[34*(e/32):]
+			out[e] = refHalf(u16(blk)) * float64(int8(blk[2+e%32]))
+		case ggml.Q4_0:
+			blk := row[18*(e/32):]
+			j := e % 32
+			q := int(blk[2+j%16] & 15)
+			if j >= 16 {
+				q = int(blk[2+j%16] >> 4)
+			}
+			out[e] = refHalf(u16(blk)) * float64(q-8)
+		case ggml.Q4_K:
+			blk := row[144*(e/256):]
+			d, dmin := refHalf(u16(blk)), refHalf(u16(blk[2:]))
+			sc := blk[4:16]
+			s := (e % 256) / 32 // sub-block
+			var scale, min int
+			if s < 4 {
+				scale, min = int(sc[s]&63), int(sc[s+4]&63)
+			} else {
+				scale = int(sc[s+4]&15) | int(sc[s-4]>>6)<<4
+				min = int(sc[s+4]>>4) | int(sc[s]>>6)<<4
+			}
+			b := blk[16+32*(s/2)+e%32]
+			q := int(b & 15)
+			if s%2 == 1 {
+				q = int(b >> 4)
+			}
+			out[e] = d*float64(scale*q) - dmin*float64(min)
+		case ggml.Q6_K:
+			blk := row[210*(e/256):]
+			i := e % 256
+			h, g, l := i/128, (i%128)/32, i%32
+			b := blk[64*h+32*(g%2)+l]
+			lo := int(b & 15)
+			if g >= 2 {
+				lo = int(b >> 4)
+			}
+			hi := int(blk[128+32*h+l]>>(2*g)) & 3
+			q := lo | hi<<4
+			out[e] = refHalf(u16(blk[208:])) * float64(int8(blk[192+i/16])) * float64(q-32)
+		}
+	}
+	return out
+}
+
+// quantBlock is the activation block size of a type's 8-bit quantisation (0: none).
+func quantBlock(t ggml.Type) int {
+	switch t {
+	case ggml.Q8_0, ggml.Q4_0:
+		return 32
+	case ggml.Q4_K, ggml.Q6_K:
+		return 256
+	}
+	return 0
+}
+
+// reference returns the exact dot products and an error bound for each: the bound is
+// Σ|w|·amax/254 for the 8-bit activations (rounding to the nearest of steps amax/127) plus a
+// float32 accumulation allowance of 2e-6·Σ|w·x|·√cols.
+func reference(m Matrix, x []float32, n int) (want, bound []float64) {
+	want = make([]float64, n*m.Rows)
+	bound = make([]float64, n*m.Rows)
+	qb := quantBlock(m.Type)
+	for r := 0; r < m.Rows; r++ {
+		w := refRow(m, r)
+		for i := 0; i < n; i++ {
+			xs := x[i*m.Cols : (i+1)*m.Cols]
+			var s, abs, q float64
+			for c, wc := range w {
+				s += wc * float64(xs[c])
+				abs += math.Abs(wc * float64(xs[c]))
+			}
+			if qb > 0 {
+				for b := 0; b < m.Cols; b += qb {
+					amax := float64(absMax(xs[b : b+qb]))
+					for c := b; c < b+qb; c++ {
+						q += math.Abs(w[c]) * amax / 254 * (1 + 1e-5)
+					}
+				}
+			}
+			want[i*m.Rows+r] = s
+			bound[i*m.Rows+r] = q + 2e-6*abs*math.Sqrt(float64(m.Cols)) + 1e-30
+		}
+	}
+	return want, bound
+}
+
+func randomActivations(r *rand.Rand, n, cols int) []float32 {
+	x := make([]float32, n*cols)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	// One all-zero row and one with a dominant element, when there are enough rows.
+	if n > 2 {
+		clear(x[cols : 2*cols])
+		x[2*cols] = 100
+	}
+	return x
+}
+
+// withImpl runs f with the generic kernels forced or not.
+func withImpl(t testing.TB, generic bool, f func()) {
+	prev := SetGeneric(generic)
+	defer SetGeneric(prev)
+	f()
+}
+
+func implNames() []bool {
+	if asmImpl == nil {
+		return []bool{true}
+	}
+	return []bool{true, false}
+}
+
+func TestMatMulAgainstReference(t *testing.T) {
+	shapes := []struct {
+		rows, cols int
+		batches    []int
+	}{
+		{1, 256, []int{1, 2, 3, 4, 5}},
+		{3, 512, []int{1, 4, 9}},
+		{37, 768, []int{1, 3, 8}},
+		{300, 256, []int{1, 6}}, // parallel
+		{70, 2048, []int{2}},
+	}
+	floatCols := []int{1, 7, 13, 100}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range testTypes {
+		cases := shapes
+		if quantBlock(typ) == 0 {
+			for _, c := range floatCols {
+				cases = append(cases, struct {
+					rows, cols int
+					batches    []int
+				}{5, c, []int{1, 2, 5}})
+			}
+		}
+		for _, sh := range cases {
+			m := randomMatrix(r, typ, sh.rows, sh.cols)
+			for _, n := range sh.batches {
+				x := randomActivations(r, n, sh.cols)
+				want, bound := reference(m, x, n)
+				for _, generic := range implNames() {
+					name := fmt.Sprintf("%v/%dx%d/n=%d/generic=%v", typ, sh.rows, sh.cols, n, generic)
+					t.Run(name, func(t *testing.T) {
+						got := make([]float32, n*sh.rows)
+						withImpl(t, generic, func() { MatMul(got, m, x, n) })
+						for k := range got {
+							if d := math.Abs(float64(got[k]) - want[k]); !(d <= bound[k]) {
+								t.Fatalf("out[%d] = %g, want %g ± %g (off by %g)", k, got[k], want[k], bound[k], d)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestAssemblyMatchesGeneric checks that both implementations compute the same thing: they
+// share the activation quantisation, so they differ only in the order of float additions.
+func TestAssemblyMatchesGeneric(t *testing.T) {
+	if asmImpl == nil {
+		t.Skip("no assembly kernels on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, typ := range testTypes {
+		for _, n := range []int{1, 2, 3, 4, 7} {
+			m := randomMatrix(r, typ, 41, 1024)
+			x := randomActivations(r, n, m.Cols)
+			a := make([]float32, n*m.Rows)
+			g := make([]float32, n*m.Rows)
+			withImpl(t, false, func() { MatMul(a, m, x, n) })
+			withImpl(t, true, func() { MatMul(g, m, x, n) })
+			_, bound := reference(m, x, n)
+			for k := range a {
+				// The float part of the reference bound is the allowance for summation order.
+				if d := math.Abs(float64(a[k] - g[k])); d > 1e-5*math.Abs(float64(g[k]))+bound[k]*1e-3 {
+					t.Fatalf("%v n=%d: out[%d]: assembly %g, generic %g", typ, n, k, a[k], g[k])
+				}
+			}
+		}
+	}
+}
+
+func TestExtremeBlocks(t *testing.T) {
+	// Quants at their extremes with all-positive and all-negative activations: int8 -128 in
+	// Q8_0, nibbles 0 and 15, Q4_K scales and mins 63, Q6_K scale -128 and quants 0 and 63.
+	cases := []struct {
+		typ  ggml.Type
+		fill byte
+	}{
+		{ggml.Q8_0, 0x80}, {ggml.Q8_0, 0x7f}, {ggml.Q4_0, 0x00}, {ggml.Q4_0, 0xff},
+		{ggml.Q4_K, 0xff}, {ggml.Q4_K, 0x00}, {ggml.Q6_K, 0x80}, {ggml.Q6_K, 0xff}, {ggml.Q6_K, 0x00},
+	}
+	for _, c := range cases {
+		for _, sign := range []float32{1, -1} {
+			m := randomMatrix(rand.New(rand.NewPCG(5, 6)), c.typ, 4, 512)
+			bs, _ := c.typ.Info()
+			for b := 0; b < len(m.Data); b += bs.TypeSize {
+				blk := m.Data[b : b+bs.TypeSize]
+				switch c.typ {
+				case ggml.Q8_0, ggml.Q4_0:
+					for i := 2; i < len(blk); i++ {
+						blk[i] = c.fill
+					}
+				case ggml.Q4_K:
+					for i := 4; i < len(blk); i++ {
+						blk[i] = c.fill
+					}
+				case ggml.Q6_K:
+					for i := 0; i < 208; i++ {
+						blk[i] = c.fill
+					}
+				}
+			}
+			x := make([]float32, 2*m.Cols)
+			for i := range x {
+				x[i] = sign * float32(1+i%5)
+			}
+			want, bound := reference(m, x, 2)
+			for _, generic := range implNames() {
+				got := make([]float32, 2*m.Rows)
+				withImpl(t, generic, func() { MatMul(got, m, x, 2) })
+				for k := range got {
+					if d := math.Abs(float64(got[k]) - want[k]); !(d <= bound[k]) {
+						t.Errorf("%v fill %#x sign %v generic=%v: out[%d] = %g, want %g ± %g", c.typ, c.fill, sign, generic, k, got[k], want[k], bound[k])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestDotAxpy(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 1000} {
+		a := randomActivations(r, 1, n)
+		b := randomActivations(r, 1, n)
+		var want, abs float64
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+			abs += math.Abs(float64(a[i]) * float64(b[i]))
+		}
+		for _, generic := range implNames() {
+			withImpl(t, generic, func() {
+				if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*abs+1e-6 {
+					t.Errorf("n=%d generic=%v: Dot = %g, want %g", n, generic, got, want)
+				}
+				y := append([]float32(nil), b...)
+				Axpy(0.5, a, y)
+				for i := range y {
+					if w := b[i] + 0.5*a[i]; math.Abs(float64(y[i]-w)) > 1e-6*math.Abs(float64(w))+1e-7 {
+						t.Fatalf("n=%d generic=%v: Axpy y[%d] = %g, want %g", n, generic, i, y[i], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		m    Matrix
+		ok   bool
+	}{
+		{"ok", Matrix{ggml.Q8_0, 2, 64, make([]byte, 2*2*34)}, true},
+		{"short data", Matrix{ggml.Q8_0, 2, 64, make([]byte, 2*2*34-1)}, false},
+		{"partial block", Matrix{ggml.Q4_K, 1, 128, make([]byte, 72)}, false},
+		{"unsupported type", Matrix{ggml.Q5_K, 1, 256, make([]byte, 176)}, false},
+		{"zero columns", Matrix{ggml.F32, 1, 0, nil}, false},
+	}
+	for _, c := range cases {
+		if err := c.m.Validate(); (err == nil) != c.ok {
+			t.Errorf("%s: Validate() = %v", c.name, err)
+		}
+	}
+}
+
+func TestMatMulPanicsOnBadLengths(t *testing.T) {
+	m := Matrix{ggml.F32, 2, 8, make([]byte, 64)}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	MatVec(make([]float32, 3), m, make([]float32, 8))
+}
+
+func TestHalfToFloat(t *testing.T) {
+	for h := 0; h < 1<<16; h++ {
+		got, want := halfToFloat(uint16(h)), refHalf(uint16(h))
+		if math.IsNaN(want) {
+			if !math.IsNaN(float64(got)) {
+				t.Fatalf("%#04x: %g, want NaN", h, got)
+			}
+			continue
+		}
+		if float64(got) != want {
+			t.Fatalf("%#04x: %g, want %g", h, got, want)
+		}
+	}
+}
