@@ -28,6 +28,12 @@ type State interface {
 	Close()
 }
 
+// StateCopier is implemented by states that can also fork by copying all their cached data
+// instead of sharing it (see Session.ForkCopy).
+type StateCopier interface {
+	Copy() (State, error)
+}
+
 // ForwardItem is one sequence's part of a batched forward pass.
 type ForwardItem struct {
 	// State is the sequence to advance; Tokens are appended at positions State.Len()….

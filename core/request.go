@@ -137,15 +137,11 @@ type Timings struct {
 type Stats struct {
 	// Forwards counts batched Model.Forward calls.
 	Forwards int `json:"forwards"`
+	// DraftForwards counts forwards of a speculative strategy's draft model.
+	DraftForwards int `json:"draft_forwards,omitempty"`
 	// Drafted and Accepted count speculative tokens proposed and kept.
 	Drafted  int `json:"drafted,omitempty"`
 	Accepted int `json:"accepted,omitempty"`
-}
-
-// AcceptanceRate is Accepted / Drafted, or 0 when nothing was drafted.
-func (s Stats) AcceptanceRate() float64 {
-	if s.Drafted == 0 {
-		return 0
-	}
-	return float64(s.Accepted) / float64(s.Drafted)
+	// AcceptanceRate is Accepted / Drafted (filled in the Result).
+	AcceptanceRate float64 `json:"acceptance_rate,omitempty"`
 }

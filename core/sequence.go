@@ -25,6 +25,8 @@ type Sequence struct {
 	rng   *rand.Rand
 
 	logits    []float32   // the row the next token is chosen from
+	shared    bool        // logits is shared with a fork: copy before modifying
+	own       []float32   // q's own copy of a shared row
 	rows      [][]float32 // every row of the last forward, when asked for
 	raw       []float32   // copy of the raw row, when logprobs are asked for
 	rawLogZ   float32

@@ -79,6 +79,8 @@ type Session struct {
 	items []ForwardItem
 	fwd   []*Sequence
 	batch []*Candidates
+
+	deferEvents bool
 }
 
 // NewSession validates the pipeline and the request and encodes the prompt. Most callers use
@@ -238,9 +240,32 @@ func (s *Session) Fork(q *Sequence) (*Sequence, error) {
 			f.chain[i] = p
 		}
 	}
+	// The row is shared until one of the two processes it (copy on write): a beam that
+	// appends a token and forwards never copies it.
+	f.logits = q.logits
 	if q.logits != nil {
-		f.logits = append([]float32(nil), q.logits...)
+		q.shared, f.shared = true, true
 	}
+	return f, nil
+}
+
+// ForkCopy is Fork with a full copy of q's cached state where the state supports it
+// (StateCopier); otherwise it is Fork. It exists to measure what copy-on-write saves.
+func (s *Session) ForkCopy(q *Sequence) (*Sequence, error) {
+	c, ok := q.state.(StateCopier)
+	if !ok {
+		return s.Fork(q)
+	}
+	f, err := s.Fork(q)
+	if err != nil {
+		return nil, err
+	}
+	copied, err := c.Copy()
+	if err != nil {
+		return nil, fmt.Errorf("copying sequence %d: %w", q.index, err)
+	}
+	f.state.Close()
+	f.state = copied
 	return f, nil
 }
 
@@ -282,6 +307,7 @@ func (s *Session) forward(seqs []*Sequence, all bool) error {
 			return fmt.Errorf("model forward returned no logits for sequence %d", q.index)
 		}
 		q.logits = rows[len(rows)-1]
+		q.shared = false
 		q.rows = nil
 		if all {
 			q.rows = rows
@@ -297,6 +323,10 @@ func (s *Session) Process(q *Sequence) (*Candidates, error) {
 	if err := s.beginProcess(q); err != nil {
 		return nil, err
 	}
+	return s.runChain(q)
+}
+
+func (s *Session) runChain(q *Sequence) (*Candidates, error) {
 	for i, p := range q.chain {
 		if err := p.Process(q, &q.cands); err != nil {
 			return nil, processorError(i, p, err)
@@ -358,8 +388,18 @@ func (s *Session) beginProcess(q *Sequence) error {
 	if q.Finished() {
 		return fmt.Errorf("sequence %d has finished (%s)", q.index, q.finish)
 	}
+	if q.shared {
+		q.own = append(q.own[:0], q.logits...)
+		q.logits, q.shared = q.own, false
+	}
+	return s.beginRow(q, q.logits)
+}
+
+// beginRow starts processing row for q: it captures the raw distribution when the request
+// asked for logprobs, resets the candidates to the row and opens a trace step.
+func (s *Session) beginRow(q *Sequence, row []float32) error {
 	if s.req.Return.Logprobs || s.req.Return.TopLogprobs > 0 {
-		q.raw = append(q.raw[:0], q.logits...)
+		q.raw = append(q.raw[:0], row...)
 		q.cands.Reset(q.raw)
 		probs, logZ, err := q.cands.Probs()
 		if err != nil {
@@ -370,7 +410,7 @@ func (s *Session) beginProcess(q *Sequence) error {
 			q.rawTop = s.topTokens(q.rawTop[:0], &q.cands, probs, n, true)
 		}
 	}
-	q.cands.Reset(q.logits)
+	q.cands.Reset(row)
 	q.pendTrace = nil
 	s.traceStage(q, "model")
 	return nil
@@ -544,7 +584,7 @@ func (s *Session) checkStop(q *Sequence, id TokenID) Stop {
 // emit streams the text of q that became safe to show. A running sequence keeps back an
 // incomplete UTF-8 character and the stop-string hold-back.
 func (s *Session) emit(q *Sequence, ch Choice) error {
-	if s.req.OnEvent == nil {
+	if s.req.OnEvent == nil || s.deferEvents {
 		return nil
 	}
 	ev := Event{Sequence: q.index, Token: ch.ID, Score: ch.Logprob, Finished: q.Finished(), FinishReason: q.finish}
@@ -589,9 +629,30 @@ func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
 		return
 	}
 	q.finish, q.finishDetail = reason, detail
-	if s.req.OnEvent != nil {
+	if s.req.OnEvent != nil && !s.deferEvents {
 		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Finished: true, FinishReason: reason})
 	}
+}
+
+// DeferEvents stops per-token events: a strategy whose sequences are provisional (beam search)
+// calls it first and reports its final sequences with EmitFinal.
+func (s *Session) DeferEvents() { s.deferEvents = true }
+
+// EmitFinal sends one event per sequence with its whole text, in order, numbered by position.
+func (s *Session) EmitFinal(seqs []*Sequence) error {
+	if s.req.OnEvent == nil {
+		return nil
+	}
+	for i, q := range seqs {
+		last := TokenID(-1)
+		if g := q.Generated(); len(g) > 0 {
+			last = g[len(g)-1]
+		}
+		if err := s.req.OnEvent(Event{Sequence: i, Token: last, Text: s.takeText(q), Finished: true, FinishReason: q.finish}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Truncate rolls q back to its first n tokens (n at least the prompt length): tokens, text,
@@ -672,13 +733,16 @@ func (s *Session) result(err error) *Result {
 		}
 		res.GeneratedTokens += q.NumGenerated()
 	}
-	for _, q := range outs {
+	if res.Stats.Drafted > 0 {
+		res.Stats.AcceptanceRate = float64(res.Stats.Accepted) / float64(res.Stats.Drafted)
+	}
+	for i, q := range outs {
 		text := q.text
 		if q.textEnd >= 0 {
 			text = text[:q.textEnd]
 		}
 		res.Sequences = append(res.Sequences, SequenceResult{
-			Index:        q.index,
+			Index:        i,
 			Tokens:       append([]TokenID{}, q.Generated()...),
 			Text:         string(text),
 			Scores:       q.scores,

@@ -44,6 +44,9 @@ type Config struct {
 	Scale float32
 	// ContextLength is the model's context window (default 256).
 	ContextLength int
+	// RowFunc, when set, replaces the generated table: it writes the logits that follow ctx
+	// into dst (hand-built examples).
+	RowFunc func(dst []float32, ctx []core.TokenID)
 }
 
 // Model is the deterministic test model. It is safe for concurrent use.
@@ -97,6 +100,10 @@ func (m *Model) Tokens() int64 { return m.tokens.Load() }
 // Row writes into dst (len VocabSize) the logits that follow the context ctx, exactly as
 // Forward produces them, and returns dst.
 func (m *Model) Row(dst []float32, ctx []core.TokenID) []float32 {
+	if m.cfg.RowFunc != nil {
+		m.cfg.RowFunc(dst[:m.cfg.VocabSize], ctx)
+		return dst
+	}
 	h := m.cfg.Seed * 0x9e3779b97f4a7c15
 	start := max(len(ctx)-m.cfg.Order, 0)
 	for i := start; i < len(ctx); i++ {
