@@ -370,9 +370,13 @@ func (r *reader) tensorInfo(i int) TensorInfo {
 		r.fail("unknown tensor type %d", uint32(t.Type))
 		return t
 	}
-	if len(t.Dims) > 0 && t.Dims[0]%uint64(info.BlockSize) != 0 {
+	rowLen := uint64(1) // a tensor without dimensions holds one element
+	if len(t.Dims) > 0 {
+		rowLen = t.Dims[0]
+	}
+	if rowLen%uint64(info.BlockSize) != 0 {
 		r.off -= 4
-		r.fail("row length %d of %s is not a multiple of the block size %d", t.Dims[0], t.Type, info.BlockSize)
+		r.fail("row length %d of %s is not a multiple of the block size %d", rowLen, t.Type, info.BlockSize)
 		return t
 	}
 	blocks := elems / uint64(info.BlockSize)

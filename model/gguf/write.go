@@ -126,8 +126,12 @@ func (w *Writer) newTensor(name string, typ ggml.Type, dims []uint64) (writerTen
 		}
 		n *= d
 	}
-	if len(dims) > 0 && dims[0]%uint64(info.BlockSize) != 0 {
-		return writerTensor{}, fmt.Errorf("gguf: tensor %q: row length %d of %s is not a multiple of the block size %d", name, dims[0], typ, info.BlockSize)
+	rowLen := uint64(1) // a tensor without dimensions holds one element
+	if len(dims) > 0 {
+		rowLen = dims[0]
+	}
+	if rowLen%uint64(info.BlockSize) != 0 {
+		return writerTensor{}, fmt.Errorf("gguf: tensor %q: row length %d of %s is not a multiple of the block size %d", name, rowLen, typ, info.BlockSize)
 	}
 	blocks := n / uint64(info.BlockSize)
 	if blocks > math.MaxInt64/uint64(info.TypeSize) {
