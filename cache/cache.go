@@ -1,0 +1,343 @@
+// Package cache is the key/value cache of loom's transformer runtime: the keys and values every
+// attention layer has computed for a sequence's past tokens, kept in fixed-size blocks so that
+// sequences can share them.
+//
+// A Pool owns the blocks, within a memory budget. A Sequence is an ordered list of blocks (its
+// block table), one block holding BlockSize consecutive positions of every layer's K and V. The
+// operations the decoding strategies need are all bookkeeping on block tables:
+//
+//   - Fork gives a second sequence the same blocks, with reference counts raised: O(blocks),
+//     no data copied. A block shared by several sequences, or published for prefix reuse, is
+//     never written; a sequence about to write into it first copies it (copy-on-write).
+//   - Truncate rolls a sequence back to an earlier length (rejected speculative drafts), giving
+//     up the blocks past the new end.
+//   - Prefix reuse: when a block fills, it is published under a hash of its tokens chained with
+//     the hashes of every block before it. A new sequence whose tokens start with published
+//     blocks takes them (MatchPrefix) instead of recomputing them. Published blocks that no
+//     sequence holds stay cached until their memory is needed, least recently used first.
+//
+// A forward pass uses a sequence in three steps: Grow reserves positions for new tokens
+// (allocating and copying blocks as needed, or failing with ErrBudget without changing
+// anything), Put writes each layer's K and V rows at those positions, and Commit marks them
+// written, which publishes blocks that became full. Attention reads the rows through Spans
+// (views of the stored blocks) or ReadKV (a float32 copy).
+//
+// Blocks store float32 or IEEE half precision (Float16, half the memory; converted with the
+// CPU's F16C instructions where available).
+//
+// A Pool is safe for concurrent use. A Sequence is used by one goroutine at a time; different
+// sequences, even sharing blocks, may be used concurrently.
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// DType is the element type blocks store.
+type DType uint8
+
+const (
+	// Float32 stores keys and values exactly as computed.
+	Float32 DType = iota
+	// Float16 stores them in IEEE half precision (rounded to nearest even): half the memory.
+	Float16
+)
+
+// Size returns the bytes of one element.
+func (d DType) Size() int {
+	if d == Float16 {
+		return 2
+	}
+	return 4
+}
+
+// String returns "f32" or "f16".
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "f32"
+	case Float16:
+		return "f16"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// ParseDType returns the DType named "f32" (or "float32") or "f16" (or "float16").
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "f32", "float32", "F32":
+		return Float32, nil
+	case "f16", "float16", "F16":
+		return Float16, nil
+	}
+	return 0, fmt.Errorf("cache: element type %q: want f32 or f16", s)
+}
+
+// DefaultBlockSize is the tokens per block when Config.BlockSize is zero.
+const DefaultBlockSize = 16
+
+// DefaultBudget is the memory budget when Config.Budget is zero: 1 GiB.
+const DefaultBudget = 1 << 30
+
+// ErrBudget is the error (wrapped, with the numbers) of a Grow that needs more blocks than the
+// pool's budget leaves: the request does not fit beside the sequences that hold blocks now.
+var ErrBudget = errors.New("kv cache: memory budget exhausted")
+
+// Config describes the blocks of a Pool.
+type Config struct {
+	// Layers is the number of attention layers; each block holds K and V for all of them.
+	Layers int
+	// KVDim is the number of values of one token's K (and of its V) in one layer: the number
+	// of key/value heads times the head dimension.
+	KVDim int
+	// BlockSize is the number of positions per block (DefaultBlockSize when zero). Prefix
+	// reuse works in whole blocks.
+	BlockSize int
+	// DType is the element type of the stored keys and values.
+	DType DType
+	// Budget is the most bytes of block storage the pool allocates (DefaultBudget when zero).
+	Budget int64
+	// NoPrefixCache turns prefix reuse off: full blocks are not published, and released blocks
+	// are not kept.
+	NoPrefixCache bool
+}
+
+// block is one block of storage: BlockSize positions of K and V for every layer, laid out
+// [layer][K, V][position][KVDim], and the tokens at those positions.
+type block struct {
+	f32    []float32
+	f16    []uint16
+	tokens []int32
+	refs   int32
+	// hash is the chain hash under which the block is published (when published is true);
+	// parent is the chain hash of the block before it.
+	hash, parent uint64
+	published    bool
+	// prev and next link the unreferenced published blocks in least-recently-used order.
+	prev, next *block
+}
+
+// Pool allocates blocks for sequences within a memory budget, tracks how many sequences hold
+// each block, and keeps the table of published blocks for prefix reuse.
+type Pool struct {
+	cfg        Config
+	layerElems int // elements of one layer's K (or V) in a block
+	blockElems int
+	blockBytes int64
+	maxBlocks  int
+
+	mu        sync.Mutex
+	allocated int      // blocks with memory
+	inUse     int      // blocks held by at least one sequence
+	free      []*block // unreferenced, unpublished
+	lru       block    // sentinel of the list of unreferenced published blocks, oldest first
+	cached    int      // length of that list
+	table     map[uint64]*block
+	reused    int64
+	evictions int64
+	copies    int64
+}
+
+// NewPool returns an empty pool for blocks of the given shape. It allocates memory only as
+// sequences grow.
+func NewPool(cfg Config) (*Pool, error) {
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.Budget == 0 {
+		cfg.Budget = DefaultBudget
+	}
+	switch {
+	case cfg.Layers <= 0:
+		return nil, fmt.Errorf("cache: layers = %d: must be positive", cfg.Layers)
+	case cfg.KVDim <= 0:
+		return nil, fmt.Errorf("cache: kv dim = %d: must be positive", cfg.KVDim)
+	case cfg.BlockSize < 0:
+		return nil, fmt.Errorf("cache: block size = %d: must be positive", cfg.BlockSize)
+	case cfg.DType != Float32 && cfg.DType != Float16:
+		return nil, fmt.Errorf("cache: unknown element type %v", cfg.DType)
+	}
+	p := &Pool{cfg: cfg, table: map[uint64]*block{}}
+	p.layerElems = cfg.BlockSize * cfg.KVDim
+	p.blockElems = 2 * cfg.Layers * p.layerElems
+	p.blockBytes = int64(p.blockElems)*int64(cfg.DType.Size()) + 4*int64(cfg.BlockSize)
+	if cfg.Budget < p.blockBytes {
+		return nil, fmt.Errorf("cache: budget of %d bytes is less than one block (%d bytes)", cfg.Budget, p.blockBytes)
+	}
+	p.maxBlocks = int(cfg.Budget / p.blockBytes)
+	p.lru.prev, p.lru.next = &p.lru, &p.lru
+	return p, nil
+}
+
+// Config returns the pool's configuration, defaults filled in.
+func (p *Pool) Config() Config { return p.cfg }
+
+// BytesPerToken is the memory one position of one sequence takes: K and V of every layer.
+func (p *Pool) BytesPerToken() int64 {
+	return 2 * int64(p.cfg.Layers) * int64(p.cfg.KVDim) * int64(p.cfg.DType.Size())
+}
+
+// BlockBytes is the memory of one block, its token record included.
+func (p *Pool) BlockBytes() int64 { return p.blockBytes }
+
+// Stats is a snapshot of a pool's use.
+type Stats struct {
+	// Budget and BlockBytes are the configured limit and the size of one block; MaxBlocks is
+	// how many blocks fit in the budget.
+	Budget, BlockBytes int64
+	MaxBlocks          int
+	// Allocated blocks have memory; each is either in use (held by a sequence), cached
+	// (published, held by none, kept for prefix reuse) or free.
+	Allocated, InUse, Cached, Free int
+	// BytesAllocated is Allocated × BlockBytes.
+	BytesAllocated int64
+	// Published is the number of blocks in the prefix table (in use or cached).
+	Published int
+	// ReusedTokens counts positions taken from published blocks by MatchPrefix; Evictions
+	// counts cached blocks whose memory was given to another block; Copies counts
+	// copy-on-write copies of shared blocks.
+	ReusedTokens, Evictions, Copies int64
+}
+
+// Stats returns a snapshot of the pool's use.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{
+		Budget: p.cfg.Budget, BlockBytes: p.blockBytes, MaxBlocks: p.maxBlocks,
+		Allocated: p.allocated, InUse: p.inUse, Cached: p.cached, Free: len(p.free),
+		BytesAllocated: int64(p.allocated) * p.blockBytes,
+		Published:      len(p.table),
+		ReusedTokens:   p.reused, Evictions: p.evictions, Copies: p.copies,
+	}
+}
+
+// DropCached forgets every cached block (published and held by no sequence), making its
+// memory free. Blocks in use stay published.
+func (p *Pool) DropCached() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.lru.next != &p.lru {
+		b := p.lru.next
+		p.unlink(b)
+		p.unpublish(b)
+		p.free = append(p.free, b)
+	}
+}
+
+// available returns how many blocks the pool can hand out now: free, unallocated within the
+// budget, and cached (evictable).
+func (p *Pool) available() int {
+	return len(p.free) + (p.maxBlocks - p.allocated) + p.cached
+}
+
+// take returns an unreferenced block with refs set to 1. The caller has checked available.
+func (p *Pool) take() *block {
+	var b *block
+	switch {
+	case len(p.free) > 0:
+		b = p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+	case p.allocated < p.maxBlocks:
+		b = &block{tokens: make([]int32, p.cfg.BlockSize)}
+		if p.cfg.DType == Float16 {
+			b.f16 = make([]uint16, p.blockElems)
+		} else {
+			b.f32 = make([]float32, p.blockElems)
+		}
+		p.allocated++
+	default: // evict the least recently used cached block
+		b = p.lru.next
+		p.unlink(b)
+		p.unpublish(b)
+		p.evictions++
+	}
+	b.refs = 1
+	p.inUse++
+	return b
+}
+
+// acquire adds a reference to b.
+func (p *Pool) acquire(b *block) {
+	if b.refs == 0 {
+		p.unlink(b) // a cached block comes back into use
+		p.inUse++
+	}
+	b.refs++
+}
+
+// release drops a reference to b. An unreferenced published block joins the cache as the most
+// recently used; any other becomes free.
+func (p *Pool) release(b *block) {
+	b.refs--
+	if b.refs > 0 {
+		return
+	}
+	if b.refs < 0 {
+		panic("cache: block released more often than acquired")
+	}
+	p.inUse--
+	if b.published {
+		b.prev, b.next = p.lru.prev, &p.lru
+		p.lru.prev.next = b
+		p.lru.prev = b
+		p.cached++
+		return
+	}
+	p.free = append(p.free, b)
+}
+
+func (p *Pool) unlink(b *block) {
+	b.prev.next = b.next
+	b.next.prev = b.prev
+	b.prev, b.next = nil, nil
+	p.cached--
+}
+
+func (p *Pool) unpublish(b *block) {
+	if b.published {
+		delete(p.table, b.hash)
+		b.published = false
+	}
+}
+
+// copyBlock copies the first rows positions of src (every layer, tokens included) into dst.
+func (p *Pool) copyBlock(dst, src *block, rows int) {
+	n := rows * p.cfg.KVDim
+	for part := 0; part < 2*p.cfg.Layers; part++ {
+		off := part * p.layerElems
+		if p.cfg.DType == Float16 {
+			copy(dst.f16[off:off+n], src.f16[off:off+n])
+		} else {
+			copy(dst.f32[off:off+n], src.f32[off:off+n])
+		}
+	}
+	copy(dst.tokens[:rows], src.tokens[:rows])
+	p.copies++
+}
+
+// budgetError explains a request for need blocks when only have can be handed out.
+func (p *Pool) budgetError(need, have int) error {
+	return fmt.Errorf("%w: %d more blocks of %d tokens needed (%d bytes each) but %d are left; %d of the %d blocks that fit in the budget of %d bytes are held by live sequences",
+		ErrBudget, need, p.cfg.BlockSize, p.blockBytes, have, p.inUse, p.maxBlocks, p.cfg.Budget)
+}
+
+// chainHash returns the hash of a full block of tokens following a block whose chain hash is
+// parent (0 for the first block).
+func chainHash(parent uint64, tokens []int32) uint64 {
+	h := parent ^ 0x9e3779b97f4a7c15
+	for _, t := range tokens {
+		h ^= uint64(uint32(t))
+		h *= 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+	}
+	h ^= uint64(len(tokens))
+	h *= 0x94d049bb133111eb
+	h ^= h >> 29
+	if h == 0 { // 0 marks "no parent"
+		h = 1
+	}
+	return h
+}

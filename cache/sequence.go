@@ -1,0 +1,344 @@
+package cache
+
+import "fmt"
+
+// Sequence is one sequence's keys and values: a list of blocks of the pool and the number of
+// positions filled. Positions [0, Len) hold the K and V of the sequence's tokens, layer by
+// layer. A Sequence is used by one goroutine at a time.
+type Sequence struct {
+	pool   *Pool
+	blocks []*block
+	// hashes are the chain hashes of the committed full blocks, in order.
+	hashes    []uint64
+	n         int
+	committed int
+	closed    bool
+}
+
+// NewSequence returns an empty sequence. It holds no memory until it grows.
+func (p *Pool) NewSequence() *Sequence {
+	return &Sequence{pool: p}
+}
+
+// Pool returns the pool the sequence takes its blocks from.
+func (s *Sequence) Pool() *Pool { return s.pool }
+
+// Len returns the number of positions the sequence holds (reserved by Grow, written or not).
+func (s *Sequence) Len() int { return s.n }
+
+// NumBlocks returns the number of blocks in the sequence's block table.
+func (s *Sequence) NumBlocks() int { return len(s.blocks) }
+
+// Tokens appends the sequence's tokens, positions 0 to Len-1, to dst and returns it.
+func (s *Sequence) Tokens(dst []int32) []int32 {
+	bs := s.pool.cfg.BlockSize
+	for i, b := range s.blocks {
+		dst = append(dst, b.tokens[:min(bs, s.n-i*bs)]...)
+	}
+	return dst
+}
+
+func (s *Sequence) checkOpen() {
+	if s.closed {
+		panic("cache: use of a closed sequence")
+	}
+}
+
+// MatchPrefix appends to the sequence the published blocks that hold the longest run of
+// whole blocks at the start of tokens, taken as the tokens following the sequence's current
+// ones, and returns how many tokens they cover (a multiple of the block size, possibly 0).
+// Those positions need no forward pass: their keys and values are already computed. It
+// matches only when the sequence is committed and ends on a block boundary (a new sequence
+// always does) and prefix reuse is on. To be left a token to compute logits from, callers pass
+// all but the last token of a prompt.
+func (s *Sequence) MatchPrefix(tokens []int32) int {
+	s.checkOpen()
+	p := s.pool
+	bs := p.cfg.BlockSize
+	if p.cfg.NoPrefixCache || s.n%bs != 0 || s.committed != s.n || len(tokens) < bs {
+		return 0
+	}
+	var prev uint64
+	if len(s.hashes) > 0 {
+		prev = s.hashes[len(s.hashes)-1]
+	}
+	matched := 0
+	p.mu.Lock()
+	for ; matched+bs <= len(tokens); matched += bs {
+		blk := tokens[matched : matched+bs]
+		h := chainHash(prev, blk)
+		b, ok := p.table[h]
+		if !ok || b.parent != prev || !equalTokens(b.tokens, blk) {
+			break
+		}
+		p.acquire(b)
+		s.blocks = append(s.blocks, b)
+		s.hashes = append(s.hashes, h)
+		prev = h
+	}
+	p.reused += int64(matched)
+	p.mu.Unlock()
+	s.n += matched
+	s.committed = s.n
+	return matched
+}
+
+func equalTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Grow reserves positions Len … Len+len(tokens)-1 for tokens, whose keys and values the
+// caller then writes with Put and confirms with Commit. It allocates the blocks needed and
+// copies the last block if it is shared with another sequence (copy-on-write). When the pool
+// cannot provide the blocks within its budget, Grow returns an error wrapping ErrBudget and
+// the sequence is unchanged.
+func (s *Sequence) Grow(tokens []int32) error {
+	s.checkOpen()
+	if len(tokens) == 0 {
+		return nil
+	}
+	p := s.pool
+	bs := p.cfg.BlockSize
+	newN := s.n + len(tokens)
+	add := (newN+bs-1)/bs - len(s.blocks)
+	partial := s.n%bs != 0
+
+	p.mu.Lock()
+	var last *block
+	cow := false
+	if partial {
+		last = s.blocks[len(s.blocks)-1]
+		cow = last.refs > 1
+	}
+	need := add
+	if cow {
+		need++
+	}
+	if have := p.available(); need > have {
+		err := p.budgetError(need, have)
+		p.mu.Unlock()
+		return err
+	}
+	if partial {
+		switch {
+		case cow:
+			nb := p.take()
+			p.copyBlock(nb, last, s.n%bs)
+			p.release(last)
+			s.blocks[len(s.blocks)-1] = nb
+		case last.published:
+			// Held by this sequence alone after a Truncate into a published block: it
+			// stops being published before its rows change.
+			p.unpublish(last)
+		}
+	}
+	for range add {
+		s.blocks = append(s.blocks, p.take())
+	}
+	p.mu.Unlock()
+
+	for i, t := range tokens {
+		pos := s.n + i
+		s.blocks[pos/bs].tokens[pos%bs] = t
+	}
+	s.n = newN
+	return nil
+}
+
+// offset returns the block of position pos and the element offset of its K row for layer.
+func (s *Sequence) offset(layer, pos int) (*block, int) {
+	p := s.pool
+	bs := p.cfg.BlockSize
+	return s.blocks[pos/bs], 2*layer*p.layerElems + (pos%bs)*p.cfg.KVDim
+}
+
+// Put writes the key row k and the value row v of layer at position pos, which must have been
+// reserved by Grow and not yet committed. Both rows have KVDim values; Float16 storage rounds
+// them to half precision.
+func (s *Sequence) Put(layer, pos int, k, v []float32) {
+	s.checkOpen()
+	p := s.pool
+	if pos < s.committed || pos >= s.n {
+		panic(fmt.Sprintf("cache: Put at position %d outside the positions [%d, %d) reserved by Grow", pos, s.committed, s.n))
+	}
+	if layer < 0 || layer >= p.cfg.Layers || len(k) != p.cfg.KVDim || len(v) != p.cfg.KVDim {
+		panic(fmt.Sprintf("cache: Put of layer %d with rows of %d and %d values; want layer < %d, rows of %d",
+			layer, len(k), len(v), p.cfg.Layers, p.cfg.KVDim))
+	}
+	b, off := s.offset(layer, pos)
+	d := p.cfg.KVDim
+	voff := off + p.layerElems
+	if p.cfg.DType == Float16 {
+		EncodeHalf(b.f16[off:off+d], k)
+		EncodeHalf(b.f16[voff:voff+d], v)
+		return
+	}
+	copy(b.f32[off:off+d], k)
+	copy(b.f32[voff:voff+d], v)
+}
+
+// Commit marks every position of the sequence as written. Blocks that became full are
+// published for prefix reuse, unless a block with the same tokens already is.
+func (s *Sequence) Commit() {
+	s.checkOpen()
+	p := s.pool
+	bs := p.cfg.BlockSize
+	s.committed = s.n
+	full := s.n / bs
+	if len(s.hashes) >= full {
+		return
+	}
+	prev := uint64(0)
+	if len(s.hashes) > 0 {
+		prev = s.hashes[len(s.hashes)-1]
+	}
+	if !p.cfg.NoPrefixCache {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	}
+	for i := len(s.hashes); i < full; i++ {
+		b := s.blocks[i]
+		h := chainHash(prev, b.tokens)
+		s.hashes = append(s.hashes, h)
+		if !p.cfg.NoPrefixCache && !b.published {
+			if _, dup := p.table[h]; !dup {
+				b.hash, b.parent, b.published = h, prev, true
+				p.table[h] = b
+			}
+		}
+		prev = h
+	}
+}
+
+// Span is the part of one block that a sequence's attention reads for one layer: Rows
+// consecutive positions starting at Start, as row-major views of the stored rows (Rows ×
+// KVDim values each). For Float32 storage K and V are set, for Float16 K16 and V16. The views
+// alias the cache and must not be modified.
+type Span struct {
+	Start, Rows int
+	K, V        []float32
+	K16, V16    []uint16
+}
+
+// Spans appends to dst the spans covering positions [0, end) of layer, in order, and returns
+// it. end must not exceed Len; positions reserved by Grow but not yet written read as whatever
+// the block held.
+func (s *Sequence) Spans(layer, end int, dst []Span) []Span {
+	s.checkOpen()
+	p := s.pool
+	if end < 0 || end > s.n || layer < 0 || layer >= p.cfg.Layers {
+		panic(fmt.Sprintf("cache: Spans of layer %d to position %d of a sequence of %d", layer, end, s.n))
+	}
+	bs, d := p.cfg.BlockSize, p.cfg.KVDim
+	for start := 0; start < end; start += bs {
+		b := s.blocks[start/bs]
+		rows := min(bs, end-start)
+		off := 2 * layer * p.layerElems
+		voff := off + p.layerElems
+		sp := Span{Start: start, Rows: rows}
+		if p.cfg.DType == Float16 {
+			sp.K16, sp.V16 = b.f16[off:off+rows*d], b.f16[voff:voff+rows*d]
+		} else {
+			sp.K, sp.V = b.f32[off:off+rows*d], b.f32[voff:voff+rows*d]
+		}
+		dst = append(dst, sp)
+	}
+	return dst
+}
+
+// ReadKV copies the key and value rows of layer at positions [start, end) into k and v as
+// float32, row after row; each must hold (end-start)×KVDim values.
+func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
+	s.checkOpen()
+	p := s.pool
+	d := p.cfg.KVDim
+	if start < 0 || start > end || end > s.n || len(k) != (end-start)*d || len(v) != (end-start)*d {
+		panic(fmt.Sprintf("cache: ReadKV of positions [%d, %d) of a sequence of %d into %d and %d values", start, end, s.n, len(k), len(v)))
+	}
+	bs := p.cfg.BlockSize
+	for pos := start; pos < end; {
+		b, off := s.offset(layer, pos)
+		rows := min(bs-pos%bs, end-pos)
+		n := rows * d
+		o := (pos - start) * d
+		voff := off + p.layerElems
+		if p.cfg.DType == Float16 {
+			DecodeHalf(k[o:o+n], b.f16[off:off+n])
+			DecodeHalf(v[o:o+n], b.f16[voff:voff+n])
+		} else {
+			copy(k[o:o+n], b.f32[off:off+n])
+			copy(v[o:o+n], b.f32[voff:voff+n])
+		}
+		pos += rows
+	}
+}
+
+// Fork returns a new sequence with the same positions, sharing every block copy-on-write: the
+// cost is one reference count per block. Either sequence may then grow or be truncated
+// without affecting the other.
+func (s *Sequence) Fork() *Sequence {
+	s.checkOpen()
+	p := s.pool
+	f := &Sequence{
+		pool:      p,
+		blocks:    append(make([]*block, 0, cap(s.blocks)), s.blocks...),
+		hashes:    append([]uint64(nil), s.hashes...),
+		n:         s.n,
+		committed: s.committed,
+	}
+	p.mu.Lock()
+	for _, b := range s.blocks {
+		p.acquire(b)
+	}
+	p.mu.Unlock()
+	return f
+}
+
+// Truncate rolls the sequence back to its first n positions, 0 ≤ n ≤ Len, releasing the blocks
+// past them.
+func (s *Sequence) Truncate(n int) error {
+	s.checkOpen()
+	if n < 0 || n > s.n {
+		return fmt.Errorf("cache: truncate to %d positions: the sequence has %d", n, s.n)
+	}
+	s.truncate(n)
+	return nil
+}
+
+func (s *Sequence) truncate(n int) {
+	p := s.pool
+	bs := p.cfg.BlockSize
+	keep := (n + bs - 1) / bs
+	if keep < len(s.blocks) {
+		p.mu.Lock()
+		// Last blocks first, so that the cache evicts the ends of prefixes before their
+		// beginnings.
+		for i := len(s.blocks) - 1; i >= keep; i-- {
+			p.release(s.blocks[i])
+			s.blocks[i] = nil
+		}
+		p.mu.Unlock()
+		s.blocks = s.blocks[:keep]
+	}
+	s.hashes = s.hashes[:min(len(s.hashes), n/bs)]
+	s.n = n
+	s.committed = min(s.committed, n)
+}
+
+// Close releases the sequence's blocks. Published blocks stay cached for prefix reuse. The
+// sequence must not be used afterwards; closing twice does nothing.
+func (s *Sequence) Close() {
+	if s.closed {
+		return
+	}
+	s.truncate(0)
+	s.closed = true
+}
