@@ -39,6 +39,7 @@ func builtinParts() []*Part {
 			NewStrategy: func(a *Args) (core.Strategy, error) { return strategies.Ancestral{}, nil },
 		},
 	}
+	parts = append(parts, searchParts()...)
 	parts = append(parts, processorParts()...)
 	parts = append(parts, stoppingParts()...)
 	return parts

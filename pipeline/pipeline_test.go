@@ -174,3 +174,41 @@ func TestExamplePipelinesValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestSearchStrategies(t *testing.T) {
+	cases := []struct {
+		name, src, wantErr string
+	}{
+		{"beam", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"beam\"\nnum_beams = 3\nnum_return_sequences = 2\n", ""},
+		{"beam return > beams", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"beam\"\nnum_beams = 2\nnum_return_sequences = 3\n",
+			"x.toml:6: strategy.num_return_sequences = 3: must be in [1, num_beams = 2]"},
+		{"speculative", "[model]\nbuiltin = \"test\"\n[draft_model]\nbuiltin = \"test\"\n[strategy]\ntype = \"speculative\"\nk = 3\n", ""},
+		{"speculative without draft", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"speculative\"\n",
+			"x.toml:3: strategy: speculative: needs a [draft_model]"},
+		{"prompt lookup", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nngram = 2\n", ""},
+		{"prompt lookup k", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nk = 0\n",
+			"x.toml:5: strategy.k = 0: must be in [1, 64]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec, err := pipeline.Parse("x.toml", []byte(c.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := pipeline.Build(spec, pipeline.Options{})
+			if c.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				if _, err := core.Generate(context.Background(), b.Pipeline, core.Request{Prompt: "the cat", MaxNewTokens: 5, Seed: core.SeedOf(1)}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.wantErr) {
+				t.Fatalf("err = %v\nwant %s…", err, c.wantErr)
+			}
+		})
+	}
+}

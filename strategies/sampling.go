@@ -4,6 +4,7 @@ package strategies
 
 import (
 	"context"
+	"math"
 
 	"github.com/loomlm/loom/core"
 )
@@ -60,4 +61,11 @@ func loop(s *core.Session, pick func(*core.Sequence, *core.Candidates) (core.Cho
 		}
 	}
 	return nil
+}
+
+func logOf(p float32) float32 {
+	if p <= 0 {
+		return float32(math.Inf(-1))
+	}
+	return float32(math.Log(float64(p)))
 }
