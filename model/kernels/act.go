@@ -5,20 +5,35 @@ import (
 	"math"
 )
 
-// Quantised activation layouts, shared with the assembly (internal/asmgen):
+// Quantised activation layouts, shared with the assembly (internal/asmgen). A row of x is
+// quantised to 8 bits, x ≈ d·q with d = max|x|/127 over each block:
 //
-//	block of 32 (Q8_0, Q4_0):  float32 d; int8 q[32]                               36 bytes
-//	block of 256 (K-quants):   float32 d; int16 sum16[16]; int16 sum32[8]; int8 q[256]  308 bytes
-//
-// x ≈ d·q with d = max|x|/127 over the block; sum16[k] and sum32[k] are the sums of q over the
-// k-th 16 and 32 elements.
+//	Q8_0, Q4_0: groups of four blocks of 32, 176 bytes per group:
+//	    float32 d[4]; int32 corr[4]; int32 zero[4]; int8 q[128]
+//	  where corr[k] = −8·Σq over block k (the Q4_0 offset). A row's last group may be partial;
+//	  its unused blocks are zero.
+//	Q4_K, Q6_K: super-blocks of 256, 308 bytes:
+//	    float32 d; int16 sum16[16]; int16 sum32[8]; int8 q[256]
+//	  where sum16[k] and sum32[k] are the sums of q over the k-th 16 and 32 elements.
 const (
-	act32Bytes = 36
+	act32Group = 176
+	act32Corr  = 16
+	act32Q     = 48
 	actKBytes  = 308
 	actKSum16  = 4
 	actKSum32  = 36
 	actKQ      = 52
 )
+
+// act32Bytes returns the bytes of the quantised form of a row of cols (a multiple of 32).
+func act32Bytes(cols int) int { return (cols/32 + 3) / 4 * act32Group }
+
+// act32Block returns the scale, the Q4_0 correction and the quants of block b of a row.
+func act32Block(row []byte, b int) (d float32, corr int32, q []byte) {
+	g := row[b/4*act32Group:]
+	k := b % 4
+	return lef32(g[4*k:]), int32(binary.LittleEndian.Uint32(g[act32Corr+4*k:])), g[act32Q+32*k : act32Q+32*k+32]
+}
 
 // blockScale returns the scale d of a block with largest magnitude amax and its inverse.
 func blockScale(amax float32) (d, id float32) {
@@ -28,12 +43,10 @@ func blockScale(amax float32) (d, id float32) {
 	return amax / 127, 127 / amax
 }
 
-// round8 rounds v (|v| ≤ 127 plus rounding) half away from zero.
+// round8 rounds v (|v| ≤ 127 plus rounding) to the nearest integer, ties to even, as the
+// assembly's VCVTPS2DQ does.
 func round8(v float32) int8 {
-	if v >= 0 {
-		return int8(int32(v + 0.5))
-	}
-	return int8(int32(v - 0.5))
+	return int8(math.RoundToEven(float64(v)))
 }
 
 func absMax(x []float32) float32 {
@@ -49,22 +62,29 @@ func absMax(x []float32) float32 {
 	return m
 }
 
-// quantize32 writes len(x)/32 blocks of 32 to dst.
-func quantize32(dst []byte, x []float32) {
+// quant32Generic writes the quantised form of x (len(x) a multiple of 32) to dst
+// (act32Bytes(len(x)) bytes), leaving the unused blocks of a last partial group as they are.
+func quant32Generic(dst []byte, x []float32) {
 	for b := 0; b < len(x)/32; b++ {
 		xs := x[b*32 : b*32+32]
-		blk := dst[b*act32Bytes : b*act32Bytes+act32Bytes]
+		g := dst[b/4*act32Group : (b/4+1)*act32Group]
+		k := b % 4
 		d, id := blockScale(absMax(xs))
-		binary.LittleEndian.PutUint32(blk, math.Float32bits(d))
-		q := blk[4:36]
+		binary.LittleEndian.PutUint32(g[4*k:], math.Float32bits(d))
+		q := g[act32Q+32*k : act32Q+32*k+32]
+		var s int32
 		for j, v := range xs {
-			q[j] = byte(round8(v * id))
+			r := round8(v * id)
+			q[j] = byte(r)
+			s += int32(r)
 		}
+		binary.LittleEndian.PutUint32(g[act32Corr+4*k:], uint32(-8*s))
+		binary.LittleEndian.PutUint32(g[act32Corr+16+4*k:], 0)
 	}
 }
 
-// quantizeK writes len(x)/256 blocks of 256 to dst.
-func quantizeK(dst []byte, x []float32) {
+// quantKGeneric writes len(x)/256 blocks of 256 to dst.
+func quantKGeneric(dst []byte, x []float32) {
 	for b := 0; b < len(x)/256; b++ {
 		xs := x[b*256 : b*256+256]
 		blk := dst[b*actKBytes : b*actKBytes+actKBytes]

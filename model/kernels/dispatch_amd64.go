@@ -2,7 +2,9 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+)
 
 // The assembly needs AVX2 and FMA (every such CPU also has F16C); cpu.X86 reports AVX2 only
 // when the operating system saves the YMM registers.
@@ -22,5 +24,15 @@ func init() {
 			kQ6_K: {dotQ6_Kx1, dotQ6_Kx2, dotQ6_Kx3, dotQ6_Kx4},
 		},
 		axpy: axpyF32,
+		quant32: func(dst []byte, x []float32) {
+			if len(x) >= 32 {
+				quant32(&x[0], len(x)/32, &dst[0])
+			}
+		},
+		quantK: func(dst []byte, x []float32) {
+			if len(x) >= 256 {
+				quantK(&x[0], len(x)/256, &dst[0])
+			}
+		},
 	}
 }

@@ -90,3 +90,9 @@ func dotQ6_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
+
+// quant32 quantises nb blocks of 32 float32 at x into the group layout at dst.
+func quant32(x *float32, nb int, dst *byte)
+
+// quantK quantises nb blocks of 256 float32 at x into the K activation layout at dst.
+func quantK(x *float32, nb int, dst *byte)

@@ -4,6 +4,29 @@
 
 #include "textflag.h"
 
+DATA absMask<>+0(SB)/4, $0x7fffffff
+DATA absMask<>+4(SB)/4, $0x7fffffff
+DATA absMask<>+8(SB)/4, $0x7fffffff
+DATA absMask<>+12(SB)/4, $0x7fffffff
+DATA absMask<>+16(SB)/4, $0x7fffffff
+DATA absMask<>+20(SB)/4, $0x7fffffff
+DATA absMask<>+24(SB)/4, $0x7fffffff
+DATA absMask<>+28(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $32
+
+DATA permPack<>+0(SB)/4, $0x00000000
+DATA permPack<>+4(SB)/4, $0x00000004
+DATA permPack<>+8(SB)/4, $0x00000001
+DATA permPack<>+12(SB)/4, $0x00000005
+DATA permPack<>+16(SB)/4, $0x00000002
+DATA permPack<>+20(SB)/4, $0x00000006
+DATA permPack<>+24(SB)/4, $0x00000003
+DATA permPack<>+28(SB)/4, $0x00000007
+GLOBL permPack<>(SB), RODATA|NOPTR, $32
+
+DATA f127<>+0(SB)/4, $0x42fe0000
+GLOBL f127<>(SB), RODATA|NOPTR, $4
+
 DATA mask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA mask0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA mask0F<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -632,25 +655,46 @@ row:
 	MOVQ   n+24(FP), DI
 
 tail:
-	TESTQ        DI, DI
-	JZ           store
-	MOVWLZX      (BX), R8
-	VMOVD        R8, X2
-	VCVTPH2PS    X2, X2
-	VBROADCASTSS X2, Y2
-	VPABSB       2(BX), Y3
-	VMOVDQU      4(SI), Y4
-	VPSIGNB      2(BX), Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SI), Y3
-	VMULPS       Y2, Y3, Y3
-	VFMADD231PS  Y4, Y3, Y1
-	ADDQ         $0x00000022, BX
-	ADDQ         $0x00000024, SI
-	DECQ         DI
-	JMP          tail
+	TESTQ          DI, DI
+	JZ             store
+	MOVWLZX        (BX), R8
+	VMOVD          R8, X2
+	VPINSRW        $0x01, 34(BX), X2, X2
+	VPINSRW        $0x02, 68(BX), X2, X2
+	VPINSRW        $0x03, 102(BX), X2, X2
+	VCVTPH2PS      X2, X2
+	VINSERTF128    $0x01, X2, Y2, Y2
+	VPABSB         2(BX), Y3
+	VPABSB         36(BX), Y4
+	VPABSB         70(BX), Y5
+	VPABSB         104(BX), Y6
+	VMOVDQU        48(SI), Y7
+	VPSIGNB        2(BX), Y7, Y7
+	VPMADDUBSW     Y7, Y3, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VMOVDQU        80(SI), Y3
+	VPSIGNB        36(BX), Y3, Y3
+	VPMADDUBSW     Y3, Y4, Y3
+	VPMADDWD       Y0, Y3, Y3
+	VPHADDD        Y3, Y7, Y7
+	VMOVDQU        112(SI), Y3
+	VPSIGNB        70(BX), Y3, Y3
+	VPMADDUBSW     Y3, Y5, Y3
+	VPMADDWD       Y0, Y3, Y3
+	VMOVDQU        144(SI), Y4
+	VPSIGNB        104(BX), Y4, Y4
+	VPMADDUBSW     Y4, Y6, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VPHADDD        Y3, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTF128 (SI), Y3
+	VMULPS         Y2, Y3, Y3
+	VFMADD231PS    Y7, Y3, Y1
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           DI
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
@@ -679,9 +723,6 @@ TEXT ·dotQ4_0x1(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x08080808, AX
-	VMOVD        AX, X1
-	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -691,46 +732,67 @@ row:
 	JZ     done
 	MOVQ   AX, BX
 	MOVQ   x+32(FP), SI
-	VXORPS Y2, Y2, Y2
+	VXORPS Y1, Y1, Y1
 	MOVQ   n+24(FP), DI
 
 tail:
-	TESTQ        DI, DI
-	JZ           store
-	MOVWLZX      (BX), R8
-	VMOVD        R8, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(BX), X4
-	VPSRLW       $0x04, X4, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	VPAND        mask0F<>+0(SB), Y5, Y5
-	VPSUBB       Y1, Y5, Y5
-	VPABSB       Y5, Y6
-	VMOVDQU      4(SI), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (SI), Y5
-	VMULPS       Y3, Y5, Y5
-	VFMADD231PS  Y7, Y5, Y2
-	ADDQ         $0x00000012, BX
-	ADDQ         $0x00000024, SI
-	DECQ         DI
-	JMP          tail
+	TESTQ          DI, DI
+	JZ             store
+	MOVWLZX        (BX), R8
+	VMOVD          R8, X2
+	VPINSRW        $0x01, 18(BX), X2, X2
+	VPINSRW        $0x02, 36(BX), X2, X2
+	VPINSRW        $0x03, 54(BX), X2, X2
+	VCVTPH2PS      X2, X2
+	VINSERTF128    $0x01, X2, Y2, Y2
+	VMOVDQU        2(BX), X3
+	VPSRLW         $0x04, X3, X4
+	VINSERTI128    $0x01, X4, Y3, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        20(BX), X3
+	VPSRLW         $0x04, X3, X5
+	VINSERTI128    $0x01, X5, Y3, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VMOVDQU        38(BX), X3
+	VPSRLW         $0x04, X3, X6
+	VINSERTI128    $0x01, X6, Y3, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VMOVDQU        56(BX), X3
+	VPSRLW         $0x04, X3, X7
+	VINSERTI128    $0x01, X7, Y3, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPMADDUBSW     48(SI), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     80(SI), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPMADDUBSW     112(SI), Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     144(SI), Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPADDD         16(SI), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTF128 (SI), Y5
+	VMULPS         Y2, Y5, Y5
+	VFMADD231PS    Y4, Y5, Y1
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           DI
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, BX
-	VEXTRACTF128 $0x01, Y2, X3
-	VADDPS       X2, X3, X3
-	VPERMILPS    $0x4e, X3, X2
-	VADDPS       X2, X3, X3
-	VPERMILPS    $0xb1, X3, X2
-	VADDSS       X2, X3, X3
-	VMOVSS       X3, (BX)
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (BX)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -1299,34 +1361,70 @@ row:
 	MOVQ   n+24(FP), R8
 
 tail:
-	TESTQ        R8, R8
-	JZ           store
-	MOVWLZX      (BX), R9
-	VMOVD        R9, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VPABSB       2(BX), Y4
-	VMOVDQU      4(SI), Y5
-	VPSIGNB      2(BX), Y5, Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SI), Y6
-	VMULPS       Y3, Y6, Y6
-	VFMADD231PS  Y5, Y6, Y1
-	VMOVDQU      4(DI), Y5
-	VPSIGNB      2(BX), Y5, Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (DI), Y4
-	VMULPS       Y3, Y4, Y4
-	VFMADD231PS  Y5, Y4, Y2
-	ADDQ         $0x00000022, BX
-	ADDQ         $0x00000024, SI
-	ADDQ         $0x00000024, DI
-	DECQ         R8
-	JMP          tail
+	TESTQ          R8, R8
+	JZ             store
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X3
+	VPINSRW        $0x01, 34(BX), X3, X3
+	VPINSRW        $0x02, 68(BX), X3, X3
+	VPINSRW        $0x03, 102(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VPABSB         2(BX), Y4
+	VPABSB         36(BX), Y5
+	VPABSB         70(BX), Y6
+	VPABSB         104(BX), Y7
+	VMOVDQU        48(SI), Y8
+	VPSIGNB        2(BX), Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VMOVDQU        80(SI), Y9
+	VPSIGNB        36(BX), Y9, Y9
+	VPMADDUBSW     Y9, Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VMOVDQU        112(SI), Y9
+	VPSIGNB        70(BX), Y9, Y9
+	VPMADDUBSW     Y9, Y6, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VMOVDQU        144(SI), Y10
+	VPSIGNB        104(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTF128 (SI), Y9
+	VMULPS         Y3, Y9, Y9
+	VFMADD231PS    Y8, Y9, Y1
+	VMOVDQU        48(DI), Y8
+	VPSIGNB        2(BX), Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VMOVDQU        80(DI), Y4
+	VPSIGNB        36(BX), Y4, Y4
+	VPMADDUBSW     Y4, Y5, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPHADDD        Y4, Y8, Y8
+	VMOVDQU        112(DI), Y4
+	VPSIGNB        70(BX), Y4, Y4
+	VPMADDUBSW     Y4, Y6, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VMOVDQU        144(DI), Y5
+	VPSIGNB        104(BX), Y5, Y5
+	VPMADDUBSW     Y5, Y7, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y4, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTF128 (DI), Y4
+	VMULPS         Y3, Y4, Y4
+	VFMADD231PS    Y8, Y4, Y2
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x000000b0, SI
+	ADDQ           $0x000000b0, DI
+	DECQ           R8
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
@@ -1363,9 +1461,6 @@ TEXT ·dotQ4_0x2(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x08080808, AX
-	VMOVD        AX, X1
-	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -1377,64 +1472,93 @@ row:
 	MOVQ   x+32(FP), SI
 	MOVQ   xstride+40(FP), DI
 	LEAQ   (SI)(DI*1), DI
+	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 	MOVQ   n+24(FP), R8
 
 tail:
-	TESTQ        R8, R8
-	JZ           store
-	MOVWLZX      (BX), R9
-	VMOVD        R9, X4
-	VCVTPH2PS    X4, X4
-	VBROADCASTSS X4, Y4
-	VMOVDQU      2(BX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        mask0F<>+0(SB), Y6, Y6
-	VPSUBB       Y1, Y6, Y6
-	VPABSB       Y6, Y7
-	VMOVDQU      4(SI), Y8
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
-	VPMADDWD     Y0, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (SI), Y9
-	VMULPS       Y4, Y9, Y9
-	VFMADD231PS  Y8, Y9, Y2
-	VMOVDQU      4(DI), Y8
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
-	VPMADDWD     Y0, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (DI), Y6
-	VMULPS       Y4, Y6, Y6
-	VFMADD231PS  Y8, Y6, Y3
-	ADDQ         $0x00000012, BX
-	ADDQ         $0x00000024, SI
-	ADDQ         $0x00000024, DI
-	DECQ         R8
-	JMP          tail
+	TESTQ          R8, R8
+	JZ             store
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X3
+	VPINSRW        $0x01, 18(BX), X3, X3
+	VPINSRW        $0x02, 36(BX), X3, X3
+	VPINSRW        $0x03, 54(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VMOVDQU        2(BX), X4
+	VPSRLW         $0x04, X4, X5
+	VINSERTI128    $0x01, X5, Y4, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VMOVDQU        20(BX), X4
+	VPSRLW         $0x04, X4, X6
+	VINSERTI128    $0x01, X6, Y4, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VMOVDQU        38(BX), X4
+	VPSRLW         $0x04, X4, X7
+	VINSERTI128    $0x01, X7, Y4, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VMOVDQU        56(BX), X4
+	VPSRLW         $0x04, X4, X8
+	VINSERTI128    $0x01, X8, Y4, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPMADDUBSW     48(SI), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     80(SI), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPMADDUBSW     112(SI), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     144(SI), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPADDD         16(SI), Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (SI), Y10
+	VMULPS         Y3, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y1
+	VPMADDUBSW     48(DI), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     80(DI), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPMADDUBSW     112(DI), Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     144(DI), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPADDD         16(DI), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (DI), Y6
+	VMULPS         Y3, Y6, Y6
+	VFMADD231PS    Y5, Y6, Y2
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	ADDQ           $0x000000b0, DI
+	DECQ           R8
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y2, X4
-	VADDPS       X2, X4, X4
-	VPERMILPS    $0x4e, X4, X2
-	VADDPS       X2, X4, X4
-	VPERMILPS    $0xb1, X4, X2
-	VADDSS       X2, X4, X4
-	VMOVSS       X4, (SI)
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X2
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDSS       X3, X2, X2
-	VMOVSS       X2, (SI)
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -2108,43 +2232,94 @@ row:
 	MOVQ   n+24(FP), R9
 
 tail:
-	TESTQ        R9, R9
-	JZ           store
-	MOVWLZX      (BX), R10
-	VMOVD        R10, X4
-	VCVTPH2PS    X4, X4
-	VBROADCASTSS X4, Y4
-	VPABSB       2(BX), Y5
-	VMOVDQU      4(SI), Y6
-	VPSIGNB      2(BX), Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SI), Y7
-	VMULPS       Y4, Y7, Y7
-	VFMADD231PS  Y6, Y7, Y1
-	VMOVDQU      4(R8), Y6
-	VPSIGNB      2(BX), Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (R8), Y7
-	VMULPS       Y4, Y7, Y7
-	VFMADD231PS  Y6, Y7, Y2
-	VMOVDQU      4(DI), Y6
-	VPSIGNB      2(BX), Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (DI), Y5
-	VMULPS       Y4, Y5, Y5
-	VFMADD231PS  Y6, Y5, Y3
-	ADDQ         $0x00000022, BX
-	ADDQ         $0x00000024, SI
-	ADDQ         $0x00000024, R8
-	ADDQ         $0x00000024, DI
-	DECQ         R9
-	JMP          tail
+	TESTQ          R9, R9
+	JZ             store
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X4
+	VPINSRW        $0x01, 34(BX), X4, X4
+	VPINSRW        $0x02, 68(BX), X4, X4
+	VPINSRW        $0x03, 102(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VPABSB         2(BX), Y5
+	VPABSB         36(BX), Y6
+	VPABSB         70(BX), Y7
+	VPABSB         104(BX), Y8
+	VMOVDQU        48(SI), Y9
+	VPSIGNB        2(BX), Y9, Y9
+	VPMADDUBSW     Y9, Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VMOVDQU        80(SI), Y10
+	VPSIGNB        36(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VMOVDQU        112(SI), Y10
+	VPSIGNB        70(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        144(SI), Y11
+	VPSIGNB        104(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (SI), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y1
+	VMOVDQU        48(R8), Y9
+	VPSIGNB        2(BX), Y9, Y9
+	VPMADDUBSW     Y9, Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VMOVDQU        80(R8), Y10
+	VPSIGNB        36(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VMOVDQU        112(R8), Y10
+	VPSIGNB        70(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        144(R8), Y11
+	VPSIGNB        104(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (R8), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y2
+	VMOVDQU        48(DI), Y9
+	VPSIGNB        2(BX), Y9, Y9
+	VPMADDUBSW     Y9, Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VMOVDQU        80(DI), Y5
+	VPSIGNB        36(BX), Y5, Y5
+	VPMADDUBSW     Y5, Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y9, Y9
+	VMOVDQU        112(DI), Y5
+	VPSIGNB        70(BX), Y5, Y5
+	VPMADDUBSW     Y5, Y7, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VMOVDQU        144(DI), Y6
+	VPSIGNB        104(BX), Y6, Y6
+	VPMADDUBSW     Y6, Y8, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (DI), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y9, Y5, Y3
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x000000b0, SI
+	ADDQ           $0x000000b0, R8
+	ADDQ           $0x000000b0, DI
+	DECQ           R9
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
@@ -2189,9 +2364,6 @@ TEXT ·dotQ4_0x3(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x08080808, AX
-	VMOVD        AX, X1
-	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -2204,82 +2376,119 @@ row:
 	MOVQ   xstride+40(FP), DI
 	LEAQ   (SI)(DI*1), R8
 	LEAQ   (R8)(DI*1), DI
+	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
 	MOVQ   n+24(FP), R9
 
 tail:
-	TESTQ        R9, R9
-	JZ           store
-	MOVWLZX      (BX), R10
-	VMOVD        R10, X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS X5, Y5
-	VMOVDQU      2(BX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        mask0F<>+0(SB), Y7, Y7
-	VPSUBB       Y1, Y7, Y7
-	VPABSB       Y7, Y8
-	VMOVDQU      4(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (SI), Y10
-	VMULPS       Y5, Y10, Y10
-	VFMADD231PS  Y9, Y10, Y2
-	VMOVDQU      4(R8), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (R8), Y10
-	VMULPS       Y5, Y10, Y10
-	VFMADD231PS  Y9, Y10, Y3
-	VMOVDQU      4(DI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (DI), Y7
-	VMULPS       Y5, Y7, Y7
-	VFMADD231PS  Y9, Y7, Y4
-	ADDQ         $0x00000012, BX
-	ADDQ         $0x00000024, SI
-	ADDQ         $0x00000024, R8
-	ADDQ         $0x00000024, DI
-	DECQ         R9
-	JMP          tail
+	TESTQ          R9, R9
+	JZ             store
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X4
+	VPINSRW        $0x01, 18(BX), X4, X4
+	VPINSRW        $0x02, 36(BX), X4, X4
+	VPINSRW        $0x03, 54(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VMOVDQU        2(BX), X5
+	VPSRLW         $0x04, X5, X6
+	VINSERTI128    $0x01, X6, Y5, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VMOVDQU        20(BX), X5
+	VPSRLW         $0x04, X5, X7
+	VINSERTI128    $0x01, X7, Y5, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VMOVDQU        38(BX), X5
+	VPSRLW         $0x04, X5, X8
+	VINSERTI128    $0x01, X8, Y5, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VMOVDQU        56(BX), X5
+	VPSRLW         $0x04, X5, X9
+	VINSERTI128    $0x01, X9, Y5, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPMADDUBSW     48(SI), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(SI), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(SI), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(SI), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPADDD         16(SI), Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (SI), Y11
+	VMULPS         Y4, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y1
+	VPMADDUBSW     48(R8), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(R8), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(R8), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(R8), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPADDD         16(R8), Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R8), Y11
+	VMULPS         Y4, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y2
+	VPMADDUBSW     48(DI), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     80(DI), Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPMADDUBSW     112(DI), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPMADDUBSW     144(DI), Y9, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPADDD         16(DI), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (DI), Y7
+	VMULPS         Y4, Y7, Y7
+	VFMADD231PS    Y6, Y7, Y3
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	ADDQ           $0x000000b0, R8
+	ADDQ           $0x000000b0, DI
+	DECQ           R9
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y2, X5
-	VADDPS       X2, X5, X5
-	VPERMILPS    $0x4e, X5, X2
-	VADDPS       X2, X5, X5
-	VPERMILPS    $0xb1, X5, X2
-	VADDSS       X2, X5, X5
-	VMOVSS       X5, (SI)
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0x4e, X4, X1
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0xb1, X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X2
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDSS       X3, X2, X2
-	VMOVSS       X2, (SI)
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y4, X2
-	VADDPS       X4, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDSS       X3, X2, X2
-	VMOVSS       X2, (SI)
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -3088,52 +3297,118 @@ row:
 	MOVQ   n+24(FP), R10
 
 tail:
-	TESTQ        R10, R10
-	JZ           store
-	MOVWLZX      (BX), R11
-	VMOVD        R11, X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS X5, Y5
-	VPABSB       2(BX), Y6
-	VMOVDQU      4(SI), Y7
-	VPSIGNB      2(BX), Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (SI), Y8
-	VMULPS       Y5, Y8, Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVDQU      4(R8), Y7
-	VPSIGNB      2(BX), Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (R8), Y8
-	VMULPS       Y5, Y8, Y8
-	VFMADD231PS  Y7, Y8, Y2
-	VMOVDQU      4(R9), Y7
-	VPSIGNB      2(BX), Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (R9), Y8
-	VMULPS       Y5, Y8, Y8
-	VFMADD231PS  Y7, Y8, Y3
-	VMOVDQU      4(DI), Y7
-	VPSIGNB      2(BX), Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (DI), Y6
-	VMULPS       Y5, Y6, Y6
-	VFMADD231PS  Y7, Y6, Y4
-	ADDQ         $0x00000022, BX
-	ADDQ         $0x00000024, SI
-	ADDQ         $0x00000024, R8
-	ADDQ         $0x00000024, R9
-	ADDQ         $0x00000024, DI
-	DECQ         R10
-	JMP          tail
+	TESTQ          R10, R10
+	JZ             store
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X5
+	VPINSRW        $0x01, 34(BX), X5, X5
+	VPINSRW        $0x02, 68(BX), X5, X5
+	VPINSRW        $0x03, 102(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VPABSB         2(BX), Y6
+	VPABSB         36(BX), Y7
+	VPABSB         70(BX), Y8
+	VPABSB         104(BX), Y9
+	VMOVDQU        48(SI), Y10
+	VPSIGNB        2(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        80(SI), Y11
+	VPSIGNB        36(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VMOVDQU        112(SI), Y11
+	VPSIGNB        70(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VMOVDQU        144(SI), Y12
+	VPSIGNB        104(BX), Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (SI), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y1
+	VMOVDQU        48(R8), Y10
+	VPSIGNB        2(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        80(R8), Y11
+	VPSIGNB        36(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VMOVDQU        112(R8), Y11
+	VPSIGNB        70(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VMOVDQU        144(R8), Y12
+	VPSIGNB        104(BX), Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R8), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y2
+	VMOVDQU        48(R9), Y10
+	VPSIGNB        2(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        80(R9), Y11
+	VPSIGNB        36(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VMOVDQU        112(R9), Y11
+	VPSIGNB        70(BX), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VMOVDQU        144(R9), Y12
+	VPSIGNB        104(BX), Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R9), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VMOVDQU        48(DI), Y10
+	VPSIGNB        2(BX), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        80(DI), Y6
+	VPSIGNB        36(BX), Y6, Y6
+	VPMADDUBSW     Y6, Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y10, Y10
+	VMOVDQU        112(DI), Y6
+	VPSIGNB        70(BX), Y6, Y6
+	VPMADDUBSW     Y6, Y8, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VMOVDQU        144(DI), Y7
+	VPSIGNB        104(BX), Y7, Y7
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (DI), Y6
+	VMULPS         Y5, Y6, Y6
+	VFMADD231PS    Y10, Y6, Y4
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x000000b0, SI
+	ADDQ           $0x000000b0, R8
+	ADDQ           $0x000000b0, R9
+	ADDQ           $0x000000b0, DI
+	DECQ           R10
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
@@ -3186,9 +3461,6 @@ TEXT ·dotQ4_0x4(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x08080808, AX
-	VMOVD        AX, X1
-	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -3202,100 +3474,145 @@ row:
 	LEAQ   (SI)(DI*1), R8
 	LEAQ   (R8)(DI*1), R9
 	LEAQ   (R9)(DI*1), DI
+	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
 	MOVQ   n+24(FP), R10
 
 tail:
-	TESTQ        R10, R10
-	JZ           store
-	MOVWLZX      (BX), R11
-	VMOVD        R11, X6
-	VCVTPH2PS    X6, X6
-	VBROADCASTSS X6, Y6
-	VMOVDQU      2(BX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y8
-	VPAND        mask0F<>+0(SB), Y8, Y8
-	VPSUBB       Y1, Y8, Y8
-	VPABSB       Y8, Y9
-	VMOVDQU      4(SI), Y10
-	VPSIGNB      Y8, Y10, Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (SI), Y11
-	VMULPS       Y6, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y2
-	VMOVDQU      4(R8), Y10
-	VPSIGNB      Y8, Y10, Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R8), Y11
-	VMULPS       Y6, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y3
-	VMOVDQU      4(R9), Y10
-	VPSIGNB      Y8, Y10, Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R9), Y11
-	VMULPS       Y6, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y4
-	VMOVDQU      4(DI), Y10
-	VPSIGNB      Y8, Y10, Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (DI), Y8
-	VMULPS       Y6, Y8, Y8
-	VFMADD231PS  Y10, Y8, Y5
-	ADDQ         $0x00000012, BX
-	ADDQ         $0x00000024, SI
-	ADDQ         $0x00000024, R8
-	ADDQ         $0x00000024, R9
-	ADDQ         $0x00000024, DI
-	DECQ         R10
-	JMP          tail
+	TESTQ          R10, R10
+	JZ             store
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X5
+	VPINSRW        $0x01, 18(BX), X5, X5
+	VPINSRW        $0x02, 36(BX), X5, X5
+	VPINSRW        $0x03, 54(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VMOVDQU        2(BX), X6
+	VPSRLW         $0x04, X6, X7
+	VINSERTI128    $0x01, X7, Y6, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VMOVDQU        20(BX), X6
+	VPSRLW         $0x04, X6, X8
+	VINSERTI128    $0x01, X8, Y6, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VMOVDQU        38(BX), X6
+	VPSRLW         $0x04, X6, X9
+	VINSERTI128    $0x01, X9, Y6, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VMOVDQU        56(BX), X6
+	VPSRLW         $0x04, X6, X10
+	VINSERTI128    $0x01, X10, Y6, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPMADDUBSW     48(SI), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     80(SI), Y8, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPMADDUBSW     112(SI), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     144(SI), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPADDD         16(SI), Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTF128 (SI), Y12
+	VMULPS         Y5, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y1
+	VPMADDUBSW     48(R8), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     80(R8), Y8, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPMADDUBSW     112(R8), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     144(R8), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPADDD         16(R8), Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTF128 (R8), Y12
+	VMULPS         Y5, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y2
+	VPMADDUBSW     48(R9), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     80(R9), Y8, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPMADDUBSW     112(R9), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     144(R9), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPADDD         16(R9), Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTF128 (R9), Y12
+	VMULPS         Y5, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y3
+	VPMADDUBSW     48(DI), Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPMADDUBSW     80(DI), Y8, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VPMADDUBSW     112(DI), Y9, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPMADDUBSW     144(DI), Y10, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VPADDD         16(DI), Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTF128 (DI), Y8
+	VMULPS         Y5, Y8, Y8
+	VFMADD231PS    Y7, Y8, Y4
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	ADDQ           $0x000000b0, R8
+	ADDQ           $0x000000b0, R9
+	ADDQ           $0x000000b0, DI
+	DECQ           R10
+	JMP            tail
 
 store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y2, X6
-	VADDPS       X2, X6, X6
-	VPERMILPS    $0x4e, X6, X2
-	VADDPS       X2, X6, X6
-	VPERMILPS    $0xb1, X6, X2
-	VADDSS       X2, X6, X6
-	VMOVSS       X6, (SI)
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0x4e, X5, X1
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0xb1, X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X2
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDSS       X3, X2, X2
-	VMOVSS       X2, (SI)
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y4, X2
-	VADDPS       X4, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDSS       X3, X2, X2
-	VMOVSS       X2, (SI)
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y5, X2
-	VADDPS       X5, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDSS       X3, X2, X2
-	VMOVSS       X2, (SI)
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -3891,5 +4208,459 @@ loop1:
 	JMP         loop1
 
 end:
+	VZEROUPPER
+	RET
+
+// func quant32(x *float32, nb int, dst *byte)
+// Requires: AVX, AVX2
+TEXT ·quant32(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), AX
+	MOVQ nb+8(FP), CX
+	MOVQ dst+16(FP), DX
+	XORQ BX, BX
+
+block:
+	TESTQ        CX, CX
+	JZ           done
+	VMOVUPS      absMask<>+0(SB), Y0
+	VANDPS       (AX), Y0, Y1
+	VANDPS       32(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       64(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       96(AX), Y0, Y0
+	VMAXPS       Y0, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	VDIVSS       f127<>+0(SB), X0, X1
+	VMOVSS       f127<>+0(SB), X2
+	VDIVSS       X0, X2, X2
+	VXORPS       X3, X3, X3
+	VCMPSS       $0x04, X3, X0, X0
+	VANDPS       X0, X2, X2
+	VBROADCASTSS X2, Y2
+	VMOVSS       X1, (DX)(BX*4)
+	MOVQ         BX, SI
+	SHLQ         $0x05, SI
+	VMULPS       (AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       32(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       64(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       96(AX), Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPADDD       Y0, Y1, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VMOVD        X5, DI
+	VPADDD       Y3, Y2, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VMOVD        X5, R8
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 48(DX)(SI*1)
+	ADDL         R8, DI
+	SHLL         $0x03, DI
+	NEGL         DI
+	MOVL         DI, 16(DX)(BX*4)
+	MOVL         $0x00000000, 32(DX)(BX*4)
+	ADDQ         $0x80, AX
+	INCQ         BX
+	CMPQ         BX, $0x04
+	JNE          next
+	XORQ         BX, BX
+	ADDQ         $0x000000b0, DX
+
+next:
+	DECQ CX
+	JMP  block
+
+done:
+	VZEROUPPER
+	RET
+
+// func quantK(x *float32, nb int, dst *byte)
+// Requires: AVX, AVX2
+TEXT ·quantK(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), AX
+	MOVQ nb+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+block:
+	TESTQ        CX, CX
+	JZ           done
+	VMOVUPS      absMask<>+0(SB), Y0
+	VANDPS       (AX), Y0, Y1
+	VANDPS       32(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       64(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       96(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       128(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       160(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       192(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       224(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       256(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       288(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       320(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       352(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       384(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       416(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       448(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       480(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       512(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       544(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       576(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       608(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       640(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       672(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       704(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       736(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       768(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       800(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       832(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       864(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       896(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       928(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       960(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       992(AX), Y0, Y0
+	VMAXPS       Y0, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	VDIVSS       f127<>+0(SB), X0, X1
+	VMOVSS       f127<>+0(SB), X2
+	VDIVSS       X0, X2, X2
+	VXORPS       X3, X3, X3
+	VCMPSS       $0x04, X3, X0, X0
+	VANDPS       X0, X2, X2
+	VBROADCASTSS X2, Y2
+	VMOVSS       X1, (DX)
+	VMULPS       (AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       32(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       64(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       96(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 52(DX)
+	MOVW         BX, 4(DX)
+	MOVW         SI, 6(DX)
+	ADDL         SI, BX
+	MOVW         BX, 36(DX)
+	VMULPS       128(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       160(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       192(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       224(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 84(DX)
+	MOVW         BX, 8(DX)
+	MOVW         SI, 10(DX)
+	ADDL         SI, BX
+	MOVW         BX, 38(DX)
+	VMULPS       256(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       288(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       320(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       352(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 116(DX)
+	MOVW         BX, 12(DX)
+	MOVW         SI, 14(DX)
+	ADDL         SI, BX
+	MOVW         BX, 40(DX)
+	VMULPS       384(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       416(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       448(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       480(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 148(DX)
+	MOVW         BX, 16(DX)
+	MOVW         SI, 18(DX)
+	ADDL         SI, BX
+	MOVW         BX, 42(DX)
+	VMULPS       512(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       544(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       576(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       608(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 180(DX)
+	MOVW         BX, 20(DX)
+	MOVW         SI, 22(DX)
+	ADDL         SI, BX
+	MOVW         BX, 44(DX)
+	VMULPS       640(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       672(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       704(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       736(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 212(DX)
+	MOVW         BX, 24(DX)
+	MOVW         SI, 26(DX)
+	ADDL         SI, BX
+	MOVW         BX, 46(DX)
+	VMULPS       768(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       800(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       832(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       864(AX), Y2, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       Y0, Y1, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, BX
+	VPADDD       Y3, Y4, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VMOVD        X6, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 244(DX)
+	MOVW         BX, 28(DX)
+	MOVW         SI, 30(DX)
+	ADDL         SI, BX
+	MOVW         BX, 48(DX)
+	VMULPS       896(AX), Y2, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       928(AX), Y2, Y1
+	VCVTPS2DQ    Y1, Y1
+	VMULPS       960(AX), Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       992(AX), Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPADDD       Y0, Y1, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VMOVD        X5, BX
+	VPADDD       Y3, Y2, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VMOVD        X5, SI
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, 276(DX)
+	MOVW         BX, 32(DX)
+	MOVW         SI, 34(DX)
+	ADDL         SI, BX
+	MOVW         BX, 50(DX)
+	ADDQ         $0x00000400, AX
+	ADDQ         $0x00000134, DX
+	DECQ         CX
+	JMP          block
+
+done:
 	VZEROUPPER
 	RET

@@ -81,35 +81,40 @@ func dotRowBF16(wr, xr []byte) float32 {
 	return s0 + s1
 }
 
-func dotRowQ8_0(wr, xr []byte) float32 {
+// dotBlocksQ8_0 returns the dot product over blocks [b0, b1) of a Q8_0 weight row and a
+// quantised activation row.
+func dotBlocksQ8_0(wr, xr []byte, b0, b1 int) float32 {
 	var sum float32
-	for b := 0; b < len(wr)/34; b++ {
+	for b := b0; b < b1; b++ {
 		wb := wr[b*34 : b*34+34]
-		xb := xr[b*act32Bytes : b*act32Bytes+act32Bytes]
+		xd, _, q := act32Block(xr, b)
 		var s int32
 		for j := 0; j < 32; j++ {
-			s += int32(int8(wb[2+j])) * int32(int8(xb[4+j]))
+			s += int32(int8(wb[2+j])) * int32(int8(q[j]))
 		}
-		sum += float32(s) * (halfToFloat(le16(wb)) * lef32(xb))
+		sum += float32(s) * (halfToFloat(le16(wb)) * xd)
 	}
 	return sum
 }
 
-func dotRowQ4_0(wr, xr []byte) float32 {
+// dotBlocksQ4_0 is dotBlocksQ8_0 for Q4_0.
+func dotBlocksQ4_0(wr, xr []byte, b0, b1 int) float32 {
 	var sum float32
-	for b := 0; b < len(wr)/18; b++ {
+	for b := b0; b < b1; b++ {
 		wb := wr[b*18 : b*18+18]
-		xb := xr[b*act32Bytes : b*act32Bytes+act32Bytes]
-		q := xb[4:36]
-		var s int32
+		xd, corr, q := act32Block(xr, b)
+		s := corr
 		for j := 0; j < 16; j++ {
-			s += (int32(wb[2+j]&15) - 8) * int32(int8(q[j]))
-			s += (int32(wb[2+j]>>4) - 8) * int32(int8(q[j+16]))
+			s += int32(wb[2+j]&15) * int32(int8(q[j]))
+			s += int32(wb[2+j]>>4) * int32(int8(q[j+16]))
 		}
-		sum += float32(s) * (halfToFloat(le16(wb)) * lef32(xb))
+		sum += float32(s) * (halfToFloat(le16(wb)) * xd)
 	}
 	return sum
 }
+
+// blocks32 are the Go block loops of the types whose kernels work on groups of four blocks.
+var blocks32 = map[kind]func(wr, xr []byte, b0, b1 int) float32{kQ8_0: dotBlocksQ8_0, kQ4_0: dotBlocksQ4_0}
 
 // q4KScales unpacks the eight 6-bit scales and mins of a Q4_K super-block.
 func q4KScales(p []byte) (sc, mn [8]int32) {
@@ -192,10 +197,12 @@ var genericImpl = impl{
 		kF32:  genericKernels(32, 32, dotRowF32),
 		kF16:  genericKernels(16, 32, dotRowF16),
 		kBF16: genericKernels(16, 32, dotRowBF16),
-		kQ8_0: genericKernels(34, act32Bytes, dotRowQ8_0),
-		kQ4_0: genericKernels(18, act32Bytes, dotRowQ4_0),
+		kQ8_0: genericKernels(4*34, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ8_0(wr, xr, 0, len(wr)/34) }),
+		kQ4_0: genericKernels(4*18, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ4_0(wr, xr, 0, len(wr)/18) }),
 		kQ4_K: genericKernels(144, actKBytes, dotRowQ4_K),
 		kQ6_K: genericKernels(210, actKBytes, dotRowQ6_K),
 	},
-	axpy: axpyGeneric,
+	axpy:    axpyGeneric,
+	quant32: quant32Generic,
+	quantK:  quantKGeneric,
 }

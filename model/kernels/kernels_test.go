@@ -199,6 +199,46 @@ func randomActivations(r *rand.Rand, n, cols int) []float32 {
 	return x
 }
 
+// dirtyScratch leaves a scratch buffer full of garbage in the pool, so that a kernel that
+// reads bytes the quantiser did not write fails.
+func dirtyScratch() {
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = 0xa5
+	}
+	actPool.Put(&actBuf{b: b})
+}
+
+// TestQuantizeMatchesGeneric checks that the assembly quantisers write exactly the bytes of the
+// Go ones.
+func TestQuantizeMatchesGeneric(t *testing.T) {
+	if asmImpl == nil {
+		t.Skip("no assembly kernels on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, cols := range []int{32, 96, 256, 768, 2048} {
+		x := randomActivations(r, 1, cols)
+		x[3] = 0.5 * x[0] // ties are rounded to even by both
+		zero := make([]float32, cols)
+		for _, in := range [][]float32{x, zero} {
+			a, g := make([]byte, act32Bytes(cols)), make([]byte, act32Bytes(cols))
+			asmImpl.quant32(a, in)
+			genericImpl.quant32(g, in)
+			if string(a) != string(g) {
+				t.Errorf("quant32 of %d: assembly and Go differ", cols)
+			}
+			if cols%256 == 0 {
+				a, g := make([]byte, cols/256*actKBytes), make([]byte, cols/256*actKBytes)
+				asmImpl.quantK(a, in)
+				genericImpl.quantK(g, in)
+				if string(a) != string(g) {
+					t.Errorf("quantK of %d: assembly and Go differ", cols)
+				}
+			}
+		}
+	}
+}
+
 // withImpl runs f with the generic kernels forced or not.
 func withImpl(t testing.TB, generic bool, f func()) {
 	prev := SetGeneric(generic)
@@ -225,11 +265,20 @@ func TestMatMulAgainstReference(t *testing.T) {
 		{70, 2048, []int{2}},
 	}
 	floatCols := []int{1, 7, 13, 100}
+	// Q8_0 and Q4_0 run in groups of four blocks; these leave 1, 3 and 1 blocks over.
+	block32Cols := []int{32, 96, 416}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range testTypes {
 		cases := shapes
-		if quantBlock(typ) == 0 {
-			for _, c := range floatCols {
+		extra := floatCols
+		switch quantBlock(typ) {
+		case 32:
+			extra = block32Cols
+		case 256:
+			extra = nil
+		}
+		{
+			for _, c := range extra {
 				cases = append(cases, struct {
 					rows, cols int
 					batches    []int
@@ -245,6 +294,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 					name := fmt.Sprintf("%v/%dx%d/n=%d/generic=%v", typ, sh.rows, sh.cols, n, generic)
 					t.Run(name, func(t *testing.T) {
 						got := make([]float32, n*sh.rows)
+						dirtyScratch()
 						withImpl(t, generic, func() { MatMul(got, m, x, n) })
 						for k := range got {
 							if d := math.Abs(float64(got[k]) - want[k]); !(d <= bound[k]) {

@@ -28,7 +28,7 @@ type actKind int
 
 const (
 	actFloat actKind = iota // raw float32, blocks of 8
-	act32                   // quantize32, blocks of 32
+	act32                   // quantize32, groups of four blocks of 32
 	actK                    // quantizeK, blocks of 256
 )
 
@@ -37,16 +37,17 @@ type typeKernel struct {
 	act        actKind
 	blockElems int // elements per kernel block
 	wBlock     int // weight bytes per kernel block
+	typeBlock  int // elements per block of the storage type
 }
 
 var typeKernels = map[ggml.Type]typeKernel{
-	ggml.F32:  {kF32, actFloat, 8, 32},
-	ggml.F16:  {kF16, actFloat, 8, 16},
-	ggml.BF16: {kBF16, actFloat, 8, 16},
-	ggml.Q8_0: {kQ8_0, act32, 32, 34},
-	ggml.Q4_0: {kQ4_0, act32, 32, 18},
-	ggml.Q4_K: {kQ4_K, actK, 256, 144},
-	ggml.Q6_K: {kQ6_K, actK, 256, 210},
+	ggml.F32:  {kF32, actFloat, 8, 32, 1},
+	ggml.F16:  {kF16, actFloat, 8, 16, 1},
+	ggml.BF16: {kBF16, actFloat, 8, 16, 1},
+	ggml.Q8_0: {kQ8_0, act32, 128, 4 * 34, 32},
+	ggml.Q4_0: {kQ4_0, act32, 128, 4 * 18, 32},
+	ggml.Q4_K: {kQ4_K, actK, 256, 144, 256},
+	ggml.Q6_K: {kQ6_K, actK, 256, 210, 256},
 }
 
 // impl is one implementation of all kernels.
@@ -54,6 +55,8 @@ type impl struct {
 	name string
 	dot  [numKinds][4]dotFunc // dot[k][nx-1]
 	axpy func(a float32, x, y *float32, n int)
+	// quant32 and quantK quantise one activation row (act.go).
+	quant32, quantK func(dst []byte, x []float32)
 }
 
 // asmImpl is the assembly implementation, nil where the CPU or build lacks it.
@@ -99,7 +102,7 @@ func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
 	tk := typeKernels[m.Type]
 	rb := m.RowBytes()
 	nBlocks := m.Cols / tk.blockElems
-	tail := m.Cols % tk.blockElems // only float types have a tail
+	tail := m.Cols % tk.blockElems // float columns, or Q8_0/Q4_0 blocks past the last group
 
 	var xb []byte
 	var xstride int
@@ -109,11 +112,17 @@ func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
 		xb = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 		xstride = 4 * m.Cols
 	case act32, actK:
-		blockBytes, q := act32Bytes, quantize32
-		if tk.act == actK {
-			blockBytes, q = actKBytes, quantizeK
+		q := im.quant32
+		if m.Cols%128 != 0 {
+			q = func(dst []byte, x []float32) {
+				clear(dst[len(dst)-act32Group:])
+				im.quant32(dst, x)
+			}
 		}
-		xstride = nBlocks * blockBytes
+		xstride = act32Bytes(m.Cols)
+		if tk.act == actK {
+			q, xstride = im.quantK, nBlocks*actKBytes
+		}
 		buf = actPool.Get().(*actBuf)
 		if cap(buf.b) < n*xstride {
 			buf.b = make([]byte, n*xstride)
@@ -141,7 +150,11 @@ func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
 				}
 			}
 		}
-		if tail > 0 {
+		switch {
+		case tail == 0:
+		case tk.act == act32:
+			blocksTail(out, m, xb, xstride, n, r0, r1, tk)
+		default:
 			floatTail(out, m, x, n, r0, r1, tail)
 		}
 	}
@@ -168,6 +181,19 @@ func rowChunk(rows, rowBytes int) int {
 	c = max(c, minChunkBytes/rowBytes)
 	c = (c + 15) &^ 15
 	return max(c, 16)
+}
+
+// blocksTail adds the Q8_0/Q4_0 blocks past the last whole group of four.
+func blocksTail(out []float32, m Matrix, xb []byte, xstride, n, r0, r1 int, tk typeKernel) {
+	rb := m.RowBytes()
+	nb := m.Cols / 32
+	dot := blocks32[tk.kind]
+	for r := r0; r < r1; r++ {
+		row := m.Data[r*rb : (r+1)*rb]
+		for i := 0; i < n; i++ {
+			out[i*m.Rows+r] += dot(row, xb[i*xstride:(i+1)*xstride], nb&^3, nb)
+		}
+	}
 }
 
 // floatTail adds the columns past the last whole block of 8 (float types only).

@@ -9,9 +9,10 @@
 //	out[i*ostride + r] = dot(weight row r, activation row i)
 //
 // where weight row r starts at w + r*wstride and activation row i at x + i*xstride (bytes), and
-// n counts blocks: groups of 8 elements for F32/F16/BF16, blocks of 32 for Q8_0/Q4_0, super-blocks
-// of 256 for Q4_K/Q6_K. The activation layouts are those of package kernels (act.go): raw float32
-// for the float types, {float32 d; int8 q[32]} for Q8_0/Q4_0 and
+// n counts kernel blocks: 8 elements for F32/F16/BF16, groups of four 32-blocks (128 elements)
+// for Q8_0/Q4_0, super-blocks of 256 for Q4_K/Q6_K. The activation layouts are those of
+// package kernels (act.go): raw float32 for the float types,
+// {float32 d[4]; int32 corr[4]; int32 zero[4]; int8 q[128]} per group for Q8_0/Q4_0 and
 // {float32 d; int16 sum16[16]; int16 sum32[8]; int8 q[256]} for the K-quants.
 //
 // Run it through go generate in package kernels.
@@ -19,6 +20,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -34,7 +36,12 @@ const (
 	actKSum32 = 36
 	actKQ     = 52
 	actKSize  = 308
-	act32Size = 36
+
+	// A group of four 32-blocks: float32 d[4]; int32 corr[4], 4 zero words; int8 q[128].
+	act32D     = 0
+	act32Corr  = 16
+	act32Q     = 48
+	act32Group = 176
 )
 
 func main() {
@@ -50,14 +57,27 @@ func main() {
 		q6K(nx)
 	}
 	axpy()
+	quant32()
+	quantK()
 	Generate()
 }
 
 var (
-	mask0F, mask30, maskQ4KScale, maskQ6KScale Mem
+	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127 Mem
 )
 
 func constants() {
+	absMask = GLOBL("absMask", RODATA|NOPTR)
+	for i := 0; i < 32; i += 4 {
+		DATA(i, U32(0x7fffffff))
+	}
+	permPack = GLOBL("permPack", RODATA|NOPTR)
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(v))
+	}
+	f127 = GLOBL("f127", RODATA|NOPTR)
+	DATA(0, U32(math.Float32bits(127)))
+
 	mask0F = GLOBL("mask0F", RODATA|NOPTR)
 	for i := 0; i < 32; i += 8 {
 		DATA(i, U64(0x0f0f0f0f0f0f0f0f))
@@ -231,56 +251,99 @@ func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
 	})
 }
 
-// q80: Q8_0 weight block {f16 d; int8 q[32]} against {f32 d; int8 q[32]}.
+// Q8_0 and Q4_0 work on groups of four blocks: the integer sums of the four blocks are
+// reduced into one vector [b0 b1 b2 b3 | b0 b1 b2 b3] (one lane per half of each block), so the
+// conversion to float and the scaling by d_w·d_x happen once per group.
+
+// group32 emits the per-activation part of a group: isum(k) returns the int32 partial sums of
+// block k for activation row i; the sums are reduced, corrected (Q4_0) and accumulated.
+func group32(s *rowState, nx int, ones, dw4 VecVirtual, corr bool, isum func(i, k int) VecVirtual) {
+	for i := 0; i < nx; i++ {
+		var h [2]VecVirtual
+		for pair := 0; pair < 2; pair++ {
+			a := isum(i, 2*pair)
+			VPMADDWD(ones, a, a)
+			b := isum(i, 2*pair+1)
+			VPMADDWD(ones, b, b)
+			VPHADDD(b, a, a)
+			h[pair] = a
+		}
+		VPHADDD(h[1], h[0], h[0])
+		if corr {
+			VPADDD(Mem{Base: s.x[i], Disp: act32Corr}, h[0], h[0])
+		}
+		VCVTDQ2PS(h[0], h[0])
+		f := YMM()
+		VBROADCASTF128(Mem{Base: s.x[i], Disp: act32D}, f)
+		VMULPS(dw4, f, f)
+		VFMADD231PS(h[0], f, s.acc[i])
+	}
+}
+
+// scales4 loads the f16 scales of four weight blocks stride bytes apart into both lanes of a
+// YMM as float32.
+func scales4(p Register, stride int) VecVirtual {
+	t := GP32()
+	MOVWLZX(Mem{Base: p}, t)
+	d := YMM()
+	VMOVD(t, d.AsX())
+	for k := 1; k < 4; k++ {
+		VPINSRW(U8(k), Mem{Base: p, Disp: k * stride}, d.AsX(), d.AsX())
+	}
+	VCVTPH2PS(d.AsX(), d.AsX())
+	VINSERTF128(U8(1), d.AsX(), d, d)
+	return d
+}
+
+// q80: Q8_0 weight blocks {f16 d; int8 q[32]} against groups of four activation blocks.
+// int8×int8 goes through VPMADDUBSW as |w| × (x·sign(w)).
 func q80(nx int) {
 	name := fmt.Sprintf("dotQ8_0x%d", nx)
 	var ones VecVirtual
-	rowsWithSetup(name, nx, 34, act32Size, func() {
+	rowsWithSetup(name, nx, 4*34, act32Group, func() {
 		ones = onesW()
 	}, func(s *rowState, k int) {
-		dw := blockScale(Mem{Base: s.p})
-		aw := YMM()
-		VPABSB(Mem{Base: s.p, Disp: 2}, aw)
-		for i := 0; i < nx; i++ {
-			t := YMM()
-			VMOVDQU(Mem{Base: s.x[i], Disp: 4}, t)
-			VPSIGNB(Mem{Base: s.p, Disp: 2}, t, t)
-			VPMADDUBSW(t, aw, t)
-			accumulate(t, ones, dw, Mem{Base: s.x[i]}, s.acc[i])
+		dw4 := scales4(s.p, 34)
+		var aw [4]VecVirtual
+		for k := range aw {
+			aw[k] = YMM()
+			VPABSB(Mem{Base: s.p, Disp: 34*k + 2}, aw[k])
 		}
+		group32(s, nx, ones, dw4, false, func(i, k int) VecVirtual {
+			t := YMM()
+			VMOVDQU(Mem{Base: s.x[i], Disp: act32Q + 32*k}, t)
+			VPSIGNB(Mem{Base: s.p, Disp: 34*k + 2}, t, t)
+			VPMADDUBSW(t, aw[k], t)
+			return t
+		})
 	})
 }
 
-// q40: Q4_0 weight block {f16 d; uint8 qs[16]} against {f32 d; int8 q[32]}.
+// q40: Q4_0 weight blocks {f16 d; uint8 qs[16]} against groups of four activation blocks. The
+// nibbles (0..15) multiply the activations directly; the −8 offset comes back as the group's
+// precomputed −8·Σq correction.
 func q40(nx int) {
 	name := fmt.Sprintf("dotQ4_0x%d", nx)
-	var ones, eights VecVirtual
-	rowsWithSetup(name, nx, 18, act32Size, func() {
+	var ones VecVirtual
+	rowsWithSetup(name, nx, 4*18, act32Group, func() {
 		ones = onesW()
-		eights = YMM()
-		t := GP32()
-		MOVL(U32(0x08080808), t)
-		VMOVD(t, eights.AsX())
-		VPBROADCASTD(eights.AsX(), eights)
 	}, func(s *rowState, k int) {
-		dw := blockScale(Mem{Base: s.p})
-		lo := XMM()
-		VMOVDQU(Mem{Base: s.p, Disp: 2}, lo)
-		hi := XMM()
-		VPSRLW(U8(4), lo, hi)
-		q := YMM()
-		VINSERTI128(U8(1), hi, lo.AsY(), q)
-		VPAND(mask0F, q, q)
-		VPSUBB(eights, q, q)
-		aw := YMM()
-		VPABSB(q, aw)
-		for i := 0; i < nx; i++ {
-			t := YMM()
-			VMOVDQU(Mem{Base: s.x[i], Disp: 4}, t)
-			VPSIGNB(q, t, t)
-			VPMADDUBSW(t, aw, t)
-			accumulate(t, ones, dw, Mem{Base: s.x[i]}, s.acc[i])
+		dw4 := scales4(s.p, 18)
+		var q [4]VecVirtual
+		for k := range q {
+			lo := XMM()
+			VMOVDQU(Mem{Base: s.p, Disp: 18*k + 2}, lo)
+			hi := XMM()
+			VPSRLW(U8(4), lo, hi)
+			q[k] = YMM()
+			VINSERTI128(U8(1), hi, lo.AsY(), q[k])
+			VPAND(mask0F, q[k], q[k])
 		}
+		group32(s, nx, ones, dw4, true, func(i, k int) VecVirtual {
+			t := YMM()
+			VPMADDUBSW(Mem{Base: s.x[i], Disp: act32Q + 32*k}, q[k], t)
+			return t
+		})
 	})
 }
 
@@ -307,16 +370,6 @@ func blockScale(m Mem) VecVirtual {
 	VCVTPH2PS(d.AsX(), d.AsX())
 	VBROADCASTSS(d.AsX(), d)
 	return d
-}
-
-// accumulate adds (sum of int16 pairs of t, as int32 → float) × dw × (f32 at xd) to acc.
-func accumulate(t, ones, dw VecVirtual, xd Mem, acc VecVirtual) {
-	VPMADDWD(ones, t, t)
-	VCVTDQ2PS(t, t)
-	s := YMM()
-	VBROADCASTSS(xd, s)
-	VMULPS(dw, s, s)
-	VFMADD231PS(t, s, acc)
 }
 
 // q4K: Q4_K super-block {f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]} against the K
@@ -491,6 +544,141 @@ func axpy() {
 	SUBQ(U8(8), n)
 	JMP(LabelRef("loop1"))
 	Label("end")
+	VZEROUPPER()
+	RET()
+}
+
+// quantScale emits the absolute maximum of nvec YMM of float32 at x and returns the block scale
+// d = amax/127 (XMM, lane 0) and the inverse 127/amax broadcast (0 when amax is 0).
+func quantScale(x Register, nvec int) (d, id VecVirtual) {
+	am := YMM()
+	VMOVUPS(absMask, am)
+	m := YMM()
+	VANDPS(Mem{Base: x}, am, m)
+	for v := 1; v < nvec; v++ {
+		t := YMM()
+		VANDPS(Mem{Base: x, Disp: 32 * v}, am, t)
+		VMAXPS(t, m, m)
+	}
+	hi := XMM()
+	VEXTRACTF128(U8(1), m, hi)
+	VMAXPS(m.AsX(), hi, hi)
+	t := XMM()
+	VPERMILPS(U8(0x4e), hi, t)
+	VMAXPS(t, hi, hi)
+	VPERMILPS(U8(0xb1), hi, t)
+	VMAXSS(t, hi, hi)
+	d = XMM()
+	VDIVSS(f127, hi, d)
+	id = YMM()
+	VMOVSS(f127, id.AsX())
+	VDIVSS(hi, id.AsX(), id.AsX())
+	zero := XMM()
+	VXORPS(zero, zero, zero)
+	VCMPSS(U8(4), zero, hi, hi) // amax != 0 (NEQ_UQ: all ones)
+	VANDPS(hi, id.AsX(), id.AsX())
+	VBROADCASTSS(id.AsX(), id)
+	return d, id
+}
+
+// quant32x emits the quantisation of the 32 float32 at x+off with inverse scale id: it stores
+// the 32 int8 at dst and returns the sums of q over elements 0-15 and 16-31 as GP registers.
+func quant32x(x Register, off int, id VecVirtual, dst Mem) (s0, s1 Register) {
+	var v [4]VecVirtual
+	for k := range v {
+		v[k] = YMM()
+		VMULPS(Mem{Base: x, Disp: off + 32*k}, id, v[k])
+		VCVTPS2DQ(v[k], v[k]) // round to nearest, ties to even
+	}
+	sums := func(a, b VecVirtual) Register {
+		t := YMM()
+		VPADDD(a, b, t)
+		h := XMM()
+		VEXTRACTI128(U8(1), t, h)
+		VPADDD(t.AsX(), h, h)
+		u := XMM()
+		VPSHUFD(U8(0x4e), h, u)
+		VPADDD(u, h, h)
+		VPSHUFD(U8(0xb1), h, u)
+		VPADDD(u, h, h)
+		r := GP32()
+		VMOVD(h, r)
+		return r
+	}
+	s0 = sums(v[0], v[1])
+	s1 = sums(v[2], v[3])
+	VPACKSSDW(v[1], v[0], v[0])
+	VPACKSSDW(v[3], v[2], v[2])
+	VPACKSSWB(v[2], v[0], v[0])
+	p := YMM()
+	VMOVDQU(permPack, p)
+	VPERMD(v[0], p, v[0])
+	VMOVDQU(v[0], dst)
+	return s0, s1
+}
+
+// quant32: func(x *float32, nb int, dst *byte) quantises nb blocks of 32 into groups of four
+// (see act.go). The bytes of unused blocks of a last partial group are left as they are.
+func quant32() {
+	TEXT("quant32", NOSPLIT, "func(x *float32, nb int, dst *byte)")
+	Doc("quant32 quantises nb blocks of 32 float32 at x into the group layout at dst.")
+	x := Load(Param("x"), GP64())
+	nb := Load(Param("nb"), GP64())
+	g := Load(Param("dst"), GP64())
+	k := GP64()
+	XORQ(k, k)
+	Label("block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	d, id := quantScale(x, 4)
+	VMOVSS(d, Mem{Base: g, Index: k, Scale: 4})
+	q := GP64()
+	MOVQ(k, q)
+	SHLQ(U8(5), q)
+	s0, s1 := quant32x(x, 0, id, Mem{Base: g, Index: q, Scale: 1, Disp: act32Q})
+	ADDL(s1, s0)
+	SHLL(U8(3), s0)
+	NEGL(s0)
+	MOVL(s0, Mem{Base: g, Index: k, Scale: 4, Disp: act32Corr})
+	MOVL(U32(0), Mem{Base: g, Index: k, Scale: 4, Disp: act32Corr + 16})
+	ADDQ(U8(128), x)
+	INCQ(k)
+	CMPQ(k, U8(4))
+	JNE(LabelRef("next"))
+	XORQ(k, k)
+	ADDQ(U32(act32Group), g)
+	Label("next")
+	DECQ(nb)
+	JMP(LabelRef("block"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantK: func(x *float32, nb int, dst *byte) quantises nb super-blocks of 256.
+func quantK() {
+	TEXT("quantK", NOSPLIT, "func(x *float32, nb int, dst *byte)")
+	Doc("quantK quantises nb blocks of 256 float32 at x into the K activation layout at dst.")
+	x := Load(Param("x"), GP64())
+	nb := Load(Param("nb"), GP64())
+	dst := Load(Param("dst"), GP64())
+	Label("block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	d, id := quantScale(x, 32)
+	VMOVSS(d, Mem{Base: dst})
+	for c := 0; c < 8; c++ {
+		s0, s1 := quant32x(x, 128*c, id, Mem{Base: dst, Disp: actKQ + 32*c})
+		MOVW(s0.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum16 + 4*c})
+		MOVW(s1.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum16 + 4*c + 2})
+		ADDL(s1, s0)
+		MOVW(s0.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum32 + 2*c})
+	}
+	ADDQ(U32(1024), x)
+	ADDQ(U32(actKSize), dst)
+	DECQ(nb)
+	JMP(LabelRef("block"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }

@@ -1,0 +1,86 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/loomlm/loom/model/ggml"
+)
+
+// Shapes of the rand110M model of shared/baselines.md (rows×cols): attention projections,
+// FFN gate/up, FFN down, output.
+var benchShapes = []struct{ rows, cols int }{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}}
+
+// BenchmarkMatMul reports the weights streamed per second (MB/s is weight bytes, once per
+// call, whatever the batch), comparable with tokens/s × model size for generation.
+func BenchmarkMatMul(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, typ := range testTypes {
+		for _, sh := range benchShapes {
+			m := randomMatrix(r, typ, sh.rows, sh.cols)
+			for _, n := range []int{1, 4, 8, 32} {
+				x := randomActivations(r, n, sh.cols)
+				out := make([]float32, n*sh.rows)
+				b.Run(fmt.Sprintf("%v/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(b *testing.B) {
+					b.SetBytes(int64(len(m.Data)))
+					for b.Loop() {
+						MatMul(out, m, x, n)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/row")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkForward runs the weight products of one rand110M token (12 layers of Q, K, V, O,
+// gate, up, down and the output matrix; 110 M weights, larger than any cache) with 1 and 8
+// activation rows: a ceiling on generation (n=1) and batched speed from the kernels alone.
+func BenchmarkForward(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, typ := range testTypes {
+		var ms []Matrix
+		var bytes int64
+		for l := 0; l < 12; l++ {
+			for _, sh := range []struct{ rows, cols int }{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
+				ms = append(ms, randomMatrix(r, typ, sh.rows, sh.cols))
+			}
+		}
+		ms = append(ms, randomMatrix(r, typ, 32000, 768))
+		for _, m := range ms {
+			bytes += int64(len(m.Data))
+		}
+		for _, n := range []int{1, 8} {
+			x := randomActivations(r, n, 2048)
+			out := make([]float32, n*32000)
+			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) {
+				b.SetBytes(bytes)
+				for b.Loop() {
+					for _, m := range ms {
+						MatMul(out[:n*m.Rows], m, x[:n*m.Cols], n)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDot is the attention score product over one head (64) and a 768-wide row.
+func BenchmarkDot(b *testing.B) {
+	for _, n := range []int{64, 768} {
+		x := make([]float32, n)
+		y := make([]float32, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(8 * n))
+			var s float32
+			for b.Loop() {
+				s += Dot(x, y)
+			}
+			_ = s
+		})
+	}
+}
+
+var _ = ggml.F32
