@@ -1,0 +1,183 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loomlm/loom/core"
+)
+
+// spmSpace is how SentencePiece vocabularies write a space: "▁" (U+2581).
+const spmSpace = "\u2581"
+
+type spmState struct {
+	// byteIDs maps a byte to the token that stands for it in byte fallback, or -1.
+	byteIDs [256]core.TokenID
+}
+
+func (t *Tokenizer) initSPM() {
+	for b := range 256 {
+		id, ok := t.toID[fmt.Sprintf("<0x%02X>", b)]
+		if !ok {
+			id, ok = t.toID[string([]byte{byte(b)})]
+		}
+		if !ok {
+			id = -1
+		}
+		t.spm.byteIDs[b] = id
+	}
+}
+
+// spmSymbol is a run of text[start:start+n] in the linked list of symbols; n = 0 once merged
+// into its left neighbour.
+type spmSymbol struct {
+	start, n   int32
+	prev, next int32
+}
+
+// spmBigram is a candidate merge of two adjacent symbols into a vocabulary entry of the given
+// score and byte size.
+type spmBigram struct {
+	left, right int32
+	size        int32
+	score       float32
+}
+
+// before orders the queue: higher score first, then the leftmost pair.
+func (a spmBigram) before(b spmBigram) bool {
+	return a.score > b.score || (a.score == b.score && a.left < b.left)
+}
+
+// spmHeap is a binary heap of bigrams (a typed container/heap).
+type spmHeap []spmBigram
+
+func (h *spmHeap) push(b spmBigram) {
+	*h = append(*h, b)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s[i].before(s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *spmHeap) pop() spmBigram {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(s) && s[r].before(s[l]) {
+			m = r
+		}
+		if !s[m].before(s[i]) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// encodeSPM appends the tokens of a fragment of text, SentencePiece-style: spaces become "▁"
+// (with one in front when prefix is set); then, starting from single characters, the adjacent
+// pair forming the best-scoring vocabulary entry is merged until none remains; characters left
+// without a token are written with byte tokens.
+func (t *Tokenizer) encodeSPM(out []core.TokenID, fragment string, prefix bool) ([]core.TokenID, error) {
+	var sb strings.Builder
+	sb.Grow(len(fragment) + len(fragment)/4 + 3)
+	if prefix {
+		sb.WriteString(spmSpace)
+	}
+	for i := 0; i < len(fragment); {
+		j := strings.IndexByte(fragment[i:], ' ')
+		if j < 0 {
+			sb.WriteString(fragment[i:])
+			break
+		}
+		sb.WriteString(fragment[i : i+j])
+		sb.WriteString(spmSpace)
+		i += j + 1
+	}
+	text := sb.String()
+	if text == "" {
+		return out, nil
+	}
+
+	syms := make([]spmSymbol, 0, len(text))
+	for i := 0; i < len(text); {
+		n := min(utf8Len(text[i]), len(text)-i)
+		k := int32(len(syms))
+		syms = append(syms, spmSymbol{start: int32(i), n: int32(n), prev: k - 1, next: k + 1})
+		i += n
+	}
+	syms[len(syms)-1].next = -1
+
+	queue := make(spmHeap, 0, len(syms))
+	tryPair := func(left, right int32) {
+		if left < 0 || right < 0 {
+			return
+		}
+		l, r := &syms[left], &syms[right]
+		id, ok := t.toID[text[l.start:r.start+r.n]]
+		if !ok {
+			return
+		}
+		queue.push(spmBigram{left: left, right: right, size: l.n + r.n, score: t.scores[id]})
+	}
+	for i := 1; i < len(syms); i++ {
+		tryPair(int32(i-1), int32(i))
+	}
+	for len(queue) > 0 {
+		bg := queue.pop()
+		l, r := &syms[bg.left], &syms[bg.right]
+		if l.n == 0 || r.n == 0 || l.n+r.n != bg.size {
+			continue // outdated: one side has merged since
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = bg.left
+		}
+		tryPair(l.prev, bg.left)
+		tryPair(bg.left, l.next)
+	}
+
+	for i := int32(0); i >= 0; i = syms[i].next {
+		s := syms[i]
+		piece := text[s.start : s.start+s.n]
+		if id, ok := t.toID[piece]; ok {
+			out = append(out, id)
+			continue
+		}
+		all := true
+		for _, b := range []byte(piece) {
+			all = all && t.spm.byteIDs[b] >= 0
+		}
+		if !all {
+			// Without byte tokens for it, the character is unknown.
+			if t.special.UNK < 0 {
+				return nil, fmt.Errorf("tokenizer: no token for %q and no unknown token", piece)
+			}
+			out = append(out, t.special.UNK)
+			continue
+		}
+		for _, b := range []byte(piece) {
+			out = append(out, t.spm.byteIDs[b])
+		}
+	}
+	return out, nil
+}
