@@ -1,0 +1,297 @@
+package llama
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/kernels"
+)
+
+// rowInfo is one token row of a pass: the batch item it belongs to, its position and token,
+// and where its logits go (nil when not asked for).
+type rowInfo struct {
+	item  int
+	pos   int
+	token int32
+	out   []float32
+}
+
+// segment is a run of consecutive rows [a, b) of one item within a pass.
+type segment struct{ item, a, b int }
+
+// itemRun is one batch item during Forward.
+type itemRun struct {
+	st     *state
+	start  int     // the sequence's length before Forward, for rollback
+	tokens []int32 // the tokens to compute, after prefix reuse
+	first  int     // index in ForwardItem.Tokens of tokens[0]
+}
+
+// Forward implements core.Model. Each item's state advances by its tokens; an item that
+// starts a fresh sequence (or continues one at a block boundary) first takes whatever cached
+// blocks match the start of its tokens, keeping at least the last token to compute (unless it
+// asks for all logits, which need every row). On any error every state is left as it was.
+func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	runs := make([]itemRun, len(batch))
+	seen := make(map[*state]bool, len(batch))
+	for i := range batch {
+		it := &batch[i]
+		st, ok := it.State.(*state)
+		switch {
+		case !ok || st == nil:
+			return fmt.Errorf("llama: batch item %d: state %T is not from this model", i, it.State)
+		case st.m != m:
+			return fmt.Errorf("llama: batch item %d: state belongs to another model", i)
+		case st.closed:
+			return fmt.Errorf("llama: batch item %d: state is closed", i)
+		case seen[st]:
+			return fmt.Errorf("llama: batch item %d: state appears twice in the batch", i)
+		case len(it.Tokens) == 0:
+			return fmt.Errorf("llama: batch item %d: no tokens", i)
+		}
+		seen[st] = true
+		if n := st.Len() + len(it.Tokens); n > m.p.ContextLength {
+			return fmt.Errorf("llama: batch item %d: %d positions exceed the context length %d", i, n, m.p.ContextLength)
+		}
+		for j, id := range it.Tokens {
+			if id < 0 || int(id) >= m.p.VocabSize {
+				return fmt.Errorf("llama: batch item %d: token %d = %d is outside the vocabulary [0, %d)", i, j, id, m.p.VocabSize)
+			}
+		}
+		runs[i] = itemRun{st: st, start: st.Len(), tokens: it.Tokens}
+	}
+
+	rollback := func(upTo int) {
+		for i := 0; i < upTo; i++ {
+			runs[i].st.seq.Truncate(runs[i].start)
+		}
+	}
+	for i := range runs {
+		r := &runs[i]
+		if !batch[i].AllLogits && len(r.tokens) > 1 {
+			n := r.st.seq.MatchPrefix(r.tokens[:len(r.tokens)-1])
+			r.tokens, r.first = r.tokens[n:], n
+		}
+		if err := r.st.seq.Grow(r.tokens); err != nil {
+			rollback(i + 1)
+			return fmt.Errorf("llama: batch item %d: %w", i, err)
+		}
+	}
+
+	// Lay out the rows and their logits destinations.
+	total := 0
+	for i := range runs {
+		total += len(runs[i].tokens)
+	}
+	rows := make([]rowInfo, 0, total)
+	for i := range runs {
+		r := &runs[i]
+		it := &batch[i]
+		n := 1
+		if it.AllLogits {
+			n = len(it.Tokens)
+		}
+		out := r.st.setRows(n, m.p.VocabSize)
+		it.Logits = out
+		pos := r.st.seq.Len() - len(r.tokens)
+		for j, tok := range r.tokens {
+			ri := rowInfo{item: i, pos: pos + j, token: tok}
+			if k := r.first + j - (len(it.Tokens) - n); k >= 0 {
+				ri.out = out[k]
+			}
+			rows = append(rows, ri)
+		}
+	}
+
+	ws := m.getWorkspace()
+	defer m.workspaces.Put(ws)
+	for c0 := 0; c0 < len(rows); c0 += m.opts.BatchTokens {
+		if err := ctx.Err(); err != nil {
+			rollback(len(runs))
+			for i := range batch {
+				batch[i].Logits = nil
+			}
+			return err
+		}
+		c1 := min(c0+m.opts.BatchTokens, len(rows))
+		m.pass(ws, rows[c0:c1], runs)
+		if m.opts.Progress != nil && len(rows) > m.opts.BatchTokens {
+			m.opts.Progress("prefill", int64(c1), int64(len(rows)))
+		}
+	}
+	for i := range runs {
+		runs[i].st.seq.Commit()
+	}
+	return nil
+}
+
+// workspace holds the activations of one pass.
+type workspace struct {
+	x, xb, q, k, v, att, tmp, hb, hb2 []float32
+	cos, sin                          []float32
+	xr, logits                        []float32
+	segs                              []segment
+	spans                             [][]cache.Span
+	scratch                           []attnScratch
+}
+
+func (m *Model) getWorkspace() *workspace {
+	if ws, ok := m.workspaces.Get().(*workspace); ok {
+		return ws
+	}
+	return &workspace{scratch: make([]attnScratch, m.workers)}
+}
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// pass runs rows (at most BatchTokens) through every layer and writes the logits rows asked
+// for. The rows' positions are reserved in their sequences.
+func (m *Model) pass(ws *workspace, rows []rowInfo, runs []itemRun) {
+	p := &m.p
+	n := len(rows)
+	qDim, kvDim := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+	ws.x = grow(ws.x, n*p.Dim)
+	ws.xb = grow(ws.xb, n*p.Dim)
+	ws.tmp = grow(ws.tmp, n*p.Dim)
+	ws.q = grow(ws.q, n*qDim)
+	ws.att = grow(ws.att, n*qDim)
+	ws.k = grow(ws.k, n*kvDim)
+	ws.v = grow(ws.v, n*kvDim)
+	ws.hb = grow(ws.hb, n*p.FFNDim)
+	ws.hb2 = grow(ws.hb2, n*p.FFNDim)
+
+	for r, row := range rows {
+		src := m.embd.Data[int(row.token)*m.embdRow : (int(row.token)+1)*m.embdRow]
+		if err := ggml.Dequantize(m.embd.Type, src, ws.x[r*p.Dim:(r+1)*p.Dim]); err != nil {
+			panic(err) // the type and size were checked at load time
+		}
+	}
+	m.ropeTables(ws, rows)
+	ws.segs = ws.segs[:0]
+	for r := range rows {
+		if r == 0 || rows[r].item != rows[r-1].item {
+			ws.segs = append(ws.segs, segment{item: rows[r].item, a: r})
+		}
+		ws.segs[len(ws.segs)-1].b = r + 1
+	}
+	for li := range m.layers {
+		m.layer(ws, li, rows, runs)
+	}
+
+	// Logits for the rows that asked.
+	nOut := 0
+	for _, row := range rows {
+		if row.out != nil {
+			nOut++
+		}
+	}
+	if nOut == 0 {
+		return
+	}
+	ws.xr = grow(ws.xr, nOut*p.Dim)
+	ws.logits = grow(ws.logits, nOut*p.VocabSize)
+	k := 0
+	for r, row := range rows {
+		if row.out != nil {
+			rmsNorm(ws.xr[k*p.Dim:(k+1)*p.Dim], ws.x[r*p.Dim:(r+1)*p.Dim], m.outputNorm, p.RMSEps)
+			k++
+		}
+	}
+	kernels.MatMul(ws.logits, m.output, ws.xr, nOut)
+	k = 0
+	for _, row := range rows {
+		if row.out != nil {
+			copy(row.out, ws.logits[k*p.VocabSize:(k+1)*p.VocabSize])
+			k++
+		}
+	}
+}
+
+// layer runs one transformer block on the rows of ws.x in place.
+func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
+	p := &m.p
+	l := &m.layers[li]
+	n := len(rows)
+	dim, qDim, kvDim, hd := p.Dim, p.Heads*p.HeadDim, p.KVHeads*p.HeadDim, p.HeadDim
+
+	// Attention.
+	for r := range n {
+		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.attnNorm, p.RMSEps)
+	}
+	kernels.MatMul(ws.q, l.wq, ws.xb, n)
+	kernels.MatMul(ws.k, l.wk, ws.xb, n)
+	kernels.MatMul(ws.v, l.wv, ws.xb, n)
+	addBias(ws.q, l.bq)
+	addBias(ws.k, l.bk)
+	addBias(ws.v, l.bv)
+	half := p.RopeDims / 2
+	for r, row := range rows {
+		cos, sin := ws.cos[r*half:(r+1)*half], ws.sin[r*half:(r+1)*half]
+		for h := range p.Heads {
+			m.rope(ws.q[r*qDim+h*hd:r*qDim+(h+1)*hd], cos, sin)
+		}
+		for h := range p.KVHeads {
+			m.rope(ws.k[r*kvDim+h*hd:r*kvDim+(h+1)*hd], cos, sin)
+		}
+		runs[row.item].st.seq.Put(li, row.pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
+	}
+	m.attention(ws, li, rows, runs)
+	kernels.MatMul(ws.tmp, l.wo, ws.att, n)
+	add(ws.x, ws.tmp)
+
+	// Feed-forward.
+	for r := range n {
+		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
+	}
+	kernels.MatMul(ws.hb, l.wGate, ws.xb, n)
+	kernels.MatMul(ws.hb2, l.wUp, ws.xb, n)
+	swiGLU(ws.hb, ws.hb2)
+	kernels.MatMul(ws.tmp, l.wDown, ws.hb, n)
+	add(ws.x, ws.tmp)
+}
+
+// ropeTables fills ws.cos and ws.sin with the rotation of every rotated pair at every row's
+// position.
+func (m *Model) ropeTables(ws *workspace, rows []rowInfo) {
+	half := m.p.RopeDims / 2
+	ws.cos = grow(ws.cos, len(rows)*half)
+	ws.sin = grow(ws.sin, len(rows)*half)
+	for r, row := range rows {
+		pos := float64(row.pos) * m.p.RopeFreqScale
+		for i, f := range m.invFreq {
+			s, c := math.Sincos(pos * f)
+			ws.cos[r*half+i], ws.sin[r*half+i] = float32(c), float32(s)
+		}
+	}
+}
+
+// rope rotates the first RopeDims dimensions of one head's vector: adjacent pairs (2i, 2i+1),
+// or, in the NeoX layout, pairs (i, i + RopeDims/2).
+func (m *Model) rope(v, cos, sin []float32) {
+	half := len(cos)
+	if m.p.RopeNeoX {
+		for i := range half {
+			x0, x1 := v[i], v[i+half]
+			v[i] = x0*cos[i] - x1*sin[i]
+			v[i+half] = x0*sin[i] + x1*cos[i]
+		}
+		return
+	}
+	for i := range half {
+		x0, x1 := v[2*i], v[2*i+1]
+		v[2*i] = x0*cos[i] - x1*sin[i]
+		v[2*i+1] = x0*sin[i] + x1*cos[i]
+	}
+}

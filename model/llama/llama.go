@@ -1,0 +1,495 @@
+// Package llama runs transformer language models of the llama family stored in GGUF files:
+// Llama 2 and 3, TinyLlama, SmolLM, Mistral (architecture "llama") and Qwen2 ("qwen2").
+//
+// The forward pass is the usual pre-norm decoder: token embedding; per layer RMSNorm,
+// grouped-query attention with rotary position embeddings, a residual, RMSNorm, a SwiGLU
+// feed-forward network and a residual; a final RMSNorm and the output projection (tied to the
+// embedding when the file has no output matrix). Architecture "llama" rotates adjacent pairs of
+// each head's dimensions (llama.cpp's "norm" RoPE); "qwen2" rotates the first half of the
+// dimensions against the second half (the NeoX layout) and adds biases to Q, K and V.
+//
+// Weights stay in the memory-mapped file in their stored type (F32, F16, BF16, Q8_0, Q4_0,
+// Q4_K, Q6_K) and are multiplied by the kernels package as they are; only the small vectors
+// (norm weights, biases) are decoded to float32. Keys and values live in a paged cache
+// (package cache) shared by all sequences of a model, so forks are copy-on-write and a prompt
+// that starts like an earlier one reuses its cached blocks.
+//
+// Model implements core.Model: Forward advances several sequences at once, each by its own
+// new tokens at its own positions, with one matrix product per weight for all of their rows.
+// Forward may be called concurrently on different states.
+package llama
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/gguf"
+	"github.com/loomlm/loom/model/kernels"
+)
+
+// Params are a model's hyper-parameters, read from its GGUF metadata.
+type Params struct {
+	// Architecture is "llama" or "qwen2"; Name is general.name when present.
+	Architecture, Name string
+	// VocabSize is the number of rows of the embedding (and of logits).
+	VocabSize int
+	// ContextLength is the positions a sequence may hold (the file's, or Options.ContextLength).
+	ContextLength int
+	// Dim is the width of the residual stream; Layers the number of transformer blocks.
+	Dim, Layers int
+	// Heads and KVHeads are the numbers of query and key/value heads; HeadDim their width.
+	Heads, KVHeads, HeadDim int
+	// FFNDim is the hidden width of the feed-forward network.
+	FFNDim int
+	// RMSEps is the epsilon of RMSNorm.
+	RMSEps float32
+	// RopeDims is the number of dimensions of each head that are rotated (≤ HeadDim);
+	// RopeBase is the frequency base; RopeFreqScale multiplies positions (1 / the linear
+	// scaling factor); RopeNeoX selects the rotate-halves layout instead of adjacent pairs.
+	RopeDims      int
+	RopeBase      float64
+	RopeFreqScale float64
+	RopeNeoX      bool
+	// TiedOutput is true when the output projection is the token embedding.
+	TiedOutput bool
+}
+
+// Options tune a loaded model. The zero value is ready to use.
+type Options struct {
+	// KVType is the element type of the KV cache (default Float32).
+	KVType cache.DType
+	// KVBudget is the most bytes the KV cache may take (default: room for eight sequences of
+	// the full context, at most 2 GiB).
+	KVBudget int64
+	// BlockSize is the positions per cache block (default cache.DefaultBlockSize).
+	BlockSize int
+	// NoPrefixCache turns off the reuse of cached prompt prefixes across sequences.
+	NoPrefixCache bool
+	// ContextLength overrides the file's context length (0 keeps it).
+	ContextLength int
+	// BatchTokens is the most token rows one pass through the layers takes; longer inputs are
+	// split into passes of this size (default 256).
+	BatchTokens int
+	// NoPrefetch skips reading the weights once at load time. By default every page of the
+	// weights is touched while loading, so that the first forward pass does not pay for
+	// reading the file.
+	NoPrefetch bool
+	// Progress, when set, is told about long work: stage "load" counts bytes of weights
+	// read, stage "prefill" counts tokens of a forward pass that takes several passes.
+	Progress func(stage string, done, total int64)
+}
+
+// layer holds one transformer block's weights.
+type layer struct {
+	attnNorm, ffnNorm []float32
+	wq, wk, wv, wo    kernels.Matrix
+	bq, bk, bv        []float32 // nil when absent
+	wGate, wUp, wDown kernels.Matrix
+}
+
+// Model is a loaded llama-family model. It implements core.Model.
+type Model struct {
+	p    Params
+	opts Options
+	file *gguf.File
+	own  bool // Close closes file
+
+	embd       kernels.Matrix // VocabSize × Dim, any dequantisable type
+	embdRow    int            // bytes per embedding row
+	outputNorm []float32
+	output     kernels.Matrix
+	layers     []layer
+	invFreq    []float64 // per rotated pair: base^(-2i/RopeDims) / factor_i
+
+	pool       *cache.Pool
+	workspaces sync.Pool
+	workers    int
+}
+
+// archs lists the supported architectures and whether they rotate in the NeoX layout.
+var archs = map[string]struct{ neox bool }{
+	"llama": {neox: false},
+	"qwen2": {neox: true},
+}
+
+// Architectures returns the names of the supported architectures.
+func Architectures() []string {
+	names := make([]string, 0, len(archs))
+	for n := range archs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open loads the model in the GGUF file at path. The file stays memory-mapped until Close.
+func Open(path string, opts Options) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := New(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.own = true
+	return m, nil
+}
+
+// New builds a model on an open GGUF file, which must stay open while the model is used
+// (Close does not close it). Errors name the missing metadata or tensors and the unsupported
+// architecture or tensor types.
+func New(f *gguf.File, opts Options) (*Model, error) {
+	p, err := readParams(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{p: p, opts: opts, file: f, workers: runtime.GOMAXPROCS(0)}
+	if m.opts.BatchTokens <= 0 {
+		m.opts.BatchTokens = 256
+	}
+	if err := m.loadTensors(); err != nil {
+		return nil, err
+	}
+	m.invFreq, err = ropeFrequencies(f, p)
+	if err != nil {
+		return nil, err
+	}
+	kvDim := p.KVHeads * p.HeadDim
+	budget := opts.KVBudget
+	if budget == 0 {
+		perSeq := int64(p.ContextLength) * 2 * int64(p.Layers) * int64(kvDim) * int64(opts.KVType.Size())
+		budget = min(8*perSeq, 2<<30)
+		budget = max(budget, 64<<20)
+	}
+	m.pool, err = cache.NewPool(cache.Config{
+		Layers: p.Layers, KVDim: kvDim, BlockSize: opts.BlockSize, DType: opts.KVType,
+		Budget: budget, NoPrefixCache: opts.NoPrefixCache,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !opts.NoPrefetch {
+		m.prefetch()
+	}
+	return m, nil
+}
+
+// readParams reads the hyper-parameters from the metadata.
+func readParams(f *gguf.File, opts Options) (Params, error) {
+	var p Params
+	arch, err := f.Architecture()
+	if err != nil {
+		return p, err
+	}
+	a, ok := archs[arch]
+	if !ok {
+		return p, fmt.Errorf("architecture %q is not supported (supported: %s)", arch, strings.Join(Architectures(), ", "))
+	}
+	p.Architecture, p.RopeNeoX = arch, a.neox
+	p.Name, _ = f.String("general.name")
+
+	var errs []error
+	req := func(name string) int {
+		v, err := f.ArchUint32(name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return int(v)
+	}
+	opt := func(name string, def int) int {
+		if !f.Has(f.ArchKey(name)) {
+			return def
+		}
+		return req(name)
+	}
+	p.Dim = req("embedding_length")
+	p.Layers = req("block_count")
+	p.Heads = req("attention.head_count")
+	p.FFNDim = req("feed_forward_length")
+	p.ContextLength = req("context_length")
+	if err := errors.Join(errs...); err != nil {
+		return p, err
+	}
+	p.KVHeads = opt("attention.head_count_kv", p.Heads)
+	if p.Heads > 0 {
+		p.HeadDim = opt("attention.key_length", p.Dim/p.Heads)
+	}
+	if v := opt("attention.value_length", p.HeadDim); v != p.HeadDim {
+		return p, fmt.Errorf("%s = %d differs from the key length %d: not supported", f.ArchKey("attention.value_length"), v, p.HeadDim)
+	}
+	p.RopeDims = opt("rope.dimension_count", p.HeadDim)
+	eps, err := f.ArchFloat32("attention.layer_norm_rms_epsilon")
+	if err != nil {
+		return p, err
+	}
+	p.RMSEps = eps
+	p.RopeBase = 10000
+	if f.Has(f.ArchKey("rope.freq_base")) {
+		b, err := f.ArchFloat32("rope.freq_base")
+		if err != nil {
+			return p, err
+		}
+		p.RopeBase = float64(b)
+	}
+	p.RopeFreqScale = 1
+	scaling := "none"
+	if f.Has(f.ArchKey("rope.scaling.type")) {
+		if scaling, err = f.String(f.ArchKey("rope.scaling.type")); err != nil {
+			return p, err
+		}
+	}
+	switch scaling {
+	case "none", "":
+	case "linear":
+		factor, err := f.ArchFloat32("rope.scaling.factor")
+		if err != nil {
+			return p, err
+		}
+		if factor > 0 {
+			p.RopeFreqScale = 1 / float64(factor)
+		}
+	default:
+		return p, fmt.Errorf("%s = %q: only linear RoPE scaling is supported", f.ArchKey("rope.scaling.type"), scaling)
+	}
+	if emb, ok := f.Tensor("token_embd.weight"); ok && len(emb.Dims) == 2 {
+		p.VocabSize = int(emb.Dims[1])
+	}
+	if opts.ContextLength > 0 {
+		p.ContextLength = opts.ContextLength
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	p.TiedOutput = !hasOutput
+
+	switch {
+	case p.Dim <= 0 || p.Layers <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.FFNDim <= 0 || p.HeadDim <= 0:
+		return p, fmt.Errorf("bad shape: dim %d, %d layers, %d heads, %d kv heads, head dim %d, ffn %d",
+			p.Dim, p.Layers, p.Heads, p.KVHeads, p.HeadDim, p.FFNDim)
+	case p.Heads%p.KVHeads != 0:
+		return p, fmt.Errorf("%d heads are not a multiple of %d kv heads", p.Heads, p.KVHeads)
+	case p.RopeDims <= 0 || p.RopeDims > p.HeadDim || p.RopeDims%2 != 0:
+		return p, fmt.Errorf("rope dimension count %d: must be even and at most the head dimension %d", p.RopeDims, p.HeadDim)
+	case p.ContextLength <= 0:
+		return p, fmt.Errorf("context length %d: must be positive", p.ContextLength)
+	case p.VocabSize <= 0:
+		return p, errors.New("missing or malformed tensor \"token_embd.weight\"")
+	}
+	return p, nil
+}
+
+// ropeFrequencies returns the rotation frequency of each pair of rotated dimensions, with the
+// per-pair factors of a "rope_freqs.weight" tensor (Llama 3.1) applied.
+func ropeFrequencies(f *gguf.File, p Params) ([]float64, error) {
+	n := p.RopeDims / 2
+	inv := make([]float64, n)
+	for i := range inv {
+		inv[i] = math.Pow(p.RopeBase, -2*float64(i)/float64(p.RopeDims))
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		factors, err := f.TensorFloat32("rope_freqs.weight")
+		if err != nil {
+			return nil, err
+		}
+		if len(factors) != n {
+			return nil, fmt.Errorf("tensor \"rope_freqs.weight\" has %d values, want %d", len(factors), n)
+		}
+		for i, fa := range factors {
+			inv[i] /= float64(fa)
+		}
+	}
+	return inv, nil
+}
+
+// tensorLoader collects the problems of loading tensors so that one error names them all.
+type tensorLoader struct {
+	f    *gguf.File
+	errs []string
+}
+
+func (ld *tensorLoader) fail(format string, args ...any) {
+	ld.errs = append(ld.errs, fmt.Sprintf(format, args...))
+}
+
+func (ld *tensorLoader) info(name string, dims ...int) (*gguf.TensorInfo, bool) {
+	ti, ok := ld.f.Tensor(name)
+	if !ok {
+		ld.fail("missing tensor %q", name)
+		return nil, false
+	}
+	good := len(ti.Dims) == len(dims)
+	for i := 0; good && i < len(dims); i++ {
+		good = ti.Dims[i] == uint64(dims[i])
+	}
+	if !good {
+		ld.fail("tensor %q has dimensions %v, want %v", name, ti.Dims, dims)
+		return nil, false
+	}
+	return ti, true
+}
+
+// matrix loads a rows × cols weight matrix (GGUF dimensions [cols, rows]).
+func (ld *tensorLoader) matrix(name string, rows, cols int) kernels.Matrix {
+	ti, ok := ld.info(name, cols, rows)
+	if !ok {
+		return kernels.Matrix{}
+	}
+	if !kernels.Supported(ti.Type) {
+		ld.fail("tensor %q: type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", name, ti.Type)
+		return kernels.Matrix{}
+	}
+	data, err := ld.f.TensorData(name)
+	if err != nil {
+		ld.fail("%v", err)
+		return kernels.Matrix{}
+	}
+	m, err := kernels.NewMatrix(ti.Type, rows, cols, data)
+	if err != nil {
+		ld.fail("tensor %q: %v", name, err)
+	}
+	return m
+}
+
+// vector loads a vector of n values as float32; an absent optional vector is nil.
+func (ld *tensorLoader) vector(name string, n int, optional bool) []float32 {
+	if _, ok := ld.f.Tensor(name); !ok && optional {
+		return nil
+	}
+	ti, ok := ld.info(name, n)
+	if !ok {
+		return nil
+	}
+	if !ggml.CanDequantize(ti.Type) {
+		ld.fail("tensor %q: type %s is not supported", name, ti.Type)
+		return nil
+	}
+	v, err := ld.f.TensorFloat32(name)
+	if err != nil {
+		ld.fail("%v", err)
+	}
+	return v
+}
+
+func (ld *tensorLoader) err() error {
+	if len(ld.errs) == 0 {
+		return nil
+	}
+	const most = 8
+	msg := strings.Join(ld.errs[:min(len(ld.errs), most)], "; ")
+	if len(ld.errs) > most {
+		msg += fmt.Sprintf("; and %d more", len(ld.errs)-most)
+	}
+	return errors.New(msg)
+}
+
+func (m *Model) loadTensors() error {
+	p := &m.p
+	ld := &tensorLoader{f: m.file}
+	qDim, kvDim := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+	m.embd = ld.matrix("token_embd.weight", p.VocabSize, p.Dim)
+	m.outputNorm = ld.vector("output_norm.weight", p.Dim, false)
+	if p.TiedOutput {
+		m.output = m.embd
+	} else {
+		m.output = ld.matrix("output.weight", p.VocabSize, p.Dim)
+	}
+	m.layers = make([]layer, p.Layers)
+	for i := range m.layers {
+		l := &m.layers[i]
+		name := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+		l.attnNorm = ld.vector(name("attn_norm.weight"), p.Dim, false)
+		l.wq = ld.matrix(name("attn_q.weight"), qDim, p.Dim)
+		l.wk = ld.matrix(name("attn_k.weight"), kvDim, p.Dim)
+		l.wv = ld.matrix(name("attn_v.weight"), kvDim, p.Dim)
+		l.wo = ld.matrix(name("attn_output.weight"), p.Dim, qDim)
+		l.bq = ld.vector(name("attn_q.bias"), qDim, true)
+		l.bk = ld.vector(name("attn_k.bias"), kvDim, true)
+		l.bv = ld.vector(name("attn_v.bias"), kvDim, true)
+		l.ffnNorm = ld.vector(name("ffn_norm.weight"), p.Dim, false)
+		l.wGate = ld.matrix(name("ffn_gate.weight"), p.FFNDim, p.Dim)
+		l.wUp = ld.matrix(name("ffn_up.weight"), p.FFNDim, p.Dim)
+		l.wDown = ld.matrix(name("ffn_down.weight"), p.Dim, p.FFNDim)
+	}
+	if err := ld.err(); err != nil {
+		return err
+	}
+	m.embdRow = m.embd.RowBytes()
+	return nil
+}
+
+// prefetch reads one byte of every page of the weights, reporting progress.
+func (m *Model) prefetch() {
+	var total int64
+	for i := range m.file.Tensors {
+		total += m.file.Tensors[i].Size
+	}
+	const page = 4096
+	var done, reported int64
+	var sink byte
+	for i := range m.file.Tensors {
+		data, err := m.file.TensorData(m.file.Tensors[i].Name)
+		if err != nil {
+			continue
+		}
+		for off := 0; off < len(data); off += page {
+			sink += data[off]
+		}
+		done += int64(len(data))
+		if m.opts.Progress != nil && (done-reported > total/100 || done == total) {
+			m.opts.Progress("load", done, total)
+			reported = done
+		}
+	}
+	prefetchSink = sink
+}
+
+var prefetchSink byte
+
+// Close releases the model's file when the model opened it (Open). The model must not be
+// used afterwards.
+func (m *Model) Close() error {
+	if m.own {
+		return m.file.Close()
+	}
+	return nil
+}
+
+// Params returns the model's hyper-parameters.
+func (m *Model) Params() Params { return m.p }
+
+// Cache returns the pool of the model's KV cache (for statistics).
+func (m *Model) Cache() *cache.Pool { return m.pool }
+
+// File returns the GGUF file the model reads its weights from.
+func (m *Model) File() *gguf.File { return m.file }
+
+// WeightBytes returns the bytes of all tensors of the model's file.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for i := range m.file.Tensors {
+		n += m.file.Tensors[i].Size
+	}
+	return n
+}
+
+// Config implements core.Model.
+func (m *Model) Config() core.ModelConfig {
+	name := m.p.Name
+	if name == "" && m.file.Path() != "" {
+		name = m.file.Path()
+	}
+	return core.ModelConfig{
+		Name:          name,
+		Architecture:  m.p.Architecture,
+		VocabSize:     m.p.VocabSize,
+		ContextLength: m.p.ContextLength,
+	}
+}

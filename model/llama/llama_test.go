@@ -1,0 +1,484 @@
+package llama
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/core"
+)
+
+// testdataDir returns ../shared/testdata relative to the repository root (found by walking up
+// to go.mod), skipping the test when it is absent.
+func testdataDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("no go.mod above the test directory; reference data not found")
+		}
+		dir = parent
+	}
+	td := filepath.Join(dir, "..", "shared", "testdata")
+	if _, err := os.Stat(filepath.Join(td, "models", "stories260K-f32.gguf")); err != nil {
+		t.Skipf("reference data absent (%s): skipping", td)
+	}
+	return td
+}
+
+func openStories(t testing.TB, file string, opts Options) *Model {
+	t.Helper()
+	m, err := Open(filepath.Join(testdataDir(t), "models", file), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// reference is one llama.cpp reference run: prompt, greedy ids and the logits of every step.
+type reference struct {
+	prompt, gen []int32
+	logits      [][]float32
+}
+
+func readIDs(line, prefix string) ([]int32, error) {
+	fields := strings.Fields(strings.TrimPrefix(line, prefix))
+	ids := make([]int32, len(fields))
+	for i, f := range fields {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = int32(v)
+	}
+	return ids, nil
+}
+
+func loadReference(t testing.TB, name string, vocab int) reference {
+	t.Helper()
+	base := filepath.Join(testdataDir(t), "reference", "stories260K", name)
+	txt, err := os.ReadFile(base + ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref reference
+	for _, line := range strings.Split(string(txt), "\n") {
+		switch {
+		case strings.HasPrefix(line, "PROMPT "):
+			ref.prompt, err = readIDs(line, "PROMPT ")
+		case strings.HasPrefix(line, "GEN "):
+			ref.gen, err = readIDs(line, "GEN ")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if raw, err := os.ReadFile(base + ".logits.f32"); err == nil {
+		for off := 0; off+4*vocab <= len(raw); off += 4 * vocab {
+			row := make([]float32, vocab)
+			for i := range row {
+				row[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[off+4*i:]))
+			}
+			ref.logits = append(ref.logits, row)
+		}
+	}
+	return ref
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func forward1(t testing.TB, m *Model, st core.State, toks []int32) []float32 {
+	t.Helper()
+	batch := []core.ForwardItem{{State: st, Tokens: toks}}
+	if err := m.Forward(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	return batch[0].Logits[0]
+}
+
+// greedy prefills prompt and generates steps tokens greedily with the cache, returning the
+// ids and a copy of every step's logits.
+func greedy(t testing.TB, m *Model, prompt []int32, steps int) ([]int32, [][]float32) {
+	t.Helper()
+	st, err := m.NewState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var ids []int32
+	var rows [][]float32
+	logits := forward1(t, m, st, prompt)
+	for s := 0; s < steps; s++ {
+		rows = append(rows, append([]float32(nil), logits...))
+		id := argmax(logits)
+		ids = append(ids, id)
+		if s+1 < steps {
+			logits = forward1(t, m, st, []int32{id})
+		}
+	}
+	return ids, rows
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// TestReferenceGreedy checks the F32 model with an F32 cache against llama.cpp: the same
+// greedy ids at every step and logits within 1e-3.
+func TestReferenceGreedy(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{})
+	for _, name := range []string{"llamacpp-kvf32_bos_256", "llamacpp-kvf32_once-upon-a-time_256"} {
+		t.Run(name, func(t *testing.T) {
+			ref := loadReference(t, name, m.Params().VocabSize)
+			if len(ref.logits) != len(ref.gen) {
+				t.Fatalf("reference has %d logits rows for %d ids", len(ref.logits), len(ref.gen))
+			}
+			ids, rows := greedy(t, m, ref.prompt, len(ref.gen))
+			same := 0
+			for same < len(ids) && ids[same] == ref.gen[same] {
+				same++
+			}
+			var worst float64
+			for i := range rows {
+				worst = max(worst, maxAbsDiff(rows[i], ref.logits[i]))
+			}
+			t.Logf("%d/%d ids equal; largest logit difference %.3g", same, len(ref.gen), worst)
+			if same != len(ref.gen) {
+				t.Errorf("ids differ from step %d: got %d, want %d", same, ids[same], ref.gen[same])
+			}
+			if worst > 1e-3 {
+				t.Errorf("largest logit difference %.3g > 1e-3", worst)
+			}
+		})
+	}
+}
+
+// TestF16Weights runs the model stored as F16, and with an F16 cache, and compares it loosely
+// with the F32 reference: half precision moves these logits by a few hundredths.
+func TestF16Weights(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		kv   cache.DType
+	}{
+		{"stories260K-f16.gguf", cache.Float32},
+		{"stories260K-f16.gguf", cache.Float16},
+		{"stories260K-f32.gguf", cache.Float16},
+	} {
+		t.Run(fmt.Sprintf("%s/kv-%v", tc.file, tc.kv), func(t *testing.T) {
+			m := openStories(t, tc.file, Options{KVType: tc.kv})
+			ref := loadReference(t, "llamacpp-kvf32_once-upon-a-time_256", m.Params().VocabSize)
+			ids, rows := greedy(t, m, ref.prompt, 32)
+			same := 0
+			for same < len(ids) && ids[same] == ref.gen[same] {
+				same++
+			}
+			var worst float64
+			for i := range same {
+				worst = max(worst, maxAbsDiff(rows[i], ref.logits[i]))
+			}
+			t.Logf("first %d/%d ids equal; largest logit difference over them %.3g", same, len(ids), worst)
+			if same < 8 || worst > 0.1 {
+				t.Errorf("too far from the F32 reference: %d ids equal, logit difference %.3g", same, worst)
+			}
+		})
+	}
+}
+
+// TestReferenceKVF16 compares an F16 cache with llama.cpp's default F16 cache: the same ids
+// from BOS for all 256 steps, and after the prompt up to step 143, where llama.cpp's F16 and
+// F32 caches part ways at a near-tie.
+func TestReferenceKVF16(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{KVType: cache.Float16})
+	for _, tc := range []struct {
+		name string
+		want int
+	}{
+		{"llamacpp-kvf16-default_bos_256", 256},
+		{"llamacpp-kvf16-default_once-upon-a-time_256", 143},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := loadReference(t, tc.name, m.Params().VocabSize)
+			ids, _ := greedy(t, m, ref.prompt, len(ref.gen))
+			same := 0
+			for same < len(ids) && ids[same] == ref.gen[same] {
+				same++
+			}
+			t.Logf("%d/%d ids equal", same, len(ref.gen))
+			if same < tc.want {
+				t.Errorf("ids differ from step %d, want equality to step %d at least", same, tc.want)
+			}
+		})
+	}
+}
+
+// tokens of the second reference prompt and a continuation, for the equality tests.
+var testTokens = []int32{1, 373, 265, 426, 453, 335, 334, 264, 417, 458, 465, 465, 465, 465, 465, 465, 465, 473, 473, 473, 461, 458, 465, 465, 465, 466, 393, 377, 314, 434, 283, 332, 301, 446, 465}
+
+// uncached returns the logits after tokens computed from scratch, one pass, without prefix
+// reuse.
+func uncached(t testing.TB, m *Model, tokens []int32) []float32 {
+	t.Helper()
+	st, _ := m.NewState()
+	defer st.Close()
+	return append([]float32(nil), forward1(t, m, st, tokens)...)
+}
+
+func TestCachedMatchesUncached(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
+	st, _ := m.NewState()
+	defer st.Close()
+	logits := forward1(t, m, st, testTokens[:1])
+	for n := 1; n <= len(testTokens); n++ {
+		want := uncached(t, m, testTokens[:n])
+		if d := maxAbsDiff(logits, want); d > 1e-4 {
+			t.Fatalf("after %d tokens: cached and uncached logits differ by %.3g", n, d)
+		}
+		if n < len(testTokens) {
+			logits = forward1(t, m, st, testTokens[n:n+1])
+		}
+	}
+}
+
+// TestAllLogits checks that the rows of a multi-token forward equal the last rows of forwards
+// that stop at each of those tokens.
+func TestAllLogits(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
+	st, _ := m.NewState()
+	defer st.Close()
+	forward1(t, m, st, testTokens[:10])
+	batch := []core.ForwardItem{{State: st, Tokens: testTokens[10:15], AllLogits: true}}
+	if err := m.Forward(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if len(batch[0].Logits) != 5 {
+		t.Fatalf("%d rows, want 5", len(batch[0].Logits))
+	}
+	for i, row := range batch[0].Logits {
+		want := uncached(t, m, testTokens[:11+i])
+		if d := maxAbsDiff(row, want); d > 1e-4 {
+			t.Errorf("row %d differs by %.3g", i, d)
+		}
+	}
+}
+
+// Exactness of cache operations: the state after a fork, a truncation or a prefix reuse must
+// produce exactly (bit for bit) the logits of a state that computed the same tokens the same
+// way without them.
+func TestCacheOperationsExact(t *testing.T) {
+	for _, kv := range []cache.DType{cache.Float32, cache.Float16} {
+		m := openStories(t, "stories260K-f32.gguf", Options{KVType: kv, BlockSize: 4})
+		ref := openStories(t, "stories260K-f32.gguf", Options{KVType: kv, BlockSize: 4, NoPrefixCache: true})
+		prompt, cont := testTokens[:13], testTokens[13:20]
+
+		// recompute prefills prompt in one pass, then feeds each token of cont.
+		recompute := func(prompt, cont []int32) []float32 {
+			st, _ := ref.NewState()
+			defer st.Close()
+			l := forward1(t, ref, st, prompt)
+			for _, tok := range cont {
+				l = forward1(t, ref, st, []int32{tok})
+			}
+			return append([]float32(nil), l...)
+		}
+		check := func(name string, got, want []float32) {
+			t.Helper()
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("kv %v, %s: logit %d = %v, recomputation gives %v", kv, name, i, got[i], want[i])
+					return
+				}
+			}
+		}
+
+		// Fork: two branches from one prefill, each continued differently.
+		base, _ := m.NewState()
+		forward1(t, m, base, prompt)
+		fork, err := base.Fork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []float32
+		for _, tok := range cont {
+			got = forward1(t, m, fork, []int32{tok})
+		}
+		check("fork", got, recompute(prompt, cont))
+		alt := []int32{300, 301, 302}
+		for _, tok := range alt {
+			got = forward1(t, m, base, []int32{tok})
+		}
+		check("forked-from", got, recompute(prompt, alt))
+
+		// Truncate: roll the fork back into the middle of a block and continue.
+		if err := fork.Truncate(len(prompt) + 2); err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range alt {
+			got = forward1(t, m, fork, []int32{tok})
+		}
+		check("truncate", got, recompute(prompt, append(append([]int32(nil), cont[:2]...), alt...)))
+		fork.Close()
+		base.Close()
+
+		// Prefix reuse: a new state whose prompt starts with the cached prompt.
+		before := m.Cache().Stats().ReusedTokens
+		st, _ := m.NewState()
+		long := append(append([]int32(nil), prompt...), cont...)
+		got = append([]float32(nil), forward1(t, m, st, long)...)
+		if m.Cache().Stats().ReusedTokens == before {
+			t.Errorf("kv %v: no tokens reused", kv)
+		}
+		if st.Len() != len(long) {
+			t.Errorf("kv %v: state has %d positions, want %d", kv, st.Len(), len(long))
+		}
+		// The reused blocks were computed in the prompt's pass, the rest in this one.
+		reused := int(m.Cache().Stats().ReusedTokens - before)
+		st2, _ := ref.NewState()
+		forward1(t, ref, st2, long[:reused])
+		want := forward1(t, ref, st2, long[reused:])
+		check("prefix reuse", got, want)
+		st.Close()
+		st2.Close()
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{})
+	other := openStories(t, "stories260K-f32.gguf", Options{})
+	st, _ := m.NewState()
+	defer st.Close()
+	foreign, _ := other.NewState()
+	closed, _ := m.NewState()
+	closed.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		batch []core.ForwardItem
+		want  string
+	}{
+		{"no tokens", []core.ForwardItem{{State: st}}, "no tokens"},
+		{"bad token", []core.ForwardItem{{State: st, Tokens: []int32{1, 9999}}}, "outside the vocabulary"},
+		{"foreign state", []core.ForwardItem{{State: foreign, Tokens: []int32{1}}}, "another model"},
+		{"closed state", []core.ForwardItem{{State: closed, Tokens: []int32{1}}}, "closed"},
+		{"twice", []core.ForwardItem{{State: st, Tokens: []int32{1}}, {State: st, Tokens: []int32{1}}}, "twice"},
+		{"context", []core.ForwardItem{{State: st, Tokens: make([]int32, 513)}}, "context length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := m.Forward(ctx, tc.batch)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+			if st.Len() != 0 {
+				t.Fatalf("failed forward left %d positions", st.Len())
+			}
+		})
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.Forward(cctx, []core.ForwardItem{{State: st, Tokens: []int32{1}}}); err == nil {
+		t.Fatal("Forward with a cancelled context succeeded")
+	}
+}
+
+func TestBudgetError(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{KVBudget: 1 << 16, BlockSize: 16})
+	a, _ := m.NewState()
+	defer a.Close()
+	err := m.Forward(context.Background(), []core.ForwardItem{{State: a, Tokens: make([]int32, 200)}})
+	if err == nil || !strings.Contains(err.Error(), "budget") {
+		t.Fatalf("err = %v, want a budget error", err)
+	}
+	if a.Len() != 0 {
+		t.Fatalf("failed forward left %d positions", a.Len())
+	}
+}
+
+// TestBatchedForward checks that one Forward over several sequences at different positions
+// gives each the logits it gets alone, and that concurrent Forward calls on one model agree
+// (run with -race).
+func TestBatchedForward(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
+	prefixes := [][]int32{testTokens[:3], testTokens[:17], testTokens[5:9], testTokens[:1]}
+	next := [][]int32{{300}, {301, 302, 303}, {304}, {305, 306}}
+	var want [][]float32
+	for i := range prefixes {
+		want = append(want, uncached(t, m, append(append([]int32(nil), prefixes[i]...), next[i]...)))
+	}
+	var batch []core.ForwardItem
+	for i := range prefixes {
+		st, _ := m.NewState()
+		defer st.Close()
+		forward1(t, m, st, prefixes[i])
+		batch = append(batch, core.ForwardItem{State: st, Tokens: next[i]})
+	}
+	if err := m.Forward(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	for i := range batch {
+		if d := maxAbsDiff(batch[i].Logits[0], want[i]); d > 1e-4 {
+			t.Errorf("item %d differs from its lone forward by %.3g", i, d)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids, _ := greedy(t, m, testTokens[:9], 40)
+			ref, _ := greedy(t, m, testTokens[:9], 40)
+			for i := range ids {
+				if ids[i] != ref[i] {
+					t.Errorf("goroutine %d: concurrent greedy runs differ at step %d", g, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing file", "/nonexistent/model.gguf", "no such file"},
+		{"not a model", filepath.Join(testdataDir(t), "vocab", "ggml-vocab-llama-spm.gguf"), "token_embd.weight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(tc.path, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
