@@ -41,27 +41,6 @@ func TestExpSpecialValues(t *testing.T) {
 	}
 }
 
-func TestMax(t *testing.T) {
-	ninf := float32(math.Inf(-1))
-	cases := []struct {
-		in    []float32
-		max   float32
-		index int
-		nan   bool
-	}{
-		{nil, ninf, -1, false},
-		{[]float32{1, 3, 2}, 3, 1, false},
-		{[]float32{ninf, ninf}, ninf, 0, false},
-		{[]float32{1, float32(math.NaN()), 2}, 2, 2, true},
-	}
-	for _, c := range cases {
-		m, i, n := Max(c.in)
-		if m != c.max || i != c.index || n != c.nan {
-			t.Errorf("Max(%v) = %v,%v,%v want %v,%v,%v", c.in, m, i, n, c.max, c.index, c.nan)
-		}
-	}
-}
-
 func BenchmarkExpShiftSum151936(b *testing.B) {
 	src := make([]float32, 151936)
 	for i := range src {

@@ -1,0 +1,73 @@
+//go:build !purego
+
+package fastmath
+
+// useAVX2 selects the assembly kernels: the CPU has AVX2 and the operating system saves the
+// YMM registers. Tests switch it off to compare the two implementations.
+var useAVX2 = hasAVX2()
+
+func hasAVX2() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const osxsave, avx = 1 << 27, 1 << 28
+	if ecx1&osxsave == 0 || ecx1&avx == 0 {
+		return false
+	}
+	if xgetbv0()&6 != 6 { // XMM and YMM state enabled by the OS
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}
+
+func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
+	if useAVX2 {
+		expShiftSumAVX2(dst, src, shift, lanes)
+		return
+	}
+	expShiftSumGeneric(dst, src, shift, lanes)
+}
+
+func maxBlocks(xs []float32) (float32, bool) {
+	if useAVX2 {
+		return maxAVX2(xs)
+	}
+	m, _, nan := maxGeneric(xs)
+	return m, nan
+}
+
+func indexAboveBlocks(xs []float32, t float32) int {
+	if useAVX2 {
+		return indexAboveAVX2(xs, t)
+	}
+	return indexAboveGeneric(xs, t)
+}
+
+func scaleBlocks(xs []float32, s float32) {
+	if useAVX2 {
+		scaleAVX2(xs, s)
+		return
+	}
+	scaleGeneric(xs, s)
+}
+
+// The assembly kernels take slices whose length is a multiple of 32.
+
+//go:noescape
+func expShiftSumAVX2(dst, src []float32, shift float32, lanes *[32]float64)
+
+//go:noescape
+func maxAVX2(xs []float32) (max float32, nan bool)
+
+//go:noescape
+func indexAboveAVX2(xs []float32, t float32) int
+
+//go:noescape
+func scaleAVX2(xs []float32, s float32)
+
+func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+
+func xgetbv0() uint32

@@ -1,0 +1,250 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Kernels over slices whose length is a multiple of 32, 8 float32 lanes per YMM register,
+// 4 registers per step. See the Go versions in exp.go and vec.go: every element is computed
+// with the same operations, so the results are the same bits.
+
+// ·expK rows (32 bytes each): 0 log2e, 1 roundMagic, 2 0x7fffff, 3 0x400000, 4 ln2Hi,
+// 5 ln2Lo, 6..12 Taylor coefficients c7..c1, 13 127, 14 expMin, 15 expMax, 16 +Inf, 17 -Inf.
+
+// EXP8 computes e**(x-shift) for the 8 values at off(SI)(AX*4) (shift in Y15), stores them at
+// off(DI)(AX*4) and adds them to acc. It uses Y4–Y13.
+#define EXP8(off, acc) \
+	VMOVUPS   off(SI)(AX*4), Y4 \
+	VSUBPS    Y15, Y4, Y4 \
+	VMULPS    ·expK+0(SB), Y4, Y5 \
+	VADDPS    ·expK+32(SB), Y5, Y5 \
+	VPAND     ·expK+64(SB), Y5, Y6 \
+	VPSUBD    ·expK+96(SB), Y6, Y6 \
+	VSUBPS    ·expK+32(SB), Y5, Y5 \
+	VMULPS    ·expK+128(SB), Y5, Y7 \
+	VSUBPS    Y7, Y4, Y7 \
+	VMULPS    ·expK+160(SB), Y5, Y5 \
+	VSUBPS    Y5, Y7, Y7 \
+	VMULPS    ·expK+192(SB), Y7, Y8 \
+	VADDPS    ·expK+224(SB), Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    ·expK+256(SB), Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    ·expK+288(SB), Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    ·expK+320(SB), Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    ·expK+352(SB), Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    ·expK+384(SB), Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    ·expK+384(SB), Y8, Y8 \
+	VPSRAD    $1, Y6, Y9 \
+	VPSUBD    Y9, Y6, Y10 \
+	VPADDD    ·expK+416(SB), Y9, Y9 \
+	VPSLLD    $23, Y9, Y9 \
+	VPADDD    ·expK+416(SB), Y10, Y10 \
+	VPSLLD    $23, Y10, Y10 \
+	VMULPS    Y9, Y8, Y8 \
+	VMULPS    Y10, Y8, Y8 \
+	VCMPPS    $0x1e, ·expK+448(SB), Y4, Y11 \
+	VANDPS    Y11, Y8, Y8 \
+	VCMPPS    $0x1e, ·expK+480(SB), Y4, Y12 \
+	VBLENDVPS Y12, ·expK+512(SB), Y8, Y8 \
+	VCMPPS    $3, Y4, Y4, Y13 \
+	VBLENDVPS Y13, Y4, Y8, Y8 \
+	VMOVUPS   Y8, off(DI)(AX*4) \
+	VADDPS    Y8, acc, acc
+
+// FLUSH adds the 8 float32 lanes of yacc to the float64 lanes at lo(DX) and hi(DX) and clears
+// yacc.
+#define FLUSH(yacc, xacc, lo, hi) \
+	VCVTPS2PD    xacc, Y4 \
+	VADDPD       lo(DX), Y4, Y4 \
+	VMOVUPD      Y4, lo(DX) \
+	VEXTRACTF128 $1, yacc, X5 \
+	VCVTPS2PD    X5, Y5 \
+	VADDPD       hi(DX), Y5, Y5 \
+	VMOVUPD      Y5, hi(DX) \
+	VXORPS       yacc, yacc, yacc
+
+// func expShiftSumAVX2(dst, src []float32, shift float32, lanes *[32]float64)
+TEXT ·expShiftSumAVX2(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         src_base+24(FP), SI
+	MOVQ         src_len+32(FP), CX
+	VBROADCASTSS shift+48(FP), Y15
+	MOVQ         lanes+56(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	XORQ         AX, AX
+
+loop:
+	CMPQ  AX, CX
+	JAE   done
+	EXP8(0, Y0)
+	EXP8(32, Y1)
+	EXP8(64, Y2)
+	EXP8(96, Y3)
+	ADDQ  $32, AX
+	TESTQ $1023, AX
+	JNZ   loop
+	FLUSH(Y0, X0, 0, 32)
+	FLUSH(Y1, X1, 64, 96)
+	FLUSH(Y2, X2, 128, 160)
+	FLUSH(Y3, X3, 192, 224)
+	JMP   loop
+
+done:
+	FLUSH(Y0, X0, 0, 32)
+	FLUSH(Y1, X1, 64, 96)
+	FLUSH(Y2, X2, 128, 160)
+	FLUSH(Y3, X3, 192, 224)
+	VZEROUPPER
+	RET
+
+// func maxAVX2(xs []float32) (max float32, nan bool)
+TEXT ·maxAVX2(SB), NOSPLIT, $0-29
+	MOVQ    xs_base+0(FP), SI
+	MOVQ    xs_len+8(FP), CX
+	VMOVUPS ·expK+544(SB), Y0
+	VMOVUPS Y0, Y1
+	VMOVUPS Y0, Y2
+	VMOVUPS Y0, Y3
+	VXORPS  Y12, Y12, Y12
+	XORQ    AX, AX
+
+loop:
+	CMPQ    AX, CX
+	JAE     done
+	VMOVUPS 0(SI)(AX*4), Y4
+	VMOVUPS 32(SI)(AX*4), Y5
+	VMOVUPS 64(SI)(AX*4), Y6
+	VMOVUPS 96(SI)(AX*4), Y7
+
+	// max(x, acc) returns acc when x is NaN.
+	VMAXPS Y0, Y4, Y0
+	VMAXPS Y1, Y5, Y1
+	VMAXPS Y2, Y6, Y2
+	VMAXPS Y3, Y7, Y3
+	VCMPPS $3, Y4, Y4, Y8
+	VCMPPS $3, Y5, Y5, Y9
+	VCMPPS $3, Y6, Y6, Y10
+	VCMPPS $3, Y7, Y7, Y11
+	VORPS  Y8, Y9, Y8
+	VORPS  Y10, Y11, Y10
+	VORPS  Y8, Y10, Y8
+	VORPS  Y8, Y12, Y12
+	ADDQ   $32, AX
+	JMP    loop
+
+done:
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSS       X0, max+24(FP)
+	VMOVMSKPS    Y12, BX
+	TESTL        BX, BX
+	SETNE        nan+28(FP)
+	VZEROUPPER
+	RET
+
+// func indexAboveAVX2(xs []float32, t float32) int
+TEXT ·indexAboveAVX2(SB), NOSPLIT, $0-40
+	MOVQ         xs_base+0(FP), SI
+	MOVQ         xs_len+8(FP), CX
+	VBROADCASTSS t+24(FP), Y15
+	XORQ         AX, AX
+
+loop:
+	CMPQ AX, CX
+	JAE  none
+
+	// Predicate 9 (NGE_US): !(t >= x), true for x > t and for NaN.
+	VCMPPS $9, 0(SI)(AX*4), Y15, Y0
+	VCMPPS $9, 32(SI)(AX*4), Y15, Y1
+	VCMPPS $9, 64(SI)(AX*4), Y15, Y2
+	VCMPPS $9, 96(SI)(AX*4), Y15, Y3
+	VORPS  Y0, Y1, Y4
+	VORPS  Y2, Y3, Y5
+	VORPS  Y4, Y5, Y4
+	VPTEST Y4, Y4
+	JNZ    found
+	ADDQ   $32, AX
+	JMP    loop
+
+found:
+	VMOVMSKPS Y0, BX
+	TESTL     BX, BX
+	JNZ       bit
+	ADDQ      $8, AX
+	VMOVMSKPS Y1, BX
+	TESTL     BX, BX
+	JNZ       bit
+	ADDQ      $8, AX
+	VMOVMSKPS Y2, BX
+	TESTL     BX, BX
+	JNZ       bit
+	ADDQ      $8, AX
+	VMOVMSKPS Y3, BX
+
+bit:
+	BSFL BX, BX
+	ADDQ BX, AX
+	MOVQ AX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+none:
+	MOVQ CX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func scaleAVX2(xs []float32, s float32)
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-28
+	MOVQ         xs_base+0(FP), SI
+	MOVQ         xs_len+8(FP), CX
+	VBROADCASTSS s+24(FP), Y15
+	XORQ         AX, AX
+
+loop:
+	CMPQ    AX, CX
+	JAE     done
+	VMULPS  0(SI)(AX*4), Y15, Y0
+	VMULPS  32(SI)(AX*4), Y15, Y1
+	VMULPS  64(SI)(AX*4), Y15, Y2
+	VMULPS  96(SI)(AX*4), Y15, Y3
+	VMOVUPS Y0, 0(SI)(AX*4)
+	VMOVUPS Y1, 32(SI)(AX*4)
+	VMOVUPS Y2, 64(SI)(AX*4)
+	VMOVUPS Y3, 96(SI)(AX*4)
+	ADDQ    $32, AX
+	JMP     loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// func xgetbv0() uint32
+TEXT ·xgetbv0(SB), NOSPLIT, $0-4
+	MOVL   $0, CX
+	XGETBV
+	MOVL   AX, ret+0(FP)
+	RET

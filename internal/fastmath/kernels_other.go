@@ -1,0 +1,19 @@
+//go:build !amd64 || purego
+
+package fastmath
+
+// useAVX2 is false where the assembly kernels do not exist.
+var useAVX2 = false
+
+func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
+	expShiftSumGeneric(dst, src, shift, lanes)
+}
+
+func maxBlocks(xs []float32) (float32, bool) {
+	m, _, nan := maxGeneric(xs)
+	return m, nan
+}
+
+func indexAboveBlocks(xs []float32, t float32) int { return indexAboveGeneric(xs, t) }
+
+func scaleBlocks(xs []float32, s float32) { scaleGeneric(xs, s) }

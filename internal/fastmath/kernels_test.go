@@ -1,0 +1,219 @@
+package fastmath
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// withGeneric runs f with the Go kernels and returns to the default afterwards.
+func withGeneric(f func()) {
+	saved := useAVX2
+	useAVX2 = false
+	defer func() { useAVX2 = saved }()
+	f()
+}
+
+// testRow returns n values: mostly normal with the given spread, with special values mixed in
+// when specials is set.
+func testRow(r *rand.Rand, n int, sigma float64, specials bool) []float32 {
+	xs := make([]float32, n)
+	for i := range xs {
+		xs[i] = float32(r.NormFloat64() * sigma)
+		if specials && r.IntN(16) == 0 {
+			xs[i] = []float32{
+				float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.NaN()), 0,
+				float32(math.Copysign(0, -1)), 1e-40, -1e-40, 100, -100, 88.7, 88.8, -87.3, -87.4,
+				math.MaxFloat32, -math.MaxFloat32,
+			}[r.IntN(15)]
+		}
+	}
+	return xs
+}
+
+func sameBits(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+var lengths = []int{0, 1, 7, 31, 32, 33, 63, 64, 100, 1023, 1024, 1025, 2048 + 37, 5000}
+
+func TestExpShiftSumMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range lengths {
+		for _, specials := range []bool{false, true} {
+			src := testRow(r, n, 8, specials)
+			for _, shift := range []float32{0, 3.5, -20, float32(math.Inf(1))} {
+				d1 := make([]float32, n)
+				d2 := make([]float32, n)
+				s1 := ExpShiftSum(d1, src, shift)
+				var s2 float64
+				withGeneric(func() { s2 = ExpShiftSum(d2, src, shift) })
+				if math.Float64bits(s1) != math.Float64bits(s2) && !(s1 != s1 && s2 != s2) {
+					t.Errorf("n=%d shift=%v specials=%v: sum %v (default) != %v (generic)", n, shift, specials, s1, s2)
+				}
+				for i := range d1 {
+					if !sameBits(d1[i], d2[i]) {
+						t.Fatalf("n=%d shift=%v: element %d (x=%v): %v (default) != %v (generic)", n, shift, i, src[i], d1[i], d2[i])
+					}
+					if want := Exp(src[i] - shift); !sameBits(d1[i], want) {
+						t.Fatalf("n=%d: element %d: %v, Exp gives %v", n, i, d1[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestExpShiftSumValue(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := testRow(r, 151936, 3, false)
+	dst := make([]float32, len(src))
+	m, _, _ := Max(src)
+	got := ExpShiftSum(dst, src, m)
+	var want float64
+	for _, v := range src {
+		want += math.Exp(float64(v) - float64(m))
+	}
+	if rel := math.Abs(got-want) / want; rel > 1e-6 {
+		t.Fatalf("sum %v, float64 reference %v (relative error %.2g)", got, want, rel)
+	}
+}
+
+func TestExpEdges(t *testing.T) {
+	// The largest input that does not overflow needs the two-step scaling (n = 128).
+	x := float32(88.7) // round(x·log2 e) = 128
+	if got, want := float64(Exp(x)), math.Exp(float64(x)); math.IsInf(got, 0) || math.Abs(got-want)/want > 2e-7 {
+		t.Fatalf("Exp(%v) = %v, want %v", x, got, want)
+	}
+	// Results near the bottom of the range are subnormal-free and monotone enough to be
+	// usable: no value below expMin is positive.
+	if got := Exp(float32(expMin)); got != 0 {
+		t.Fatalf("Exp(expMin) = %v, want 0", got)
+	}
+	if got := Exp(math.Nextafter32(float32(expMin), 0)); got <= 0 {
+		t.Fatalf("Exp just above expMin = %v, want > 0", got)
+	}
+}
+
+func TestMaxMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ninf := float32(math.Inf(-1))
+	for _, n := range lengths {
+		for trial := 0; trial < 20; trial++ {
+			xs := testRow(r, n, 3, trial%2 == 1)
+			switch trial {
+			case 2: // all -Inf
+				for i := range xs {
+					xs[i] = ninf
+				}
+			case 4: // ties: the first wins
+				for i := range xs {
+					xs[i] = float32(r.IntN(3))
+				}
+			case 6: // max in the tail
+				if n > 0 {
+					xs[n-1] = 1000
+				}
+			}
+			m1, i1, nan1 := Max(xs)
+			m2, i2, nan2 := maxGeneric(xs)
+			if !sameBits(m1, m2) && !(m1 == m2) || i1 != i2 || nan1 != nan2 {
+				t.Fatalf("n=%d trial %d: Max = (%v, %d, %v), plain loop (%v, %d, %v)", n, trial, m1, i1, nan1, m2, i2, nan2)
+			}
+			withGeneric(func() { m1, i1, nan1 = Max(xs) })
+			if m1 != m2 && !(m1 != m1) || i1 != i2 || nan1 != nan2 {
+				t.Fatalf("n=%d trial %d: generic Max = (%v, %d, %v), plain loop (%v, %d, %v)", n, trial, m1, i1, nan1, m2, i2, nan2)
+			}
+		}
+	}
+}
+
+func TestMax(t *testing.T) {
+	ninf := float32(math.Inf(-1))
+	nan := float32(math.NaN())
+	cases := []struct {
+		in    []float32
+		max   float32
+		index int
+		nan   bool
+	}{
+		{nil, ninf, -1, false},
+		{[]float32{1, 3, 2}, 3, 1, false},
+		{[]float32{ninf, ninf}, ninf, 0, false},
+		{[]float32{1, nan, 2}, 2, 2, true},
+		{[]float32{nan, nan}, ninf, -1, true},
+		{[]float32{ninf, nan}, ninf, -1, true},
+	}
+	for _, c := range cases {
+		m, i, n := Max(c.in)
+		if m != c.max || i != c.index || n != c.nan {
+			t.Errorf("Max(%v) = %v,%v,%v want %v,%v,%v", c.in, m, i, n, c.max, c.index, c.nan)
+		}
+	}
+}
+
+func TestIndexAbove(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range lengths {
+		for trial := 0; trial < 20; trial++ {
+			xs := testRow(r, n, 1, trial%3 == 0)
+			th := []float32{-1, 0, 2, 3.5, 10, float32(math.Inf(1)), float32(math.Inf(-1))}[trial%7]
+			want := indexAboveGeneric(xs, th)
+			if got := IndexAbove(xs, th); got != want {
+				t.Fatalf("n=%d t=%v: IndexAbove = %d, want %d", n, th, got, want)
+			}
+			// Every start offset, as top-k uses it.
+			for from := 0; from < n; from += 1 + n/7 {
+				if got, want := from+IndexAbove(xs[from:], th), from+indexAboveGeneric(xs[from:], th); got != want {
+					t.Fatalf("n=%d from=%d t=%v: %d, want %d", n, from, th, got, want)
+				}
+			}
+		}
+	}
+	nan := float32(math.NaN())
+	if got := IndexAbove([]float32{0, 0, nan, 5}, 1); got != 2 {
+		t.Fatalf("a NaN is not ≤ t: got %d, want 2", got)
+	}
+}
+
+func TestScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range lengths {
+		xs := testRow(r, n, 3, true)
+		a := append([]float32(nil), xs...)
+		b := append([]float32(nil), xs...)
+		Scale(a, 1/0.7)
+		withGeneric(func() { Scale(b, 1/0.7) })
+		for i := range xs {
+			want := xs[i] * (1 / 0.7)
+			if !sameBits(a[i], want) || !sameBits(b[i], want) {
+				t.Fatalf("n=%d: element %d: %v and %v, want %v", n, i, a[i], b[i], want)
+			}
+		}
+	}
+}
+
+func benchRow() []float32 {
+	return testRow(rand.New(rand.NewPCG(1, 1)), 151936, 2.5, false)
+}
+
+func BenchmarkMax151936(b *testing.B) {
+	xs := benchRow()
+	for b.Loop() {
+		Max(xs)
+	}
+}
+
+func BenchmarkIndexAbove151936(b *testing.B) {
+	xs := benchRow()
+	for b.Loop() {
+		IndexAbove(xs, 100)
+	}
+}
+
+func BenchmarkScale151936(b *testing.B) {
+	xs := benchRow()
+	for b.Loop() {
+		Scale(xs, 1)
+	}
+}
