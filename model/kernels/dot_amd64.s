@@ -433,42 +433,43 @@ TEXT ·dotF32x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 blocks4:
-	CMPQ        DI, $0x00000004
+	CMPQ        R8, $0x00000004
 	JB          tail
 	VMOVUPS     (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (DI)(SI*1), Y4, Y0
 	VMOVUPS     32(BX), Y4
-	VFMADD231PS 32(SI), Y4, Y1
+	VFMADD231PS 32(DI)(SI*1), Y4, Y1
 	VMOVUPS     64(BX), Y4
-	VFMADD231PS 64(SI), Y4, Y2
+	VFMADD231PS 64(DI)(SI*1), Y4, Y2
 	VMOVUPS     96(BX), Y4
-	VFMADD231PS 96(SI), Y4, Y3
+	VFMADD231PS 96(DI)(SI*1), Y4, Y3
 	ADDQ        $0x00000080, BX
 	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, DI
+	SUBQ        $0x00000004, R8
 	JMP         blocks4
 
 tail:
-	TESTQ       DI, DI
+	TESTQ       R8, R8
 	JZ          store
 	VMOVUPS     (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (DI)(SI*1), Y4, Y0
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
-	DECQ        DI
+	DECQ        R8
 	JMP         tail
 
 store:
@@ -488,7 +489,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -501,42 +502,43 @@ TEXT ·dotF16x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 blocks4:
-	CMPQ        DI, $0x00000004
+	CMPQ        R8, $0x00000004
 	JB          tail
 	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (DI)(SI*1), Y4, Y0
 	VCVTPH2PS   16(BX), Y4
-	VFMADD231PS 32(SI), Y4, Y1
+	VFMADD231PS 32(DI)(SI*1), Y4, Y1
 	VCVTPH2PS   32(BX), Y4
-	VFMADD231PS 64(SI), Y4, Y2
+	VFMADD231PS 64(DI)(SI*1), Y4, Y2
 	VCVTPH2PS   48(BX), Y4
-	VFMADD231PS 96(SI), Y4, Y3
+	VFMADD231PS 96(DI)(SI*1), Y4, Y3
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, DI
+	SUBQ        $0x00000004, R8
 	JMP         blocks4
 
 tail:
-	TESTQ       DI, DI
+	TESTQ       R8, R8
 	JZ          store
 	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (DI)(SI*1), Y4, Y0
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	DECQ        DI
+	DECQ        R8
 	JMP         tail
 
 store:
@@ -556,7 +558,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -569,47 +571,48 @@ TEXT ·dotBF16x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 blocks4:
-	CMPQ        DI, $0x00000004
+	CMPQ        R8, $0x00000004
 	JB          tail
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (DI)(SI*1), Y4, Y0
 	VPMOVZXWD   16(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(SI), Y4, Y1
+	VFMADD231PS 32(DI)(SI*1), Y4, Y1
 	VPMOVZXWD   32(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 64(SI), Y4, Y2
+	VFMADD231PS 64(DI)(SI*1), Y4, Y2
 	VPMOVZXWD   48(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 96(SI), Y4, Y3
+	VFMADD231PS 96(DI)(SI*1), Y4, Y3
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, DI
+	SUBQ        $0x00000004, R8
 	JMP         blocks4
 
 tail:
-	TESTQ       DI, DI
+	TESTQ       R8, R8
 	JZ          store
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (DI)(SI*1), Y4, Y0
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	DECQ        DI
+	DECQ        R8
 	JMP         tail
 
 store:
@@ -629,7 +632,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -645,20 +648,21 @@ TEXT ·dotQ8_0x1(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 tail:
-	TESTQ          DI, DI
+	TESTQ          R8, R8
 	JZ             store
-	MOVWLZX        (BX), R8
-	VMOVD          R8, X2
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
 	VPINSRW        $0x01, 34(BX), X2, X2
 	VPINSRW        $0x02, 68(BX), X2, X2
 	VPINSRW        $0x03, 102(BX), X2, X2
@@ -668,32 +672,32 @@ tail:
 	VPABSB         36(BX), Y4
 	VPABSB         70(BX), Y5
 	VPABSB         104(BX), Y6
-	VMOVDQU        48(SI), Y7
+	VMOVDQU        48(DI)(SI*1), Y7
 	VPSIGNB        2(BX), Y7, Y7
 	VPMADDUBSW     Y7, Y3, Y7
 	VPMADDWD       Y0, Y7, Y7
-	VMOVDQU        80(SI), Y3
+	VMOVDQU        80(DI)(SI*1), Y3
 	VPSIGNB        36(BX), Y3, Y3
 	VPMADDUBSW     Y3, Y4, Y3
 	VPMADDWD       Y0, Y3, Y3
 	VPHADDD        Y3, Y7, Y7
-	VMOVDQU        112(SI), Y3
+	VMOVDQU        112(DI)(SI*1), Y3
 	VPSIGNB        70(BX), Y3, Y3
 	VPMADDUBSW     Y3, Y5, Y3
 	VPMADDWD       Y0, Y3, Y3
-	VMOVDQU        144(SI), Y4
+	VMOVDQU        144(DI)(SI*1), Y4
 	VPSIGNB        104(BX), Y4, Y4
 	VPMADDUBSW     Y4, Y6, Y4
 	VPMADDWD       Y0, Y4, Y4
 	VPHADDD        Y4, Y3, Y3
 	VPHADDD        Y3, Y7, Y7
 	VCVTDQ2PS      Y7, Y7
-	VBROADCASTF128 (SI), Y3
+	VBROADCASTF128 (DI)(SI*1), Y3
 	VMULPS         Y2, Y3, Y3
 	VFMADD231PS    Y7, Y3, Y1
 	ADDQ           $0x00000088, BX
 	ADDQ           $0x000000b0, SI
-	DECQ           DI
+	DECQ           R8
 	JMP            tail
 
 store:
@@ -710,7 +714,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -726,20 +730,21 @@ TEXT ·dotQ4_0x1(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 tail:
-	TESTQ          DI, DI
+	TESTQ          R8, R8
 	JZ             store
-	MOVWLZX        (BX), R8
-	VMOVD          R8, X2
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
 	VPINSRW        $0x01, 18(BX), X2, X2
 	VPINSRW        $0x02, 36(BX), X2, X2
 	VPINSRW        $0x03, 54(BX), X2, X2
@@ -761,25 +766,25 @@ tail:
 	VPSRLW         $0x04, X3, X7
 	VINSERTI128    $0x01, X7, Y3, Y7
 	VPAND          mask0F<>+0(SB), Y7, Y7
-	VPMADDUBSW     48(SI), Y4, Y4
+	VPMADDUBSW     48(DI)(SI*1), Y4, Y4
 	VPMADDWD       Y0, Y4, Y4
-	VPMADDUBSW     80(SI), Y5, Y5
+	VPMADDUBSW     80(DI)(SI*1), Y5, Y5
 	VPMADDWD       Y0, Y5, Y5
 	VPHADDD        Y5, Y4, Y4
-	VPMADDUBSW     112(SI), Y6, Y5
+	VPMADDUBSW     112(DI)(SI*1), Y6, Y5
 	VPMADDWD       Y0, Y5, Y5
-	VPMADDUBSW     144(SI), Y7, Y6
+	VPMADDUBSW     144(DI)(SI*1), Y7, Y6
 	VPMADDWD       Y0, Y6, Y6
 	VPHADDD        Y6, Y5, Y5
 	VPHADDD        Y5, Y4, Y4
-	VPADDD         16(SI), Y4, Y4
+	VPADDD         16(DI)(SI*1), Y4, Y4
 	VCVTDQ2PS      Y4, Y4
-	VBROADCASTF128 (SI), Y5
+	VBROADCASTF128 (DI)(SI*1), Y5
 	VMULPS         Y2, Y5, Y5
 	VFMADD231PS    Y4, Y5, Y1
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
-	DECQ           DI
+	DECQ           R8
 	JMP            tail
 
 store:
@@ -796,7 +801,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -809,115 +814,116 @@ TEXT ·dotQ4_Kx1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 tail:
-	TESTQ        DI, DI
+	TESTQ        R8, R8
 	JZ           store
-	MOVL         4(BX), R8
-	MOVL         R8, R9
-	ANDL         $0x3f3f3f3f, R9
-	VMOVD        R9, X1
-	MOVL         12(BX), R9
-	ANDL         $0x0f0f0f0f, R9
-	SHRL         $0x02, R8
-	ANDL         $0x30303030, R8
-	ORL          R8, R9
-	VPINSRD      $0x01, R9, X1, X1
+	MOVL         4(BX), R9
+	MOVL         R9, R10
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X1
+	MOVL         12(BX), R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	VPINSRD      $0x01, R10, X1, X1
 	VPMOVZXBW    X1, X1
-	MOVL         8(BX), R8
-	MOVL         R8, R9
-	ANDL         $0x3f3f3f3f, R9
-	VMOVD        R9, X2
-	MOVL         12(BX), R9
-	SHRL         $0x04, R9
-	ANDL         $0x0f0f0f0f, R9
-	SHRL         $0x02, R8
-	ANDL         $0x30303030, R8
-	ORL          R8, R9
-	VPINSRD      $0x01, R9, X2, X2
+	MOVL         8(BX), R9
+	MOVL         R9, R10
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X2
+	MOVL         12(BX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	VPINSRD      $0x01, R10, X2, X2
 	VPMOVZXBW    X2, X2
 	VINSERTI128  $0x01, X1, Y1, Y1
 	VPXOR        Y3, Y3, Y3
 	VMOVDQU      16(BX), Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+0(SB), Y1, Y5
-	VPMADDUBSW   52(SI), Y4, Y4
+	VPMADDUBSW   52(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      16(BX), Y4
 	VPSRLW       $0x04, Y4, Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+32(SB), Y1, Y5
-	VPMADDUBSW   84(SI), Y4, Y4
+	VPMADDUBSW   84(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      48(BX), Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+64(SB), Y1, Y5
-	VPMADDUBSW   116(SI), Y4, Y4
+	VPMADDUBSW   116(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      48(BX), Y4
 	VPSRLW       $0x04, Y4, Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+96(SB), Y1, Y5
-	VPMADDUBSW   148(SI), Y4, Y4
+	VPMADDUBSW   148(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      80(BX), Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+128(SB), Y1, Y5
-	VPMADDUBSW   180(SI), Y4, Y4
+	VPMADDUBSW   180(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      80(BX), Y4
 	VPSRLW       $0x04, Y4, Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+160(SB), Y1, Y5
-	VPMADDUBSW   212(SI), Y4, Y4
+	VPMADDUBSW   212(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      112(BX), Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+192(SB), Y1, Y5
-	VPMADDUBSW   244(SI), Y4, Y4
+	VPMADDUBSW   244(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      112(BX), Y4
 	VPSRLW       $0x04, Y4, Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPSHUFB      maskQ4KScale<>+224(SB), Y1, Y5
-	VPMADDUBSW   276(SI), Y4, Y4
+	VPMADDUBSW   276(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
-	MOVWLZX      (BX), R8
-	VMOVD        R8, X4
+	MOVWLZX      (BX), R9
+	VMOVD        R9, X4
 	VCVTPH2PS    X4, X4
 	VBROADCASTSS X4, Y4
-	MOVWLZX      2(BX), R8
-	VMOVD        R8, X5
+	MOVWLZX      2(BX), R9
+	VMOVD        R9, X5
 	VCVTPH2PS    X5, X5
 	VBROADCASTSS X5, Y5
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (SI), Y6
+	VBROADCASTSS (DI)(SI*1), Y6
 	VMULPS       Y4, Y6, Y6
 	VFMADD231PS  Y3, Y6, Y0
-	VPMADDWD     36(SI), X2, X2
+	VPMADDWD     36(DI)(SI*1), X2, X2
 	VCVTDQ2PS    X2, X2
-	VBROADCASTSS (SI), Y6
+	VBROADCASTSS (DI)(SI*1), Y6
 	VMULPS       Y5, Y6, Y6
 	VFNMADD231PS Y2, Y6, Y0
 	ADDQ         $0x00000090, BX
 	ADDQ         $0x00000134, SI
-	DECQ         DI
+	DECQ         R8
 	JMP          tail
 
 store:
@@ -934,7 +940,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -947,20 +953,21 @@ TEXT ·dotQ6_Kx1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
-	MOVQ   n+24(FP), DI
+	MOVQ   n+24(FP), R8
 
 tail:
-	TESTQ        DI, DI
+	TESTQ        R8, R8
 	JZ           store
 	VPMOVSXBW    192(BX), Y1
-	VPMADDWD     4(SI), Y1, Y2
+	VPMADDWD     4(DI)(SI*1), Y1, Y2
 	VPSLLD       $0x05, Y2, Y2
 	VPXOR        Y3, Y3, Y3
 	VPSUBD       Y2, Y3, Y3
@@ -973,7 +980,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+0(SB), Y2, Y5
-	VPMADDUBSW   52(SI), Y4, Y4
+	VPMADDUBSW   52(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      32(BX), Y4
@@ -983,7 +990,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+32(SB), Y2, Y5
-	VPMADDUBSW   84(SI), Y4, Y4
+	VPMADDUBSW   84(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      (BX), Y4
@@ -993,7 +1000,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+64(SB), Y2, Y5
-	VPMADDUBSW   116(SI), Y4, Y4
+	VPMADDUBSW   116(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      32(BX), Y4
@@ -1004,7 +1011,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+96(SB), Y2, Y2
-	VPMADDUBSW   148(SI), Y4, Y4
+	VPMADDUBSW   148(DI)(SI*1), Y4, Y4
 	VPMADDWD     Y2, Y4, Y4
 	VPADDD       Y4, Y3, Y3
 	VMOVDQU      64(BX), Y2
@@ -1014,7 +1021,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y4, Y4
 	VPOR         Y4, Y2, Y2
 	VPSHUFB      maskQ6KScale<>+0(SB), Y1, Y4
-	VPMADDUBSW   180(SI), Y2, Y2
+	VPMADDUBSW   180(DI)(SI*1), Y2, Y2
 	VPMADDWD     Y4, Y2, Y2
 	VPADDD       Y2, Y3, Y3
 	VMOVDQU      96(BX), Y2
@@ -1024,7 +1031,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y4, Y4
 	VPOR         Y4, Y2, Y2
 	VPSHUFB      maskQ6KScale<>+32(SB), Y1, Y4
-	VPMADDUBSW   212(SI), Y2, Y2
+	VPMADDUBSW   212(DI)(SI*1), Y2, Y2
 	VPMADDWD     Y4, Y2, Y2
 	VPADDD       Y2, Y3, Y3
 	VMOVDQU      64(BX), Y2
@@ -1034,7 +1041,7 @@ tail:
 	VPAND        mask30<>+0(SB), Y4, Y4
 	VPOR         Y4, Y2, Y2
 	VPSHUFB      maskQ6KScale<>+64(SB), Y1, Y4
-	VPMADDUBSW   244(SI), Y2, Y2
+	VPMADDUBSW   244(DI)(SI*1), Y2, Y2
 	VPMADDWD     Y4, Y2, Y2
 	VPADDD       Y2, Y3, Y3
 	VMOVDQU      96(BX), Y2
@@ -1045,20 +1052,20 @@ tail:
 	VPAND        mask30<>+0(SB), Y4, Y4
 	VPOR         Y4, Y2, Y2
 	VPSHUFB      maskQ6KScale<>+96(SB), Y1, Y1
-	VPMADDUBSW   276(SI), Y2, Y2
+	VPMADDUBSW   276(DI)(SI*1), Y2, Y2
 	VPMADDWD     Y1, Y2, Y2
 	VPADDD       Y2, Y3, Y3
-	MOVWLZX      208(BX), R8
-	VMOVD        R8, X1
+	MOVWLZX      208(BX), R9
+	VMOVD        R9, X1
 	VCVTPH2PS    X1, X1
 	VBROADCASTSS X1, Y1
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (SI), Y2
+	VBROADCASTSS (DI)(SI*1), Y2
 	VMULPS       Y1, Y2, Y2
 	VFMADD231PS  Y3, Y2, Y0
 	ADDQ         $0x000000d2, BX
 	ADDQ         $0x00000134, SI
-	DECQ         DI
+	DECQ         R8
 	JMP          tail
 
 store:
@@ -1075,7 +1082,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1088,51 +1095,50 @@ TEXT ·dotF32x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 blocks4:
-	CMPQ        R8, $0x00000004
+	CMPQ        R9, $0x00000004
 	JB          tail
 	VMOVUPS     (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (DI), Y4, Y2
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y2
 	VMOVUPS     32(BX), Y4
-	VFMADD231PS 32(SI), Y4, Y1
-	VFMADD231PS 32(DI), Y4, Y3
+	VFMADD231PS 32(DI)(SI*1), Y4, Y1
+	VFMADD231PS 32(R8)(SI*1), Y4, Y3
 	VMOVUPS     64(BX), Y4
-	VFMADD231PS 64(SI), Y4, Y0
-	VFMADD231PS 64(DI), Y4, Y2
+	VFMADD231PS 64(DI)(SI*1), Y4, Y0
+	VFMADD231PS 64(R8)(SI*1), Y4, Y2
 	VMOVUPS     96(BX), Y4
-	VFMADD231PS 96(SI), Y4, Y1
-	VFMADD231PS 96(DI), Y4, Y3
+	VFMADD231PS 96(DI)(SI*1), Y4, Y1
+	VFMADD231PS 96(R8)(SI*1), Y4, Y3
 	ADDQ        $0x00000080, BX
 	ADDQ        $0x00000080, SI
-	ADDQ        $0x00000080, DI
-	SUBQ        $0x00000004, R8
+	SUBQ        $0x00000004, R9
 	JMP         blocks4
 
 tail:
-	TESTQ       R8, R8
+	TESTQ       R9, R9
 	JZ          store
 	VMOVUPS     (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (DI), Y4, Y2
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y2
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, DI
-	DECQ        R8
+	DECQ        R9
 	JMP         tail
 
 store:
@@ -1159,7 +1165,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1172,51 +1178,50 @@ TEXT ·dotF16x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 blocks4:
-	CMPQ        R8, $0x00000004
+	CMPQ        R9, $0x00000004
 	JB          tail
 	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (DI), Y4, Y2
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y2
 	VCVTPH2PS   16(BX), Y4
-	VFMADD231PS 32(SI), Y4, Y1
-	VFMADD231PS 32(DI), Y4, Y3
+	VFMADD231PS 32(DI)(SI*1), Y4, Y1
+	VFMADD231PS 32(R8)(SI*1), Y4, Y3
 	VCVTPH2PS   32(BX), Y4
-	VFMADD231PS 64(SI), Y4, Y0
-	VFMADD231PS 64(DI), Y4, Y2
+	VFMADD231PS 64(DI)(SI*1), Y4, Y0
+	VFMADD231PS 64(R8)(SI*1), Y4, Y2
 	VCVTPH2PS   48(BX), Y4
-	VFMADD231PS 96(SI), Y4, Y1
-	VFMADD231PS 96(DI), Y4, Y3
+	VFMADD231PS 96(DI)(SI*1), Y4, Y1
+	VFMADD231PS 96(R8)(SI*1), Y4, Y3
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000080, SI
-	ADDQ        $0x00000080, DI
-	SUBQ        $0x00000004, R8
+	SUBQ        $0x00000004, R9
 	JMP         blocks4
 
 tail:
-	TESTQ       R8, R8
+	TESTQ       R9, R9
 	JZ          store
 	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (DI), Y4, Y2
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y2
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, DI
-	DECQ        R8
+	DECQ        R9
 	JMP         tail
 
 store:
@@ -1243,7 +1248,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1256,56 +1261,55 @@ TEXT ·dotBF16x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 blocks4:
-	CMPQ        R8, $0x00000004
+	CMPQ        R9, $0x00000004
 	JB          tail
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (DI), Y4, Y2
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y2
 	VPMOVZXWD   16(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(SI), Y4, Y1
-	VFMADD231PS 32(DI), Y4, Y3
+	VFMADD231PS 32(DI)(SI*1), Y4, Y1
+	VFMADD231PS 32(R8)(SI*1), Y4, Y3
 	VPMOVZXWD   32(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 64(SI), Y4, Y0
-	VFMADD231PS 64(DI), Y4, Y2
+	VFMADD231PS 64(DI)(SI*1), Y4, Y0
+	VFMADD231PS 64(R8)(SI*1), Y4, Y2
 	VPMOVZXWD   48(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 96(SI), Y4, Y1
-	VFMADD231PS 96(DI), Y4, Y3
+	VFMADD231PS 96(DI)(SI*1), Y4, Y1
+	VFMADD231PS 96(R8)(SI*1), Y4, Y3
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000080, SI
-	ADDQ        $0x00000080, DI
-	SUBQ        $0x00000004, R8
+	SUBQ        $0x00000004, R9
 	JMP         blocks4
 
 tail:
-	TESTQ       R8, R8
+	TESTQ       R9, R9
 	JZ          store
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (DI), Y4, Y2
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y2
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, DI
-	DECQ        R8
+	DECQ        R9
 	JMP         tail
 
 store:
@@ -1332,7 +1336,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1348,23 +1352,24 @@ TEXT ·dotQ8_0x2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 tail:
-	TESTQ          R8, R8
+	TESTQ          R9, R9
 	JZ             store
-	MOVWLZX        (BX), R9
-	VMOVD          R9, X3
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
 	VPINSRW        $0x01, 34(BX), X3, X3
 	VPINSRW        $0x02, 68(BX), X3, X3
 	VPINSRW        $0x03, 102(BX), X3, X3
@@ -1374,56 +1379,55 @@ tail:
 	VPABSB         36(BX), Y5
 	VPABSB         70(BX), Y6
 	VPABSB         104(BX), Y7
-	VMOVDQU        48(SI), Y8
+	VMOVDQU        48(DI)(SI*1), Y8
 	VPSIGNB        2(BX), Y8, Y8
 	VPMADDUBSW     Y8, Y4, Y8
 	VPMADDWD       Y0, Y8, Y8
-	VMOVDQU        80(SI), Y9
+	VMOVDQU        80(DI)(SI*1), Y9
 	VPSIGNB        36(BX), Y9, Y9
 	VPMADDUBSW     Y9, Y5, Y9
 	VPMADDWD       Y0, Y9, Y9
 	VPHADDD        Y9, Y8, Y8
-	VMOVDQU        112(SI), Y9
+	VMOVDQU        112(DI)(SI*1), Y9
 	VPSIGNB        70(BX), Y9, Y9
 	VPMADDUBSW     Y9, Y6, Y9
 	VPMADDWD       Y0, Y9, Y9
-	VMOVDQU        144(SI), Y10
+	VMOVDQU        144(DI)(SI*1), Y10
 	VPSIGNB        104(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y7, Y10
 	VPMADDWD       Y0, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
 	VPHADDD        Y9, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
-	VBROADCASTF128 (SI), Y9
+	VBROADCASTF128 (DI)(SI*1), Y9
 	VMULPS         Y3, Y9, Y9
 	VFMADD231PS    Y8, Y9, Y1
-	VMOVDQU        48(DI), Y8
+	VMOVDQU        48(R8)(SI*1), Y8
 	VPSIGNB        2(BX), Y8, Y8
 	VPMADDUBSW     Y8, Y4, Y8
 	VPMADDWD       Y0, Y8, Y8
-	VMOVDQU        80(DI), Y4
+	VMOVDQU        80(R8)(SI*1), Y4
 	VPSIGNB        36(BX), Y4, Y4
 	VPMADDUBSW     Y4, Y5, Y4
 	VPMADDWD       Y0, Y4, Y4
 	VPHADDD        Y4, Y8, Y8
-	VMOVDQU        112(DI), Y4
+	VMOVDQU        112(R8)(SI*1), Y4
 	VPSIGNB        70(BX), Y4, Y4
 	VPMADDUBSW     Y4, Y6, Y4
 	VPMADDWD       Y0, Y4, Y4
-	VMOVDQU        144(DI), Y5
+	VMOVDQU        144(R8)(SI*1), Y5
 	VPSIGNB        104(BX), Y5, Y5
 	VPMADDUBSW     Y5, Y7, Y5
 	VPMADDWD       Y0, Y5, Y5
 	VPHADDD        Y5, Y4, Y4
 	VPHADDD        Y4, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
-	VBROADCASTF128 (DI), Y4
+	VBROADCASTF128 (R8)(SI*1), Y4
 	VMULPS         Y3, Y4, Y4
 	VFMADD231PS    Y8, Y4, Y2
 	ADDQ           $0x00000088, BX
 	ADDQ           $0x000000b0, SI
-	ADDQ           $0x000000b0, DI
-	DECQ           R8
+	DECQ           R9
 	JMP            tail
 
 store:
@@ -1448,7 +1452,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1464,23 +1468,24 @@ TEXT ·dotQ4_0x2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 tail:
-	TESTQ          R8, R8
+	TESTQ          R9, R9
 	JZ             store
-	MOVWLZX        (BX), R9
-	VMOVD          R9, X3
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
 	VPINSRW        $0x01, 18(BX), X3, X3
 	VPINSRW        $0x02, 36(BX), X3, X3
 	VPINSRW        $0x03, 54(BX), X3, X3
@@ -1502,42 +1507,41 @@ tail:
 	VPSRLW         $0x04, X4, X8
 	VINSERTI128    $0x01, X8, Y4, Y8
 	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPMADDUBSW     48(SI), Y5, Y9
+	VPMADDUBSW     48(DI)(SI*1), Y5, Y9
 	VPMADDWD       Y0, Y9, Y9
-	VPMADDUBSW     80(SI), Y6, Y10
+	VPMADDUBSW     80(DI)(SI*1), Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
-	VPMADDUBSW     112(SI), Y7, Y10
+	VPMADDUBSW     112(DI)(SI*1), Y7, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VPMADDUBSW     144(SI), Y8, Y11
+	VPMADDUBSW     144(DI)(SI*1), Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
-	VPADDD         16(SI), Y9, Y9
+	VPADDD         16(DI)(SI*1), Y9, Y9
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTF128 (SI), Y10
+	VBROADCASTF128 (DI)(SI*1), Y10
 	VMULPS         Y3, Y10, Y10
 	VFMADD231PS    Y9, Y10, Y1
-	VPMADDUBSW     48(DI), Y5, Y5
+	VPMADDUBSW     48(R8)(SI*1), Y5, Y5
 	VPMADDWD       Y0, Y5, Y5
-	VPMADDUBSW     80(DI), Y6, Y6
+	VPMADDUBSW     80(R8)(SI*1), Y6, Y6
 	VPMADDWD       Y0, Y6, Y6
 	VPHADDD        Y6, Y5, Y5
-	VPMADDUBSW     112(DI), Y7, Y6
+	VPMADDUBSW     112(R8)(SI*1), Y7, Y6
 	VPMADDWD       Y0, Y6, Y6
-	VPMADDUBSW     144(DI), Y8, Y7
+	VPMADDUBSW     144(R8)(SI*1), Y8, Y7
 	VPMADDWD       Y0, Y7, Y7
 	VPHADDD        Y7, Y6, Y6
 	VPHADDD        Y6, Y5, Y5
-	VPADDD         16(DI), Y5, Y5
+	VPADDD         16(R8)(SI*1), Y5, Y5
 	VCVTDQ2PS      Y5, Y5
-	VBROADCASTF128 (DI), Y6
+	VBROADCASTF128 (R8)(SI*1), Y6
 	VMULPS         Y3, Y6, Y6
 	VFMADD231PS    Y5, Y6, Y2
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
-	ADDQ           $0x000000b0, DI
-	DECQ           R8
+	DECQ           R9
 	JMP            tail
 
 store:
@@ -1562,7 +1566,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1575,43 +1579,44 @@ TEXT ·dotQ4_Kx2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 tail:
-	TESTQ        R8, R8
+	TESTQ        R9, R9
 	JZ           store
-	MOVL         4(BX), R9
-	MOVL         R9, R10
-	ANDL         $0x3f3f3f3f, R10
-	VMOVD        R10, X2
-	MOVL         12(BX), R10
-	ANDL         $0x0f0f0f0f, R10
-	SHRL         $0x02, R9
-	ANDL         $0x30303030, R9
-	ORL          R9, R10
-	VPINSRD      $0x01, R10, X2, X2
+	MOVL         4(BX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X2
+	MOVL         12(BX), R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x02, R10
+	ANDL         $0x30303030, R10
+	ORL          R10, R11
+	VPINSRD      $0x01, R11, X2, X2
 	VPMOVZXBW    X2, X2
-	MOVL         8(BX), R9
-	MOVL         R9, R10
-	ANDL         $0x3f3f3f3f, R10
-	VMOVD        R10, X3
-	MOVL         12(BX), R10
-	SHRL         $0x04, R10
-	ANDL         $0x0f0f0f0f, R10
-	SHRL         $0x02, R9
-	ANDL         $0x30303030, R9
-	ORL          R9, R10
-	VPINSRD      $0x01, R10, X3, X3
+	MOVL         8(BX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X3
+	MOVL         12(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x02, R10
+	ANDL         $0x30303030, R10
+	ORL          R10, R11
+	VPINSRD      $0x01, R11, X3, X3
 	VPMOVZXBW    X3, X3
 	VINSERTI128  $0x01, X2, Y2, Y2
 	VPXOR        Y4, Y4, Y4
@@ -1619,109 +1624,108 @@ tail:
 	VMOVDQU      16(BX), Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+0(SB), Y2, Y7
-	VPMADDUBSW   52(SI), Y6, Y8
+	VPMADDUBSW   52(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   52(DI), Y6, Y6
+	VPMADDUBSW   52(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      16(BX), Y6
 	VPSRLW       $0x04, Y6, Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+32(SB), Y2, Y7
-	VPMADDUBSW   84(SI), Y6, Y8
+	VPMADDUBSW   84(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   84(DI), Y6, Y6
+	VPMADDUBSW   84(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      48(BX), Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+64(SB), Y2, Y7
-	VPMADDUBSW   116(SI), Y6, Y8
+	VPMADDUBSW   116(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   116(DI), Y6, Y6
+	VPMADDUBSW   116(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      48(BX), Y6
 	VPSRLW       $0x04, Y6, Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+96(SB), Y2, Y7
-	VPMADDUBSW   148(SI), Y6, Y8
+	VPMADDUBSW   148(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   148(DI), Y6, Y6
+	VPMADDUBSW   148(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      80(BX), Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+128(SB), Y2, Y7
-	VPMADDUBSW   180(SI), Y6, Y8
+	VPMADDUBSW   180(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   180(DI), Y6, Y6
+	VPMADDUBSW   180(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      80(BX), Y6
 	VPSRLW       $0x04, Y6, Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+160(SB), Y2, Y7
-	VPMADDUBSW   212(SI), Y6, Y8
+	VPMADDUBSW   212(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   212(DI), Y6, Y6
+	VPMADDUBSW   212(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      112(BX), Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+192(SB), Y2, Y7
-	VPMADDUBSW   244(SI), Y6, Y8
+	VPMADDUBSW   244(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   244(DI), Y6, Y6
+	VPMADDUBSW   244(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      112(BX), Y6
 	VPSRLW       $0x04, Y6, Y6
 	VPAND        mask0F<>+0(SB), Y6, Y6
 	VPSHUFB      maskQ4KScale<>+224(SB), Y2, Y7
-	VPMADDUBSW   276(SI), Y6, Y8
+	VPMADDUBSW   276(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   276(DI), Y6, Y6
+	VPMADDUBSW   276(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
-	MOVWLZX      (BX), R9
-	VMOVD        R9, X6
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X6
 	VCVTPH2PS    X6, X6
 	VBROADCASTSS X6, Y6
-	MOVWLZX      2(BX), R9
-	VMOVD        R9, X7
+	MOVWLZX      2(BX), R10
+	VMOVD        R10, X7
 	VCVTPH2PS    X7, X7
 	VBROADCASTSS X7, Y7
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SI), Y8
+	VBROADCASTSS (DI)(SI*1), Y8
 	VMULPS       Y6, Y8, Y8
 	VFMADD231PS  Y4, Y8, Y0
-	VPMADDWD     36(SI), X3, X9
+	VPMADDWD     36(DI)(SI*1), X3, X9
 	VCVTDQ2PS    X9, X9
-	VBROADCASTSS (SI), Y8
+	VBROADCASTSS (DI)(SI*1), Y8
 	VMULPS       Y7, Y8, Y8
 	VFNMADD231PS Y9, Y8, Y0
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (DI), Y4
+	VBROADCASTSS (R8)(SI*1), Y4
 	VMULPS       Y6, Y4, Y4
 	VFMADD231PS  Y5, Y4, Y1
-	VPMADDWD     36(DI), X3, X3
+	VPMADDWD     36(R8)(SI*1), X3, X3
 	VCVTDQ2PS    X3, X3
-	VBROADCASTSS (DI), Y4
+	VBROADCASTSS (R8)(SI*1), Y4
 	VMULPS       Y7, Y4, Y4
 	VFNMADD231PS Y3, Y4, Y1
 	ADDQ         $0x00000090, BX
 	ADDQ         $0x00000134, SI
-	ADDQ         $0x00000134, DI
-	DECQ         R8
+	DECQ         R9
 	JMP          tail
 
 store:
@@ -1746,7 +1750,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1759,27 +1763,28 @@ TEXT ·dotQ6_Kx2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	MOVQ   n+24(FP), R8
+	MOVQ   n+24(FP), R9
 
 tail:
-	TESTQ        R8, R8
+	TESTQ        R9, R9
 	JZ           store
 	VPMOVSXBW    192(BX), Y2
-	VPMADDWD     4(SI), Y2, Y3
+	VPMADDWD     4(DI)(SI*1), Y2, Y3
 	VPSLLD       $0x05, Y3, Y3
 	VPXOR        Y4, Y4, Y4
 	VPSUBD       Y3, Y4, Y4
-	VPMADDWD     4(DI), Y2, Y3
+	VPMADDWD     4(R8)(SI*1), Y2, Y3
 	VPSLLD       $0x05, Y3, Y3
 	VPXOR        Y5, Y5, Y5
 	VPSUBD       Y3, Y5, Y5
@@ -1792,10 +1797,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPSHUFB      maskQ6KScale<>+0(SB), Y3, Y7
-	VPMADDUBSW   52(SI), Y6, Y8
+	VPMADDUBSW   52(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   52(DI), Y6, Y6
+	VPMADDUBSW   52(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      32(BX), Y6
@@ -1805,10 +1810,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPSHUFB      maskQ6KScale<>+32(SB), Y3, Y7
-	VPMADDUBSW   84(SI), Y6, Y8
+	VPMADDUBSW   84(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   84(DI), Y6, Y6
+	VPMADDUBSW   84(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      (BX), Y6
@@ -1818,10 +1823,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPSHUFB      maskQ6KScale<>+64(SB), Y3, Y7
-	VPMADDUBSW   116(SI), Y6, Y8
+	VPMADDUBSW   116(DI)(SI*1), Y6, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y4, Y4
-	VPMADDUBSW   116(DI), Y6, Y6
+	VPMADDUBSW   116(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      32(BX), Y6
@@ -1832,10 +1837,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPSHUFB      maskQ6KScale<>+96(SB), Y3, Y3
-	VPMADDUBSW   148(SI), Y6, Y7
+	VPMADDUBSW   148(DI)(SI*1), Y6, Y7
 	VPMADDWD     Y3, Y7, Y7
 	VPADDD       Y7, Y4, Y4
-	VPMADDUBSW   148(DI), Y6, Y6
+	VPMADDUBSW   148(R8)(SI*1), Y6, Y6
 	VPMADDWD     Y3, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      64(BX), Y3
@@ -1845,10 +1850,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y6, Y6
 	VPOR         Y6, Y3, Y3
 	VPSHUFB      maskQ6KScale<>+0(SB), Y2, Y6
-	VPMADDUBSW   180(SI), Y3, Y7
+	VPMADDUBSW   180(DI)(SI*1), Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VPADDD       Y7, Y4, Y4
-	VPMADDUBSW   180(DI), Y3, Y3
+	VPMADDUBSW   180(R8)(SI*1), Y3, Y3
 	VPMADDWD     Y6, Y3, Y3
 	VPADDD       Y3, Y5, Y5
 	VMOVDQU      96(BX), Y3
@@ -1858,10 +1863,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y6, Y6
 	VPOR         Y6, Y3, Y3
 	VPSHUFB      maskQ6KScale<>+32(SB), Y2, Y6
-	VPMADDUBSW   212(SI), Y3, Y7
+	VPMADDUBSW   212(DI)(SI*1), Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VPADDD       Y7, Y4, Y4
-	VPMADDUBSW   212(DI), Y3, Y3
+	VPMADDUBSW   212(R8)(SI*1), Y3, Y3
 	VPMADDWD     Y6, Y3, Y3
 	VPADDD       Y3, Y5, Y5
 	VMOVDQU      64(BX), Y3
@@ -1871,10 +1876,10 @@ tail:
 	VPAND        mask30<>+0(SB), Y6, Y6
 	VPOR         Y6, Y3, Y3
 	VPSHUFB      maskQ6KScale<>+64(SB), Y2, Y6
-	VPMADDUBSW   244(SI), Y3, Y7
+	VPMADDUBSW   244(DI)(SI*1), Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VPADDD       Y7, Y4, Y4
-	VPMADDUBSW   244(DI), Y3, Y3
+	VPMADDUBSW   244(R8)(SI*1), Y3, Y3
 	VPMADDWD     Y6, Y3, Y3
 	VPADDD       Y3, Y5, Y5
 	VMOVDQU      96(BX), Y3
@@ -1885,28 +1890,27 @@ tail:
 	VPAND        mask30<>+0(SB), Y6, Y6
 	VPOR         Y6, Y3, Y3
 	VPSHUFB      maskQ6KScale<>+96(SB), Y2, Y2
-	VPMADDUBSW   276(SI), Y3, Y6
+	VPMADDUBSW   276(DI)(SI*1), Y3, Y6
 	VPMADDWD     Y2, Y6, Y6
 	VPADDD       Y6, Y4, Y4
-	VPMADDUBSW   276(DI), Y3, Y3
+	VPMADDUBSW   276(R8)(SI*1), Y3, Y3
 	VPMADDWD     Y2, Y3, Y3
 	VPADDD       Y3, Y5, Y5
-	MOVWLZX      208(BX), R9
-	VMOVD        R9, X2
+	MOVWLZX      208(BX), R10
+	VMOVD        R10, X2
 	VCVTPH2PS    X2, X2
 	VBROADCASTSS X2, Y2
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SI), Y3
+	VBROADCASTSS (DI)(SI*1), Y3
 	VMULPS       Y2, Y3, Y3
 	VFMADD231PS  Y4, Y3, Y0
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (DI), Y3
+	VBROADCASTSS (R8)(SI*1), Y3
 	VMULPS       Y2, Y3, Y3
 	VFMADD231PS  Y5, Y3, Y1
 	ADDQ         $0x000000d2, BX
 	ADDQ         $0x00000134, SI
-	ADDQ         $0x00000134, DI
-	DECQ         R8
+	DECQ         R9
 	JMP          tail
 
 store:
@@ -1931,7 +1935,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -1944,50 +1948,47 @@ TEXT ·dotF32x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 blocks4:
-	CMPQ        R9, $0x00000002
+	CMPQ        R10, $0x00000002
 	JB          tail
 	VMOVUPS     (BX), Y3
-	VFMADD231PS (SI), Y3, Y0
-	VFMADD231PS (R8), Y3, Y1
-	VFMADD231PS (DI), Y3, Y2
+	VFMADD231PS (DI)(SI*1), Y3, Y0
+	VFMADD231PS (R8)(SI*1), Y3, Y1
+	VFMADD231PS (R9)(SI*1), Y3, Y2
 	VMOVUPS     32(BX), Y3
-	VFMADD231PS 32(SI), Y3, Y0
-	VFMADD231PS 32(R8), Y3, Y1
-	VFMADD231PS 32(DI), Y3, Y2
+	VFMADD231PS 32(DI)(SI*1), Y3, Y0
+	VFMADD231PS 32(R8)(SI*1), Y3, Y1
+	VFMADD231PS 32(R9)(SI*1), Y3, Y2
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000040, SI
-	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000040, DI
-	SUBQ        $0x00000002, R9
+	SUBQ        $0x00000002, R10
 	JMP         blocks4
 
 tail:
-	TESTQ       R9, R9
+	TESTQ       R10, R10
 	JZ          store
 	VMOVUPS     (BX), Y3
-	VFMADD231PS (SI), Y3, Y0
-	VFMADD231PS (R8), Y3, Y1
-	VFMADD231PS (DI), Y3, Y2
+	VFMADD231PS (DI)(SI*1), Y3, Y0
+	VFMADD231PS (R8)(SI*1), Y3, Y1
+	VFMADD231PS (R9)(SI*1), Y3, Y2
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, R8
-	ADDQ        $0x00000020, DI
-	DECQ        R9
+	DECQ        R10
 	JMP         tail
 
 store:
@@ -2020,7 +2021,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2033,50 +2034,47 @@ TEXT ·dotF16x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 blocks4:
-	CMPQ        R9, $0x00000002
+	CMPQ        R10, $0x00000002
 	JB          tail
 	VCVTPH2PS   (BX), Y3
-	VFMADD231PS (SI), Y3, Y0
-	VFMADD231PS (R8), Y3, Y1
-	VFMADD231PS (DI), Y3, Y2
+	VFMADD231PS (DI)(SI*1), Y3, Y0
+	VFMADD231PS (R8)(SI*1), Y3, Y1
+	VFMADD231PS (R9)(SI*1), Y3, Y2
 	VCVTPH2PS   16(BX), Y3
-	VFMADD231PS 32(SI), Y3, Y0
-	VFMADD231PS 32(R8), Y3, Y1
-	VFMADD231PS 32(DI), Y3, Y2
+	VFMADD231PS 32(DI)(SI*1), Y3, Y0
+	VFMADD231PS 32(R8)(SI*1), Y3, Y1
+	VFMADD231PS 32(R9)(SI*1), Y3, Y2
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
-	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000040, DI
-	SUBQ        $0x00000002, R9
+	SUBQ        $0x00000002, R10
 	JMP         blocks4
 
 tail:
-	TESTQ       R9, R9
+	TESTQ       R10, R10
 	JZ          store
 	VCVTPH2PS   (BX), Y3
-	VFMADD231PS (SI), Y3, Y0
-	VFMADD231PS (R8), Y3, Y1
-	VFMADD231PS (DI), Y3, Y2
+	VFMADD231PS (DI)(SI*1), Y3, Y0
+	VFMADD231PS (R8)(SI*1), Y3, Y1
+	VFMADD231PS (R9)(SI*1), Y3, Y2
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, R8
-	ADDQ        $0x00000020, DI
-	DECQ        R9
+	DECQ        R10
 	JMP         tail
 
 store:
@@ -2109,7 +2107,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2122,53 +2120,50 @@ TEXT ·dotBF16x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 blocks4:
-	CMPQ        R9, $0x00000002
+	CMPQ        R10, $0x00000002
 	JB          tail
 	VPMOVZXWD   (BX), Y3
 	VPSLLD      $0x10, Y3, Y3
-	VFMADD231PS (SI), Y3, Y0
-	VFMADD231PS (R8), Y3, Y1
-	VFMADD231PS (DI), Y3, Y2
+	VFMADD231PS (DI)(SI*1), Y3, Y0
+	VFMADD231PS (R8)(SI*1), Y3, Y1
+	VFMADD231PS (R9)(SI*1), Y3, Y2
 	VPMOVZXWD   16(BX), Y3
 	VPSLLD      $0x10, Y3, Y3
-	VFMADD231PS 32(SI), Y3, Y0
-	VFMADD231PS 32(R8), Y3, Y1
-	VFMADD231PS 32(DI), Y3, Y2
+	VFMADD231PS 32(DI)(SI*1), Y3, Y0
+	VFMADD231PS 32(R8)(SI*1), Y3, Y1
+	VFMADD231PS 32(R9)(SI*1), Y3, Y2
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
-	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000040, DI
-	SUBQ        $0x00000002, R9
+	SUBQ        $0x00000002, R10
 	JMP         blocks4
 
 tail:
-	TESTQ       R9, R9
+	TESTQ       R10, R10
 	JZ          store
 	VPMOVZXWD   (BX), Y3
 	VPSLLD      $0x10, Y3, Y3
-	VFMADD231PS (SI), Y3, Y0
-	VFMADD231PS (R8), Y3, Y1
-	VFMADD231PS (DI), Y3, Y2
+	VFMADD231PS (DI)(SI*1), Y3, Y0
+	VFMADD231PS (R8)(SI*1), Y3, Y1
+	VFMADD231PS (R9)(SI*1), Y3, Y2
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, R8
-	ADDQ        $0x00000020, DI
-	DECQ        R9
+	DECQ        R10
 	JMP         tail
 
 store:
@@ -2201,7 +2196,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2217,25 +2212,26 @@ TEXT ·dotQ8_0x3(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 tail:
-	TESTQ          R9, R9
+	TESTQ          R10, R10
 	JZ             store
-	MOVWLZX        (BX), R10
-	VMOVD          R10, X4
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
 	VPINSRW        $0x01, 34(BX), X4, X4
 	VPINSRW        $0x02, 68(BX), X4, X4
 	VPINSRW        $0x03, 102(BX), X4, X4
@@ -2245,80 +2241,78 @@ tail:
 	VPABSB         36(BX), Y6
 	VPABSB         70(BX), Y7
 	VPABSB         104(BX), Y8
-	VMOVDQU        48(SI), Y9
+	VMOVDQU        48(DI)(SI*1), Y9
 	VPSIGNB        2(BX), Y9, Y9
 	VPMADDUBSW     Y9, Y5, Y9
 	VPMADDWD       Y0, Y9, Y9
-	VMOVDQU        80(SI), Y10
+	VMOVDQU        80(DI)(SI*1), Y10
 	VPSIGNB        36(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
-	VMOVDQU        112(SI), Y10
+	VMOVDQU        112(DI)(SI*1), Y10
 	VPSIGNB        70(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y7, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VMOVDQU        144(SI), Y11
+	VMOVDQU        144(DI)(SI*1), Y11
 	VPSIGNB        104(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTF128 (SI), Y10
+	VBROADCASTF128 (DI)(SI*1), Y10
 	VMULPS         Y4, Y10, Y10
 	VFMADD231PS    Y9, Y10, Y1
-	VMOVDQU        48(R8), Y9
+	VMOVDQU        48(R8)(SI*1), Y9
 	VPSIGNB        2(BX), Y9, Y9
 	VPMADDUBSW     Y9, Y5, Y9
 	VPMADDWD       Y0, Y9, Y9
-	VMOVDQU        80(R8), Y10
+	VMOVDQU        80(R8)(SI*1), Y10
 	VPSIGNB        36(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
-	VMOVDQU        112(R8), Y10
+	VMOVDQU        112(R8)(SI*1), Y10
 	VPSIGNB        70(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y7, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VMOVDQU        144(R8), Y11
+	VMOVDQU        144(R8)(SI*1), Y11
 	VPSIGNB        104(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
 	VPHADDD        Y10, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTF128 (R8), Y10
+	VBROADCASTF128 (R8)(SI*1), Y10
 	VMULPS         Y4, Y10, Y10
 	VFMADD231PS    Y9, Y10, Y2
-	VMOVDQU        48(DI), Y9
+	VMOVDQU        48(R9)(SI*1), Y9
 	VPSIGNB        2(BX), Y9, Y9
 	VPMADDUBSW     Y9, Y5, Y9
 	VPMADDWD       Y0, Y9, Y9
-	VMOVDQU        80(DI), Y5
+	VMOVDQU        80(R9)(SI*1), Y5
 	VPSIGNB        36(BX), Y5, Y5
 	VPMADDUBSW     Y5, Y6, Y5
 	VPMADDWD       Y0, Y5, Y5
 	VPHADDD        Y5, Y9, Y9
-	VMOVDQU        112(DI), Y5
+	VMOVDQU        112(R9)(SI*1), Y5
 	VPSIGNB        70(BX), Y5, Y5
 	VPMADDUBSW     Y5, Y7, Y5
 	VPMADDWD       Y0, Y5, Y5
-	VMOVDQU        144(DI), Y6
+	VMOVDQU        144(R9)(SI*1), Y6
 	VPSIGNB        104(BX), Y6, Y6
 	VPMADDUBSW     Y6, Y8, Y6
 	VPMADDWD       Y0, Y6, Y6
 	VPHADDD        Y6, Y5, Y5
 	VPHADDD        Y5, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTF128 (DI), Y5
+	VBROADCASTF128 (R9)(SI*1), Y5
 	VMULPS         Y4, Y5, Y5
 	VFMADD231PS    Y9, Y5, Y3
 	ADDQ           $0x00000088, BX
 	ADDQ           $0x000000b0, SI
-	ADDQ           $0x000000b0, R8
-	ADDQ           $0x000000b0, DI
-	DECQ           R9
+	DECQ           R10
 	JMP            tail
 
 store:
@@ -2351,7 +2345,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2367,25 +2361,26 @@ TEXT ·dotQ4_0x3(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 tail:
-	TESTQ          R9, R9
+	TESTQ          R10, R10
 	JZ             store
-	MOVWLZX        (BX), R10
-	VMOVD          R10, X4
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
 	VPINSRW        $0x01, 18(BX), X4, X4
 	VPINSRW        $0x02, 36(BX), X4, X4
 	VPINSRW        $0x03, 54(BX), X4, X4
@@ -2407,59 +2402,57 @@ tail:
 	VPSRLW         $0x04, X5, X9
 	VINSERTI128    $0x01, X9, Y5, Y9
 	VPAND          mask0F<>+0(SB), Y9, Y9
-	VPMADDUBSW     48(SI), Y6, Y10
+	VPMADDUBSW     48(DI)(SI*1), Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VPMADDUBSW     80(SI), Y7, Y11
+	VPMADDUBSW     80(DI)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VPMADDUBSW     112(SI), Y8, Y11
+	VPMADDUBSW     112(DI)(SI*1), Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VPMADDUBSW     144(SI), Y9, Y12
+	VPMADDUBSW     144(DI)(SI*1), Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VPADDD         16(SI), Y10, Y10
+	VPADDD         16(DI)(SI*1), Y10, Y10
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTF128 (SI), Y11
+	VBROADCASTF128 (DI)(SI*1), Y11
 	VMULPS         Y4, Y11, Y11
 	VFMADD231PS    Y10, Y11, Y1
-	VPMADDUBSW     48(R8), Y6, Y10
+	VPMADDUBSW     48(R8)(SI*1), Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VPMADDUBSW     80(R8), Y7, Y11
+	VPMADDUBSW     80(R8)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VPMADDUBSW     112(R8), Y8, Y11
+	VPMADDUBSW     112(R8)(SI*1), Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VPMADDUBSW     144(R8), Y9, Y12
+	VPMADDUBSW     144(R8)(SI*1), Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VPADDD         16(R8), Y10, Y10
+	VPADDD         16(R8)(SI*1), Y10, Y10
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTF128 (R8), Y11
+	VBROADCASTF128 (R8)(SI*1), Y11
 	VMULPS         Y4, Y11, Y11
 	VFMADD231PS    Y10, Y11, Y2
-	VPMADDUBSW     48(DI), Y6, Y6
+	VPMADDUBSW     48(R9)(SI*1), Y6, Y6
 	VPMADDWD       Y0, Y6, Y6
-	VPMADDUBSW     80(DI), Y7, Y7
+	VPMADDUBSW     80(R9)(SI*1), Y7, Y7
 	VPMADDWD       Y0, Y7, Y7
 	VPHADDD        Y7, Y6, Y6
-	VPMADDUBSW     112(DI), Y8, Y7
+	VPMADDUBSW     112(R9)(SI*1), Y8, Y7
 	VPMADDWD       Y0, Y7, Y7
-	VPMADDUBSW     144(DI), Y9, Y8
+	VPMADDUBSW     144(R9)(SI*1), Y9, Y8
 	VPMADDWD       Y0, Y8, Y8
 	VPHADDD        Y8, Y7, Y7
 	VPHADDD        Y7, Y6, Y6
-	VPADDD         16(DI), Y6, Y6
+	VPADDD         16(R9)(SI*1), Y6, Y6
 	VCVTDQ2PS      Y6, Y6
-	VBROADCASTF128 (DI), Y7
+	VBROADCASTF128 (R9)(SI*1), Y7
 	VMULPS         Y4, Y7, Y7
 	VFMADD231PS    Y6, Y7, Y3
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
-	ADDQ           $0x000000b0, R8
-	ADDQ           $0x000000b0, DI
-	DECQ           R9
+	DECQ           R10
 	JMP            tail
 
 store:
@@ -2492,7 +2485,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2505,45 +2498,46 @@ TEXT ·dotQ4_Kx3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 tail:
-	TESTQ        R9, R9
+	TESTQ        R10, R10
 	JZ           store
-	MOVL         4(BX), R10
-	MOVL         R10, R11
-	ANDL         $0x3f3f3f3f, R11
-	VMOVD        R11, X3
-	MOVL         12(BX), R11
-	ANDL         $0x0f0f0f0f, R11
-	SHRL         $0x02, R10
-	ANDL         $0x30303030, R10
-	ORL          R10, R11
-	VPINSRD      $0x01, R11, X3, X3
+	MOVL         4(BX), R11
+	MOVL         R11, R12
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X3
+	MOVL         12(BX), R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R11
+	ANDL         $0x30303030, R11
+	ORL          R11, R12
+	VPINSRD      $0x01, R12, X3, X3
 	VPMOVZXBW    X3, X3
-	MOVL         8(BX), R10
-	MOVL         R10, R11
-	ANDL         $0x3f3f3f3f, R11
-	VMOVD        R11, X4
-	MOVL         12(BX), R11
-	SHRL         $0x04, R11
-	ANDL         $0x0f0f0f0f, R11
-	SHRL         $0x02, R10
-	ANDL         $0x30303030, R10
-	ORL          R10, R11
-	VPINSRD      $0x01, R11, X4, X4
+	MOVL         8(BX), R11
+	MOVL         R11, R12
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X4
+	MOVL         12(BX), R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R11
+	ANDL         $0x30303030, R11
+	ORL          R11, R12
+	VPINSRD      $0x01, R12, X4, X4
 	VPMOVZXBW    X4, X4
 	VINSERTI128  $0x01, X3, Y3, Y3
 	VPXOR        Y5, Y5, Y5
@@ -2552,143 +2546,141 @@ tail:
 	VMOVDQU      16(BX), Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+0(SB), Y3, Y9
-	VPMADDUBSW   52(SI), Y8, Y10
+	VPMADDUBSW   52(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   52(R8), Y8, Y10
+	VPMADDUBSW   52(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   52(DI), Y8, Y8
+	VPMADDUBSW   52(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      16(BX), Y8
 	VPSRLW       $0x04, Y8, Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+32(SB), Y3, Y9
-	VPMADDUBSW   84(SI), Y8, Y10
+	VPMADDUBSW   84(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   84(R8), Y8, Y10
+	VPMADDUBSW   84(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   84(DI), Y8, Y8
+	VPMADDUBSW   84(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      48(BX), Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+64(SB), Y3, Y9
-	VPMADDUBSW   116(SI), Y8, Y10
+	VPMADDUBSW   116(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   116(R8), Y8, Y10
+	VPMADDUBSW   116(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   116(DI), Y8, Y8
+	VPMADDUBSW   116(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      48(BX), Y8
 	VPSRLW       $0x04, Y8, Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+96(SB), Y3, Y9
-	VPMADDUBSW   148(SI), Y8, Y10
+	VPMADDUBSW   148(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   148(R8), Y8, Y10
+	VPMADDUBSW   148(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   148(DI), Y8, Y8
+	VPMADDUBSW   148(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      80(BX), Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+128(SB), Y3, Y9
-	VPMADDUBSW   180(SI), Y8, Y10
+	VPMADDUBSW   180(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   180(R8), Y8, Y10
+	VPMADDUBSW   180(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   180(DI), Y8, Y8
+	VPMADDUBSW   180(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      80(BX), Y8
 	VPSRLW       $0x04, Y8, Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+160(SB), Y3, Y9
-	VPMADDUBSW   212(SI), Y8, Y10
+	VPMADDUBSW   212(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   212(R8), Y8, Y10
+	VPMADDUBSW   212(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   212(DI), Y8, Y8
+	VPMADDUBSW   212(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      112(BX), Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+192(SB), Y3, Y9
-	VPMADDUBSW   244(SI), Y8, Y10
+	VPMADDUBSW   244(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   244(R8), Y8, Y10
+	VPMADDUBSW   244(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   244(DI), Y8, Y8
+	VPMADDUBSW   244(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      112(BX), Y8
 	VPSRLW       $0x04, Y8, Y8
 	VPAND        mask0F<>+0(SB), Y8, Y8
 	VPSHUFB      maskQ4KScale<>+224(SB), Y3, Y9
-	VPMADDUBSW   276(SI), Y8, Y10
+	VPMADDUBSW   276(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   276(R8), Y8, Y10
+	VPMADDUBSW   276(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   276(DI), Y8, Y8
+	VPMADDUBSW   276(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
-	MOVWLZX      (BX), R10
-	VMOVD        R10, X8
+	MOVWLZX      (BX), R11
+	VMOVD        R11, X8
 	VCVTPH2PS    X8, X8
 	VBROADCASTSS X8, Y8
-	MOVWLZX      2(BX), R10
-	VMOVD        R10, X9
+	MOVWLZX      2(BX), R11
+	VMOVD        R11, X9
 	VCVTPH2PS    X9, X9
 	VBROADCASTSS X9, Y9
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SI), Y10
+	VBROADCASTSS (DI)(SI*1), Y10
 	VMULPS       Y8, Y10, Y10
 	VFMADD231PS  Y5, Y10, Y0
-	VPMADDWD     36(SI), X4, X11
+	VPMADDWD     36(DI)(SI*1), X4, X11
 	VCVTDQ2PS    X11, X11
-	VBROADCASTSS (SI), Y10
+	VBROADCASTSS (DI)(SI*1), Y10
 	VMULPS       Y9, Y10, Y10
 	VFNMADD231PS Y11, Y10, Y0
 	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (R8), Y5
+	VBROADCASTSS (R8)(SI*1), Y5
 	VMULPS       Y8, Y5, Y5
 	VFMADD231PS  Y6, Y5, Y1
-	VPMADDWD     36(R8), X4, X11
+	VPMADDWD     36(R8)(SI*1), X4, X11
 	VCVTDQ2PS    X11, X11
-	VBROADCASTSS (R8), Y5
+	VBROADCASTSS (R8)(SI*1), Y5
 	VMULPS       Y9, Y5, Y5
 	VFNMADD231PS Y11, Y5, Y1
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (DI), Y5
+	VBROADCASTSS (R9)(SI*1), Y5
 	VMULPS       Y8, Y5, Y5
 	VFMADD231PS  Y7, Y5, Y2
-	VPMADDWD     36(DI), X4, X4
+	VPMADDWD     36(R9)(SI*1), X4, X4
 	VCVTDQ2PS    X4, X4
-	VBROADCASTSS (DI), Y5
+	VBROADCASTSS (R9)(SI*1), Y5
 	VMULPS       Y9, Y5, Y5
 	VFNMADD231PS Y4, Y5, Y2
 	ADDQ         $0x00000090, BX
 	ADDQ         $0x00000134, SI
-	ADDQ         $0x00000134, R8
-	ADDQ         $0x00000134, DI
-	DECQ         R9
+	DECQ         R10
 	JMP          tail
 
 store:
@@ -2721,7 +2713,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2734,33 +2726,34 @@ TEXT ·dotQ6_Kx3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
-	MOVQ   n+24(FP), R9
+	MOVQ   n+24(FP), R10
 
 tail:
-	TESTQ        R9, R9
+	TESTQ        R10, R10
 	JZ           store
 	VPMOVSXBW    192(BX), Y3
-	VPMADDWD     4(SI), Y3, Y4
+	VPMADDWD     4(DI)(SI*1), Y3, Y4
 	VPSLLD       $0x05, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPSUBD       Y4, Y5, Y5
-	VPMADDWD     4(R8), Y3, Y4
+	VPMADDWD     4(R8)(SI*1), Y3, Y4
 	VPSLLD       $0x05, Y4, Y4
 	VPXOR        Y6, Y6, Y6
 	VPSUBD       Y4, Y6, Y6
-	VPMADDWD     4(DI), Y3, Y4
+	VPMADDWD     4(R9)(SI*1), Y3, Y4
 	VPSLLD       $0x05, Y4, Y4
 	VPXOR        Y7, Y7, Y7
 	VPSUBD       Y4, Y7, Y7
@@ -2773,13 +2766,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPSHUFB      maskQ6KScale<>+0(SB), Y4, Y9
-	VPMADDUBSW   52(SI), Y8, Y10
+	VPMADDUBSW   52(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   52(R8), Y8, Y10
+	VPMADDUBSW   52(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   52(DI), Y8, Y8
+	VPMADDUBSW   52(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      32(BX), Y8
@@ -2789,13 +2782,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPSHUFB      maskQ6KScale<>+32(SB), Y4, Y9
-	VPMADDUBSW   84(SI), Y8, Y10
+	VPMADDUBSW   84(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   84(R8), Y8, Y10
+	VPMADDUBSW   84(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   84(DI), Y8, Y8
+	VPMADDUBSW   84(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      (BX), Y8
@@ -2805,13 +2798,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPSHUFB      maskQ6KScale<>+64(SB), Y4, Y9
-	VPMADDUBSW   116(SI), Y8, Y10
+	VPMADDUBSW   116(DI)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   116(R8), Y8, Y10
+	VPMADDUBSW   116(R8)(SI*1), Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   116(DI), Y8, Y8
+	VPMADDUBSW   116(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      32(BX), Y8
@@ -2822,13 +2815,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPSHUFB      maskQ6KScale<>+96(SB), Y4, Y4
-	VPMADDUBSW   148(SI), Y8, Y9
+	VPMADDUBSW   148(DI)(SI*1), Y8, Y9
 	VPMADDWD     Y4, Y9, Y9
 	VPADDD       Y9, Y5, Y5
-	VPMADDUBSW   148(R8), Y8, Y9
+	VPMADDUBSW   148(R8)(SI*1), Y8, Y9
 	VPMADDWD     Y4, Y9, Y9
 	VPADDD       Y9, Y6, Y6
-	VPMADDUBSW   148(DI), Y8, Y8
+	VPMADDUBSW   148(R9)(SI*1), Y8, Y8
 	VPMADDWD     Y4, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      64(BX), Y4
@@ -2838,13 +2831,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y8, Y8
 	VPOR         Y8, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+0(SB), Y3, Y8
-	VPMADDUBSW   180(SI), Y4, Y9
+	VPMADDUBSW   180(DI)(SI*1), Y4, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPADDD       Y9, Y5, Y5
-	VPMADDUBSW   180(R8), Y4, Y9
+	VPMADDUBSW   180(R8)(SI*1), Y4, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPADDD       Y9, Y6, Y6
-	VPMADDUBSW   180(DI), Y4, Y4
+	VPMADDUBSW   180(R9)(SI*1), Y4, Y4
 	VPMADDWD     Y8, Y4, Y4
 	VPADDD       Y4, Y7, Y7
 	VMOVDQU      96(BX), Y4
@@ -2854,13 +2847,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y8, Y8
 	VPOR         Y8, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+32(SB), Y3, Y8
-	VPMADDUBSW   212(SI), Y4, Y9
+	VPMADDUBSW   212(DI)(SI*1), Y4, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPADDD       Y9, Y5, Y5
-	VPMADDUBSW   212(R8), Y4, Y9
+	VPMADDUBSW   212(R8)(SI*1), Y4, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPADDD       Y9, Y6, Y6
-	VPMADDUBSW   212(DI), Y4, Y4
+	VPMADDUBSW   212(R9)(SI*1), Y4, Y4
 	VPMADDWD     Y8, Y4, Y4
 	VPADDD       Y4, Y7, Y7
 	VMOVDQU      64(BX), Y4
@@ -2870,13 +2863,13 @@ tail:
 	VPAND        mask30<>+0(SB), Y8, Y8
 	VPOR         Y8, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+64(SB), Y3, Y8
-	VPMADDUBSW   244(SI), Y4, Y9
+	VPMADDUBSW   244(DI)(SI*1), Y4, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPADDD       Y9, Y5, Y5
-	VPMADDUBSW   244(R8), Y4, Y9
+	VPMADDUBSW   244(R8)(SI*1), Y4, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPADDD       Y9, Y6, Y6
-	VPMADDUBSW   244(DI), Y4, Y4
+	VPMADDUBSW   244(R9)(SI*1), Y4, Y4
 	VPMADDWD     Y8, Y4, Y4
 	VPADDD       Y4, Y7, Y7
 	VMOVDQU      96(BX), Y4
@@ -2887,36 +2880,34 @@ tail:
 	VPAND        mask30<>+0(SB), Y8, Y8
 	VPOR         Y8, Y4, Y4
 	VPSHUFB      maskQ6KScale<>+96(SB), Y3, Y3
-	VPMADDUBSW   276(SI), Y4, Y8
+	VPMADDUBSW   276(DI)(SI*1), Y4, Y8
 	VPMADDWD     Y3, Y8, Y8
 	VPADDD       Y8, Y5, Y5
-	VPMADDUBSW   276(R8), Y4, Y8
+	VPMADDUBSW   276(R8)(SI*1), Y4, Y8
 	VPMADDWD     Y3, Y8, Y8
 	VPADDD       Y8, Y6, Y6
-	VPMADDUBSW   276(DI), Y4, Y4
+	VPMADDUBSW   276(R9)(SI*1), Y4, Y4
 	VPMADDWD     Y3, Y4, Y4
 	VPADDD       Y4, Y7, Y7
-	MOVWLZX      208(BX), R10
-	VMOVD        R10, X3
+	MOVWLZX      208(BX), R11
+	VMOVD        R11, X3
 	VCVTPH2PS    X3, X3
 	VBROADCASTSS X3, Y3
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SI), Y4
+	VBROADCASTSS (DI)(SI*1), Y4
 	VMULPS       Y3, Y4, Y4
 	VFMADD231PS  Y5, Y4, Y0
 	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (R8), Y4
+	VBROADCASTSS (R8)(SI*1), Y4
 	VMULPS       Y3, Y4, Y4
 	VFMADD231PS  Y6, Y4, Y1
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (DI), Y4
+	VBROADCASTSS (R9)(SI*1), Y4
 	VMULPS       Y3, Y4, Y4
 	VFMADD231PS  Y7, Y4, Y2
 	ADDQ         $0x000000d2, BX
 	ADDQ         $0x00000134, SI
-	ADDQ         $0x00000134, R8
-	ADDQ         $0x00000134, DI
-	DECQ         R9
+	DECQ         R10
 	JMP          tail
 
 store:
@@ -2949,7 +2940,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -2962,57 +2953,52 @@ TEXT ·dotF32x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 blocks4:
-	CMPQ        R10, $0x00000002
+	CMPQ        R11, $0x00000002
 	JB          tail
 	VMOVUPS     (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (R8), Y4, Y1
-	VFMADD231PS (R9), Y4, Y2
-	VFMADD231PS (DI), Y4, Y3
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y1
+	VFMADD231PS (R9)(SI*1), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
 	VMOVUPS     32(BX), Y4
-	VFMADD231PS 32(SI), Y4, Y0
-	VFMADD231PS 32(R8), Y4, Y1
-	VFMADD231PS 32(R9), Y4, Y2
-	VFMADD231PS 32(DI), Y4, Y3
+	VFMADD231PS 32(DI)(SI*1), Y4, Y0
+	VFMADD231PS 32(R8)(SI*1), Y4, Y1
+	VFMADD231PS 32(R9)(SI*1), Y4, Y2
+	VFMADD231PS 32(R10)(SI*1), Y4, Y3
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000040, SI
-	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000040, R9
-	ADDQ        $0x00000040, DI
-	SUBQ        $0x00000002, R10
+	SUBQ        $0x00000002, R11
 	JMP         blocks4
 
 tail:
-	TESTQ       R10, R10
+	TESTQ       R11, R11
 	JZ          store
 	VMOVUPS     (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (R8), Y4, Y1
-	VFMADD231PS (R9), Y4, Y2
-	VFMADD231PS (DI), Y4, Y3
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y1
+	VFMADD231PS (R9)(SI*1), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, R8
-	ADDQ        $0x00000020, R9
-	ADDQ        $0x00000020, DI
-	DECQ        R10
+	DECQ        R11
 	JMP         tail
 
 store:
@@ -3053,7 +3039,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -3066,57 +3052,52 @@ TEXT ·dotF16x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 blocks4:
-	CMPQ        R10, $0x00000002
+	CMPQ        R11, $0x00000002
 	JB          tail
 	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (R8), Y4, Y1
-	VFMADD231PS (R9), Y4, Y2
-	VFMADD231PS (DI), Y4, Y3
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y1
+	VFMADD231PS (R9)(SI*1), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
 	VCVTPH2PS   16(BX), Y4
-	VFMADD231PS 32(SI), Y4, Y0
-	VFMADD231PS 32(R8), Y4, Y1
-	VFMADD231PS 32(R9), Y4, Y2
-	VFMADD231PS 32(DI), Y4, Y3
+	VFMADD231PS 32(DI)(SI*1), Y4, Y0
+	VFMADD231PS 32(R8)(SI*1), Y4, Y1
+	VFMADD231PS 32(R9)(SI*1), Y4, Y2
+	VFMADD231PS 32(R10)(SI*1), Y4, Y3
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
-	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000040, R9
-	ADDQ        $0x00000040, DI
-	SUBQ        $0x00000002, R10
+	SUBQ        $0x00000002, R11
 	JMP         blocks4
 
 tail:
-	TESTQ       R10, R10
+	TESTQ       R11, R11
 	JZ          store
 	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (R8), Y4, Y1
-	VFMADD231PS (R9), Y4, Y2
-	VFMADD231PS (DI), Y4, Y3
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y1
+	VFMADD231PS (R9)(SI*1), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, R8
-	ADDQ        $0x00000020, R9
-	ADDQ        $0x00000020, DI
-	DECQ        R10
+	DECQ        R11
 	JMP         tail
 
 store:
@@ -3157,7 +3138,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -3170,60 +3151,55 @@ TEXT ·dotBF16x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 blocks4:
-	CMPQ        R10, $0x00000002
+	CMPQ        R11, $0x00000002
 	JB          tail
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (R8), Y4, Y1
-	VFMADD231PS (R9), Y4, Y2
-	VFMADD231PS (DI), Y4, Y3
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y1
+	VFMADD231PS (R9)(SI*1), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
 	VPMOVZXWD   16(BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(SI), Y4, Y0
-	VFMADD231PS 32(R8), Y4, Y1
-	VFMADD231PS 32(R9), Y4, Y2
-	VFMADD231PS 32(DI), Y4, Y3
+	VFMADD231PS 32(DI)(SI*1), Y4, Y0
+	VFMADD231PS 32(R8)(SI*1), Y4, Y1
+	VFMADD231PS 32(R9)(SI*1), Y4, Y2
+	VFMADD231PS 32(R10)(SI*1), Y4, Y3
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
-	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000040, R9
-	ADDQ        $0x00000040, DI
-	SUBQ        $0x00000002, R10
+	SUBQ        $0x00000002, R11
 	JMP         blocks4
 
 tail:
-	TESTQ       R10, R10
+	TESTQ       R11, R11
 	JZ          store
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (SI), Y4, Y0
-	VFMADD231PS (R8), Y4, Y1
-	VFMADD231PS (R9), Y4, Y2
-	VFMADD231PS (DI), Y4, Y3
+	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VFMADD231PS (R8)(SI*1), Y4, Y1
+	VFMADD231PS (R9)(SI*1), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
-	ADDQ        $0x00000020, R8
-	ADDQ        $0x00000020, R9
-	ADDQ        $0x00000020, DI
-	DECQ        R10
+	DECQ        R11
 	JMP         tail
 
 store:
@@ -3264,7 +3240,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -3280,27 +3256,28 @@ TEXT ·dotQ8_0x4(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 tail:
-	TESTQ          R10, R10
+	TESTQ          R11, R11
 	JZ             store
-	MOVWLZX        (BX), R11
-	VMOVD          R11, X5
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
 	VPINSRW        $0x01, 34(BX), X5, X5
 	VPINSRW        $0x02, 68(BX), X5, X5
 	VPINSRW        $0x03, 102(BX), X5, X5
@@ -3310,104 +3287,101 @@ tail:
 	VPABSB         36(BX), Y7
 	VPABSB         70(BX), Y8
 	VPABSB         104(BX), Y9
-	VMOVDQU        48(SI), Y10
+	VMOVDQU        48(DI)(SI*1), Y10
 	VPSIGNB        2(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VMOVDQU        80(SI), Y11
+	VMOVDQU        80(DI)(SI*1), Y11
 	VPSIGNB        36(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VMOVDQU        112(SI), Y11
+	VMOVDQU        112(DI)(SI*1), Y11
 	VPSIGNB        70(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VMOVDQU        144(SI), Y12
+	VMOVDQU        144(DI)(SI*1), Y12
 	VPSIGNB        104(BX), Y12, Y12
 	VPMADDUBSW     Y12, Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTF128 (SI), Y11
+	VBROADCASTF128 (DI)(SI*1), Y11
 	VMULPS         Y5, Y11, Y11
 	VFMADD231PS    Y10, Y11, Y1
-	VMOVDQU        48(R8), Y10
+	VMOVDQU        48(R8)(SI*1), Y10
 	VPSIGNB        2(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VMOVDQU        80(R8), Y11
+	VMOVDQU        80(R8)(SI*1), Y11
 	VPSIGNB        36(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VMOVDQU        112(R8), Y11
+	VMOVDQU        112(R8)(SI*1), Y11
 	VPSIGNB        70(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VMOVDQU        144(R8), Y12
+	VMOVDQU        144(R8)(SI*1), Y12
 	VPSIGNB        104(BX), Y12, Y12
 	VPMADDUBSW     Y12, Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTF128 (R8), Y11
+	VBROADCASTF128 (R8)(SI*1), Y11
 	VMULPS         Y5, Y11, Y11
 	VFMADD231PS    Y10, Y11, Y2
-	VMOVDQU        48(R9), Y10
+	VMOVDQU        48(R9)(SI*1), Y10
 	VPSIGNB        2(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VMOVDQU        80(R9), Y11
+	VMOVDQU        80(R9)(SI*1), Y11
 	VPSIGNB        36(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
-	VMOVDQU        112(R9), Y11
+	VMOVDQU        112(R9)(SI*1), Y11
 	VPSIGNB        70(BX), Y11, Y11
 	VPMADDUBSW     Y11, Y8, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VMOVDQU        144(R9), Y12
+	VMOVDQU        144(R9)(SI*1), Y12
 	VPSIGNB        104(BX), Y12, Y12
 	VPMADDUBSW     Y12, Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
 	VPHADDD        Y11, Y10, Y10
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTF128 (R9), Y11
+	VBROADCASTF128 (R9)(SI*1), Y11
 	VMULPS         Y5, Y11, Y11
 	VFMADD231PS    Y10, Y11, Y3
-	VMOVDQU        48(DI), Y10
+	VMOVDQU        48(R10)(SI*1), Y10
 	VPSIGNB        2(BX), Y10, Y10
 	VPMADDUBSW     Y10, Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
-	VMOVDQU        80(DI), Y6
+	VMOVDQU        80(R10)(SI*1), Y6
 	VPSIGNB        36(BX), Y6, Y6
 	VPMADDUBSW     Y6, Y7, Y6
 	VPMADDWD       Y0, Y6, Y6
 	VPHADDD        Y6, Y10, Y10
-	VMOVDQU        112(DI), Y6
+	VMOVDQU        112(R10)(SI*1), Y6
 	VPSIGNB        70(BX), Y6, Y6
 	VPMADDUBSW     Y6, Y8, Y6
 	VPMADDWD       Y0, Y6, Y6
-	VMOVDQU        144(DI), Y7
+	VMOVDQU        144(R10)(SI*1), Y7
 	VPSIGNB        104(BX), Y7, Y7
 	VPMADDUBSW     Y7, Y9, Y7
 	VPMADDWD       Y0, Y7, Y7
 	VPHADDD        Y7, Y6, Y6
 	VPHADDD        Y6, Y10, Y10
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTF128 (DI), Y6
+	VBROADCASTF128 (R10)(SI*1), Y6
 	VMULPS         Y5, Y6, Y6
 	VFMADD231PS    Y10, Y6, Y4
 	ADDQ           $0x00000088, BX
 	ADDQ           $0x000000b0, SI
-	ADDQ           $0x000000b0, R8
-	ADDQ           $0x000000b0, R9
-	ADDQ           $0x000000b0, DI
-	DECQ           R10
+	DECQ           R11
 	JMP            tail
 
 store:
@@ -3448,7 +3422,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -3464,27 +3438,28 @@ TEXT ·dotQ4_0x4(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 tail:
-	TESTQ          R10, R10
+	TESTQ          R11, R11
 	JZ             store
-	MOVWLZX        (BX), R11
-	VMOVD          R11, X5
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
 	VPINSRW        $0x01, 18(BX), X5, X5
 	VPINSRW        $0x02, 36(BX), X5, X5
 	VPINSRW        $0x03, 54(BX), X5, X5
@@ -3506,76 +3481,73 @@ tail:
 	VPSRLW         $0x04, X6, X10
 	VINSERTI128    $0x01, X10, Y6, Y10
 	VPAND          mask0F<>+0(SB), Y10, Y10
-	VPMADDUBSW     48(SI), Y7, Y11
+	VPMADDUBSW     48(DI)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VPMADDUBSW     80(SI), Y8, Y12
+	VPMADDUBSW     80(DI)(SI*1), Y8, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
-	VPMADDUBSW     112(SI), Y9, Y12
+	VPMADDUBSW     112(DI)(SI*1), Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
-	VPMADDUBSW     144(SI), Y10, Y13
+	VPMADDUBSW     144(DI)(SI*1), Y10, Y13
 	VPMADDWD       Y0, Y13, Y13
 	VPHADDD        Y13, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
-	VPADDD         16(SI), Y11, Y11
+	VPADDD         16(DI)(SI*1), Y11, Y11
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTF128 (SI), Y12
+	VBROADCASTF128 (DI)(SI*1), Y12
 	VMULPS         Y5, Y12, Y12
 	VFMADD231PS    Y11, Y12, Y1
-	VPMADDUBSW     48(R8), Y7, Y11
+	VPMADDUBSW     48(R8)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VPMADDUBSW     80(R8), Y8, Y12
+	VPMADDUBSW     80(R8)(SI*1), Y8, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
-	VPMADDUBSW     112(R8), Y9, Y12
+	VPMADDUBSW     112(R8)(SI*1), Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
-	VPMADDUBSW     144(R8), Y10, Y13
+	VPMADDUBSW     144(R8)(SI*1), Y10, Y13
 	VPMADDWD       Y0, Y13, Y13
 	VPHADDD        Y13, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
-	VPADDD         16(R8), Y11, Y11
+	VPADDD         16(R8)(SI*1), Y11, Y11
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTF128 (R8), Y12
+	VBROADCASTF128 (R8)(SI*1), Y12
 	VMULPS         Y5, Y12, Y12
 	VFMADD231PS    Y11, Y12, Y2
-	VPMADDUBSW     48(R9), Y7, Y11
+	VPMADDUBSW     48(R9)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
-	VPMADDUBSW     80(R9), Y8, Y12
+	VPMADDUBSW     80(R9)(SI*1), Y8, Y12
 	VPMADDWD       Y0, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
-	VPMADDUBSW     112(R9), Y9, Y12
+	VPMADDUBSW     112(R9)(SI*1), Y9, Y12
 	VPMADDWD       Y0, Y12, Y12
-	VPMADDUBSW     144(R9), Y10, Y13
+	VPMADDUBSW     144(R9)(SI*1), Y10, Y13
 	VPMADDWD       Y0, Y13, Y13
 	VPHADDD        Y13, Y12, Y12
 	VPHADDD        Y12, Y11, Y11
-	VPADDD         16(R9), Y11, Y11
+	VPADDD         16(R9)(SI*1), Y11, Y11
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTF128 (R9), Y12
+	VBROADCASTF128 (R9)(SI*1), Y12
 	VMULPS         Y5, Y12, Y12
 	VFMADD231PS    Y11, Y12, Y3
-	VPMADDUBSW     48(DI), Y7, Y7
+	VPMADDUBSW     48(R10)(SI*1), Y7, Y7
 	VPMADDWD       Y0, Y7, Y7
-	VPMADDUBSW     80(DI), Y8, Y8
+	VPMADDUBSW     80(R10)(SI*1), Y8, Y8
 	VPMADDWD       Y0, Y8, Y8
 	VPHADDD        Y8, Y7, Y7
-	VPMADDUBSW     112(DI), Y9, Y8
+	VPMADDUBSW     112(R10)(SI*1), Y9, Y8
 	VPMADDWD       Y0, Y8, Y8
-	VPMADDUBSW     144(DI), Y10, Y9
+	VPMADDUBSW     144(R10)(SI*1), Y10, Y9
 	VPMADDWD       Y0, Y9, Y9
 	VPHADDD        Y9, Y8, Y8
 	VPHADDD        Y8, Y7, Y7
-	VPADDD         16(DI), Y7, Y7
+	VPADDD         16(R10)(SI*1), Y7, Y7
 	VCVTDQ2PS      Y7, Y7
-	VBROADCASTF128 (DI), Y8
+	VBROADCASTF128 (R10)(SI*1), Y8
 	VMULPS         Y5, Y8, Y8
 	VFMADD231PS    Y7, Y8, Y4
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
-	ADDQ           $0x000000b0, R8
-	ADDQ           $0x000000b0, R9
-	ADDQ           $0x000000b0, DI
-	DECQ           R10
+	DECQ           R11
 	JMP            tail
 
 store:
@@ -3616,7 +3588,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -3629,47 +3601,48 @@ TEXT ·dotQ4_Kx4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 tail:
-	TESTQ        R10, R10
+	TESTQ        R11, R11
 	JZ           store
-	MOVL         4(BX), R11
-	MOVL         R11, R12
-	ANDL         $0x3f3f3f3f, R12
-	VMOVD        R12, X4
-	MOVL         12(BX), R12
-	ANDL         $0x0f0f0f0f, R12
-	SHRL         $0x02, R11
-	ANDL         $0x30303030, R11
-	ORL          R11, R12
-	VPINSRD      $0x01, R12, X4, X4
+	MOVL         4(BX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	VMOVD        R13, X4
+	MOVL         12(BX), R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x02, R12
+	ANDL         $0x30303030, R12
+	ORL          R12, R13
+	VPINSRD      $0x01, R13, X4, X4
 	VPMOVZXBW    X4, X4
-	MOVL         8(BX), R11
-	MOVL         R11, R12
-	ANDL         $0x3f3f3f3f, R12
-	VMOVD        R12, X5
-	MOVL         12(BX), R12
-	SHRL         $0x04, R12
-	ANDL         $0x0f0f0f0f, R12
-	SHRL         $0x02, R11
-	ANDL         $0x30303030, R11
-	ORL          R11, R12
-	VPINSRD      $0x01, R12, X5, X5
+	MOVL         8(BX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	VMOVD        R13, X5
+	MOVL         12(BX), R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x02, R12
+	ANDL         $0x30303030, R12
+	ORL          R12, R13
+	VPINSRD      $0x01, R13, X5, X5
 	VPMOVZXBW    X5, X5
 	VINSERTI128  $0x01, X4, Y4, Y4
 	VPXOR        Y6, Y6, Y6
@@ -3679,177 +3652,174 @@ tail:
 	VMOVDQU      16(BX), Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+0(SB), Y4, Y11
-	VPMADDUBSW   52(SI), Y10, Y12
+	VPMADDUBSW   52(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   52(R8), Y10, Y12
+	VPMADDUBSW   52(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   52(R9), Y10, Y12
+	VPMADDUBSW   52(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   52(DI), Y10, Y10
+	VPMADDUBSW   52(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      16(BX), Y10
 	VPSRLW       $0x04, Y10, Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+32(SB), Y4, Y11
-	VPMADDUBSW   84(SI), Y10, Y12
+	VPMADDUBSW   84(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   84(R8), Y10, Y12
+	VPMADDUBSW   84(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   84(R9), Y10, Y12
+	VPMADDUBSW   84(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   84(DI), Y10, Y10
+	VPMADDUBSW   84(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      48(BX), Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+64(SB), Y4, Y11
-	VPMADDUBSW   116(SI), Y10, Y12
+	VPMADDUBSW   116(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   116(R8), Y10, Y12
+	VPMADDUBSW   116(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   116(R9), Y10, Y12
+	VPMADDUBSW   116(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   116(DI), Y10, Y10
+	VPMADDUBSW   116(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      48(BX), Y10
 	VPSRLW       $0x04, Y10, Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+96(SB), Y4, Y11
-	VPMADDUBSW   148(SI), Y10, Y12
+	VPMADDUBSW   148(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   148(R8), Y10, Y12
+	VPMADDUBSW   148(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   148(R9), Y10, Y12
+	VPMADDUBSW   148(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   148(DI), Y10, Y10
+	VPMADDUBSW   148(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      80(BX), Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+128(SB), Y4, Y11
-	VPMADDUBSW   180(SI), Y10, Y12
+	VPMADDUBSW   180(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   180(R8), Y10, Y12
+	VPMADDUBSW   180(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   180(R9), Y10, Y12
+	VPMADDUBSW   180(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   180(DI), Y10, Y10
+	VPMADDUBSW   180(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      80(BX), Y10
 	VPSRLW       $0x04, Y10, Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+160(SB), Y4, Y11
-	VPMADDUBSW   212(SI), Y10, Y12
+	VPMADDUBSW   212(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   212(R8), Y10, Y12
+	VPMADDUBSW   212(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   212(R9), Y10, Y12
+	VPMADDUBSW   212(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   212(DI), Y10, Y10
+	VPMADDUBSW   212(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      112(BX), Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+192(SB), Y4, Y11
-	VPMADDUBSW   244(SI), Y10, Y12
+	VPMADDUBSW   244(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   244(R8), Y10, Y12
+	VPMADDUBSW   244(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   244(R9), Y10, Y12
+	VPMADDUBSW   244(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   244(DI), Y10, Y10
+	VPMADDUBSW   244(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      112(BX), Y10
 	VPSRLW       $0x04, Y10, Y10
 	VPAND        mask0F<>+0(SB), Y10, Y10
 	VPSHUFB      maskQ4KScale<>+224(SB), Y4, Y11
-	VPMADDUBSW   276(SI), Y10, Y12
+	VPMADDUBSW   276(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   276(R8), Y10, Y12
+	VPMADDUBSW   276(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   276(R9), Y10, Y12
+	VPMADDUBSW   276(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   276(DI), Y10, Y10
+	VPMADDUBSW   276(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
-	MOVWLZX      (BX), R11
-	VMOVD        R11, X10
+	MOVWLZX      (BX), R12
+	VMOVD        R12, X10
 	VCVTPH2PS    X10, X10
 	VBROADCASTSS X10, Y10
-	MOVWLZX      2(BX), R11
-	VMOVD        R11, X11
+	MOVWLZX      2(BX), R12
+	VMOVD        R12, X11
 	VCVTPH2PS    X11, X11
 	VBROADCASTSS X11, Y11
 	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SI), Y12
+	VBROADCASTSS (DI)(SI*1), Y12
 	VMULPS       Y10, Y12, Y12
 	VFMADD231PS  Y6, Y12, Y0
-	VPMADDWD     36(SI), X5, X13
+	VPMADDWD     36(DI)(SI*1), X5, X13
 	VCVTDQ2PS    X13, X13
-	VBROADCASTSS (SI), Y12
+	VBROADCASTSS (DI)(SI*1), Y12
 	VMULPS       Y11, Y12, Y12
 	VFNMADD231PS Y13, Y12, Y0
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (R8), Y6
+	VBROADCASTSS (R8)(SI*1), Y6
 	VMULPS       Y10, Y6, Y6
 	VFMADD231PS  Y7, Y6, Y1
-	VPMADDWD     36(R8), X5, X13
+	VPMADDWD     36(R8)(SI*1), X5, X13
 	VCVTDQ2PS    X13, X13
-	VBROADCASTSS (R8), Y6
+	VBROADCASTSS (R8)(SI*1), Y6
 	VMULPS       Y11, Y6, Y6
 	VFNMADD231PS Y13, Y6, Y1
 	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R9)(SI*1), Y6
 	VMULPS       Y10, Y6, Y6
 	VFMADD231PS  Y8, Y6, Y2
-	VPMADDWD     36(R9), X5, X13
+	VPMADDWD     36(R9)(SI*1), X5, X13
 	VCVTDQ2PS    X13, X13
-	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R9)(SI*1), Y6
 	VMULPS       Y11, Y6, Y6
 	VFNMADD231PS Y13, Y6, Y2
 	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (DI), Y6
+	VBROADCASTSS (R10)(SI*1), Y6
 	VMULPS       Y10, Y6, Y6
 	VFMADD231PS  Y9, Y6, Y3
-	VPMADDWD     36(DI), X5, X5
+	VPMADDWD     36(R10)(SI*1), X5, X5
 	VCVTDQ2PS    X5, X5
-	VBROADCASTSS (DI), Y6
+	VBROADCASTSS (R10)(SI*1), Y6
 	VMULPS       Y11, Y6, Y6
 	VFNMADD231PS Y5, Y6, Y3
 	ADDQ         $0x00000090, BX
 	ADDQ         $0x00000134, SI
-	ADDQ         $0x00000134, R8
-	ADDQ         $0x00000134, R9
-	ADDQ         $0x00000134, DI
-	DECQ         R10
+	DECQ         R11
 	JMP          tail
 
 store:
@@ -3890,7 +3860,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
 	JMP          row
 
 done:
@@ -3903,39 +3873,40 @@ TEXT ·dotQ6_Kx4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
 
 row:
 	TESTQ  CX, CX
 	JZ     done
 	MOVQ   AX, BX
-	MOVQ   x+32(FP), SI
-	MOVQ   xstride+40(FP), DI
-	LEAQ   (SI)(DI*1), R8
-	LEAQ   (R8)(DI*1), R9
-	LEAQ   (R9)(DI*1), DI
+	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	MOVQ   n+24(FP), R10
+	MOVQ   n+24(FP), R11
 
 tail:
-	TESTQ        R10, R10
+	TESTQ        R11, R11
 	JZ           store
 	VPMOVSXBW    192(BX), Y4
-	VPMADDWD     4(SI), Y4, Y5
+	VPMADDWD     4(DI)(SI*1), Y4, Y5
 	VPSLLD       $0x05, Y5, Y5
 	VPXOR        Y6, Y6, Y6
 	VPSUBD       Y5, Y6, Y6
-	VPMADDWD     4(R8), Y4, Y5
+	VPMADDWD     4(R8)(SI*1), Y4, Y5
 	VPSLLD       $0x05, Y5, Y5
 	VPXOR        Y7, Y7, Y7
 	VPSUBD       Y5, Y7, Y7
-	VPMADDWD     4(R9), Y4, Y5
+	VPMADDWD     4(R9)(SI*1), Y4, Y5
 	VPSLLD       $0x05, Y5, Y5
 	VPXOR        Y8, Y8, Y8
 	VPSUBD       Y5, Y8, Y8
-	VPMADDWD     4(DI), Y4, Y5
+	VPMADDWD     4(R10)(SI*1), Y4, Y5
 	VPSLLD       $0x05, Y5, Y5
 	VPXOR        Y9, Y9, Y9
 	VPSUBD       Y5, Y9, Y9
@@ -3948,16 +3919,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      maskQ6KScale<>+0(SB), Y5, Y11
-	VPMADDUBSW   52(SI), Y10, Y12
+	VPMADDUBSW   52(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   52(R8), Y10, Y12
+	VPMADDUBSW   52(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   52(R9), Y10, Y12
+	VPMADDUBSW   52(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   52(DI), Y10, Y10
+	VPMADDUBSW   52(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      32(BX), Y10
@@ -3967,16 +3938,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      maskQ6KScale<>+32(SB), Y5, Y11
-	VPMADDUBSW   84(SI), Y10, Y12
+	VPMADDUBSW   84(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   84(R8), Y10, Y12
+	VPMADDUBSW   84(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   84(R9), Y10, Y12
+	VPMADDUBSW   84(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   84(DI), Y10, Y10
+	VPMADDUBSW   84(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      (BX), Y10
@@ -3986,16 +3957,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      maskQ6KScale<>+64(SB), Y5, Y11
-	VPMADDUBSW   116(SI), Y10, Y12
+	VPMADDUBSW   116(DI)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   116(R8), Y10, Y12
+	VPMADDUBSW   116(R8)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   116(R9), Y10, Y12
+	VPMADDUBSW   116(R9)(SI*1), Y10, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   116(DI), Y10, Y10
+	VPMADDUBSW   116(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      32(BX), Y10
@@ -4006,16 +3977,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      maskQ6KScale<>+96(SB), Y5, Y5
-	VPMADDUBSW   148(SI), Y10, Y11
+	VPMADDUBSW   148(DI)(SI*1), Y10, Y11
 	VPMADDWD     Y5, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   148(R8), Y10, Y11
+	VPMADDUBSW   148(R8)(SI*1), Y10, Y11
 	VPMADDWD     Y5, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   148(R9), Y10, Y11
+	VPMADDUBSW   148(R9)(SI*1), Y10, Y11
 	VPMADDWD     Y5, Y11, Y11
 	VPADDD       Y11, Y8, Y8
-	VPMADDUBSW   148(DI), Y10, Y10
+	VPMADDUBSW   148(R10)(SI*1), Y10, Y10
 	VPMADDWD     Y5, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      64(BX), Y5
@@ -4025,16 +3996,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y5, Y5
 	VPSHUFB      maskQ6KScale<>+0(SB), Y4, Y10
-	VPMADDUBSW   180(SI), Y5, Y11
+	VPMADDUBSW   180(DI)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   180(R8), Y5, Y11
+	VPMADDUBSW   180(R8)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   180(R9), Y5, Y11
+	VPMADDUBSW   180(R9)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y8, Y8
-	VPMADDUBSW   180(DI), Y5, Y5
+	VPMADDUBSW   180(R10)(SI*1), Y5, Y5
 	VPMADDWD     Y10, Y5, Y5
 	VPADDD       Y5, Y9, Y9
 	VMOVDQU      96(BX), Y5
@@ -4044,16 +4015,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y5, Y5
 	VPSHUFB      maskQ6KScale<>+32(SB), Y4, Y10
-	VPMADDUBSW   212(SI), Y5, Y11
+	VPMADDUBSW   212(DI)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   212(R8), Y5, Y11
+	VPMADDUBSW   212(R8)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   212(R9), Y5, Y11
+	VPMADDUBSW   212(R9)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y8, Y8
-	VPMADDUBSW   212(DI), Y5, Y5
+	VPMADDUBSW   212(R10)(SI*1), Y5, Y5
 	VPMADDWD     Y10, Y5, Y5
 	VPADDD       Y5, Y9, Y9
 	VMOVDQU      64(BX), Y5
@@ -4063,16 +4034,16 @@ tail:
 	VPAND        mask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y5, Y5
 	VPSHUFB      maskQ6KScale<>+64(SB), Y4, Y10
-	VPMADDUBSW   244(SI), Y5, Y11
+	VPMADDUBSW   244(DI)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   244(R8), Y5, Y11
+	VPMADDUBSW   244(R8)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   244(R9), Y5, Y11
+	VPMADDUBSW   244(R9)(SI*1), Y5, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y8, Y8
-	VPMADDUBSW   244(DI), Y5, Y5
+	VPMADDUBSW   244(R10)(SI*1), Y5, Y5
 	VPMADDWD     Y10, Y5, Y5
 	VPADDD       Y5, Y9, Y9
 	VMOVDQU      96(BX), Y5
@@ -4083,44 +4054,41 @@ tail:
 	VPAND        mask30<>+0(SB), Y10, Y10
 	VPOR         Y10, Y5, Y5
 	VPSHUFB      maskQ6KScale<>+96(SB), Y4, Y4
-	VPMADDUBSW   276(SI), Y5, Y10
+	VPMADDUBSW   276(DI)(SI*1), Y5, Y10
 	VPMADDWD     Y4, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   276(R8), Y5, Y10
+	VPMADDUBSW   276(R8)(SI*1), Y5, Y10
 	VPMADDWD     Y4, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   276(R9), Y5, Y10
+	VPMADDUBSW   276(R9)(SI*1), Y5, Y10
 	VPMADDWD     Y4, Y10, Y10
 	VPADDD       Y10, Y8, Y8
-	VPMADDUBSW   276(DI), Y5, Y5
+	VPMADDUBSW   276(R10)(SI*1), Y5, Y5
 	VPMADDWD     Y4, Y5, Y5
 	VPADDD       Y5, Y9, Y9
-	MOVWLZX      208(BX), R11
-	VMOVD        R11, X4
+	MOVWLZX      208(BX), R12
+	VMOVD        R12, X4
 	VCVTPH2PS    X4, X4
 	VBROADCASTSS X4, Y4
 	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SI), Y5
+	VBROADCASTSS (DI)(SI*1), Y5
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y6, Y5, Y0
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (R8), Y5
+	VBROADCASTSS (R8)(SI*1), Y5
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y7, Y5, Y1
 	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (R9), Y5
+	VBROADCASTSS (R9)(SI*1), Y5
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y8, Y5, Y2
 	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (DI), Y5
+	VBROADCASTSS (R10)(SI*1), Y5
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y9, Y5, Y3
 	ADDQ         $0x000000d2, BX
 	ADDQ         $0x00000134, SI
-	ADDQ         $0x00000134, R8
-	ADDQ         $0x00000134, R9
-	ADDQ         $0x00000134, DI
-	DECQ         R10
+	DECQ         R11
 	JMP          tail
 
 store:
@@ -4161,7 +4129,505 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	DECQ         CX
+	SUBQ         $0x01, CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotF32x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, FMA3
+TEXT ·dotF32x4p(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	MOVQ   AX, R11
+	MOVQ   wstride+8(FP), SI
+	ADDQ   SI, R11
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   n+24(FP), R12
+
+blocks4:
+	CMPQ        R12, $0x00000002
+	JB          tail
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (R11), Y9
+	VMOVUPS     (DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     32(BX), Y8
+	VMOVUPS     32(R11), Y9
+	VMOVUPS     32(DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     32(R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     32(R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     32(R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, R11
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R12
+	JMP         blocks4
+
+tail:
+	TESTQ       R12, R12
+	JZ          store
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (R11), Y9
+	VMOVUPS     (DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, SI
+	DECQ        R12
+	JMP         tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0x4e, X8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0xb1, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X5, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X7, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	MOVQ         wstride+8(FP), BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, AX
+	ADDQ         $0x08, DX
+	SUBQ         $0x02, CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotF16x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·dotF16x4p(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	MOVQ   AX, R11
+	MOVQ   wstride+8(FP), SI
+	ADDQ   SI, R11
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   n+24(FP), R12
+
+blocks4:
+	CMPQ        R12, $0x00000002
+	JB          tail
+	VCVTPH2PS   (BX), Y8
+	VCVTPH2PS   (R11), Y9
+	VMOVUPS     (DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VCVTPH2PS   16(BX), Y8
+	VCVTPH2PS   16(R11), Y9
+	VMOVUPS     32(DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     32(R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     32(R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     32(R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R12
+	JMP         blocks4
+
+tail:
+	TESTQ       R12, R12
+	JZ          store
+	VCVTPH2PS   (BX), Y8
+	VCVTPH2PS   (R11), Y9
+	VMOVUPS     (DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x00000010, BX
+	ADDQ        $0x00000010, R11
+	ADDQ        $0x00000020, SI
+	DECQ        R12
+	JMP         tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0x4e, X8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0xb1, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X5, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X7, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	MOVQ         wstride+8(FP), BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, AX
+	ADDQ         $0x08, DX
+	SUBQ         $0x02, CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotBF16x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·dotBF16x4p(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	MOVQ   AX, R11
+	MOVQ   wstride+8(FP), SI
+	ADDQ   SI, R11
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   n+24(FP), R12
+
+blocks4:
+	CMPQ        R12, $0x00000002
+	JB          tail
+	VPMOVZXWD   (BX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VPMOVZXWD   (R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VMOVUPS     (DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VPMOVZXWD   16(BX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VPMOVZXWD   16(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VMOVUPS     32(DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     32(R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     32(R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     32(R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R12
+	JMP         blocks4
+
+tail:
+	TESTQ       R12, R12
+	JZ          store
+	VPMOVZXWD   (BX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VPMOVZXWD   (R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VMOVUPS     (DI)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (R8)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (R9)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x00000010, BX
+	ADDQ        $0x00000010, R11
+	ADDQ        $0x00000020, SI
+	DECQ        R12
+	JMP         tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0x4e, X8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0xb1, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X5, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X7, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(SI)
+	MOVQ         wstride+8(FP), BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, AX
+	ADDQ         $0x08, DX
+	SUBQ         $0x02, CX
 	JMP          row
 
 done:

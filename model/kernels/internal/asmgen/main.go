@@ -56,6 +56,9 @@ func main() {
 		q4K(nx)
 		q6K(nx)
 	}
+	floatPairs("F32", 32, loadF32)
+	floatPairs("F16", 16, loadF16)
+	floatPairs("BF16", 16, loadBF16)
 	axpy()
 	quant32()
 	quantK()
@@ -109,33 +112,41 @@ func constants() {
 	}
 }
 
-// rowState is what a kernel body sees for one weight row.
+// rowState is what a kernel body sees for one weight row (or pair of rows).
 type rowState struct {
 	p     Register   // current weight block
-	x     []Register // current activation block of each activation row
+	p2    Register   // current weight block of the second row (pairs only)
+	x     []Register // start of each activation row
+	xo    Register   // offset of the current activation block
 	acc   []VecVirtual
+	acc2  []VecVirtual   // accumulators of the second row (pairs only)
 	chain [][]VecVirtual // chain[i][k]: independent accumulators of row i (chain[i][0] == acc[i])
+}
+
+// xm returns the address disp bytes into the current block of activation row i.
+func (s *rowState) xm(i, disp int) Mem {
+	return Mem{Base: s.x[i], Index: s.xo, Scale: 1, Disp: disp}
 }
 
 // rows emits the row loop shared by all dot kernels. setup emits code once before the row
 // loop (constants kept in registers for the whole call); block emits the code of one block
-// and the loop advances p by wBlock and each x by xBlock bytes. unroll > 1 adds an unrolled main
-// loop of unroll blocks (block is then called with k = 0..unroll-1, at offsets k*wBlock and
-// k*xBlock); chains accumulators per activation row are summed at the end of the row.
-func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), block func(s *rowState, k int)) {
+// and the loop advances p by wBlock and the activation offset by xBlock bytes. unroll > 1 adds
+// an unrolled main loop of unroll blocks (block is then called with k = 0..unroll-1, at offsets
+// k*wBlock and k*xBlock); chains accumulators per activation row are summed at the end of the
+// row. With pairs, the kernel walks two weight rows at once (rows must be even) and block
+// fills acc and acc2.
+func rows(name string, nx, wBlock, xBlock, unroll, chains int, pairs bool, setup func(), block func(s *rowState, k int)) {
 	TEXT(name, NOSPLIT, signature)
-	Doc(fmt.Sprintf("%s computes %d activation row(s) against rows weight rows.", name, nx))
+	what := "rows weight rows"
+	if pairs {
+		what = "rows weight rows (even), two at a time"
+	}
+	Doc(fmt.Sprintf("%s computes %d activation row(s) against %s.", name, nx, what))
 	setup()
 	w := Load(Param("w"), GP64())
 	nrows := Load(Param("rows"), GP64())
 	out := Load(Param("out"), GP64())
-
-	Label("row")
-	TESTQ(nrows, nrows)
-	JZ(LabelRef("done"))
-
-	s := &rowState{p: GP64()}
-	MOVQ(w, s.p)
+	s := &rowState{p: GP64(), xo: GP64()}
 	x0 := Load(Param("x"), GP64())
 	s.x = []Register{x0}
 	if nx > 1 {
@@ -146,17 +157,43 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 			s.x = append(s.x, xi)
 		}
 	}
+
+	Label("row")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef("done"))
+
+	MOVQ(w, s.p)
+	if pairs {
+		s.p2 = GP64()
+		MOVQ(w, s.p2)
+		ws := Load(Param("wstride"), GP64())
+		ADDQ(ws, s.p2)
+	}
+	XORQ(s.xo, s.xo)
+	zero := func() VecVirtual {
+		a := YMM()
+		VXORPS(a, a, a)
+		return a
+	}
 	for i := 0; i < nx; i++ {
 		var c []VecVirtual
 		for k := 0; k < chains; k++ {
-			a := YMM()
-			VXORPS(a, a, a)
-			c = append(c, a)
+			c = append(c, zero())
 		}
 		s.chain = append(s.chain, c)
 		s.acc = append(s.acc, c[0])
+		if pairs {
+			s.acc2 = append(s.acc2, zero())
+		}
 	}
 	cnt := Load(Param("n"), GP64())
+	advance := func(blocks int) {
+		ADDQ(U32(blocks*wBlock), s.p)
+		if pairs {
+			ADDQ(U32(blocks*wBlock), s.p2)
+		}
+		ADDQ(U32(blocks*xBlock), s.xo)
+	}
 
 	if unroll > 1 {
 		Label("blocks4")
@@ -165,10 +202,7 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 		for k := 0; k < unroll; k++ {
 			block(s, k)
 		}
-		ADDQ(U32(unroll*wBlock), s.p)
-		for _, xi := range s.x {
-			ADDQ(U32(unroll*xBlock), xi)
-		}
+		advance(unroll)
 		SUBQ(U32(unroll), cnt)
 		JMP(LabelRef("blocks4"))
 	}
@@ -176,10 +210,7 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 	TESTQ(cnt, cnt)
 	JZ(LabelRef("store"))
 	block(s, 0)
-	ADDQ(U32(wBlock), s.p)
-	for _, xi := range s.x {
-		ADDQ(U32(xBlock), xi)
-	}
+	advance(1)
 	DECQ(cnt)
 	JMP(LabelRef("tail"))
 
@@ -195,14 +226,22 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 	MOVQ(out, o)
 	for i := 0; i < nx; i++ {
 		hsumStore(s.acc[i], Mem{Base: o})
+		if pairs {
+			hsumStore(s.acc2[i], Mem{Base: o, Disp: 4})
+		}
 		if i+1 < nx {
 			ADDQ(ost, o)
 		}
 	}
 	ws := Load(Param("wstride"), GP64())
+	step := 1
+	if pairs {
+		step = 2
+		SHLQ(U8(1), ws)
+	}
 	ADDQ(ws, w)
-	ADDQ(U8(4), out)
-	DECQ(nrows)
+	ADDQ(U8(4*step), out)
+	SUBQ(U8(step), nrows)
 	JMP(LabelRef("row"))
 
 	Label("done")
@@ -242,11 +281,28 @@ func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
 		unroll, chains = 2, 1
 	}
 	name := fmt.Sprintf("dot%sx%d", typ, nx)
-	rows(name, nx, wBytes8, 32, unroll, chains, func() {}, func(s *rowState, k int) {
+	rows(name, nx, wBytes8, 32, unroll, chains, false, func() {}, func(s *rowState, k int) {
 		wv := YMM()
 		load(Mem{Base: s.p, Disp: k * wBytes8}, wv)
 		for i := 0; i < nx; i++ {
-			VFMADD231PS(Mem{Base: s.x[i], Disp: k * 32}, wv, s.chain[i][k%chains])
+			VFMADD231PS(s.xm(i, k*32), wv, s.chain[i][k%chains])
+		}
+	})
+}
+
+// floatPairs: two weight rows against four activation rows; each activation vector is loaded
+// once for both weight rows.
+func floatPairs(typ string, wBytes8 int, load func(Mem, VecVirtual)) {
+	name := fmt.Sprintf("dot%sx4p", typ)
+	rows(name, 4, wBytes8, 32, 2, 1, true, func() {}, func(s *rowState, k int) {
+		w1, w2 := YMM(), YMM()
+		load(Mem{Base: s.p, Disp: k * wBytes8}, w1)
+		load(Mem{Base: s.p2, Disp: k * wBytes8}, w2)
+		for i := 0; i < 4; i++ {
+			xv := YMM()
+			VMOVUPS(s.xm(i, k*32), xv)
+			VFMADD231PS(xv, w1, s.acc[i])
+			VFMADD231PS(xv, w2, s.acc2[i])
 		}
 	})
 }
@@ -270,11 +326,11 @@ func group32(s *rowState, nx int, ones, dw4 VecVirtual, corr bool, isum func(i, 
 		}
 		VPHADDD(h[1], h[0], h[0])
 		if corr {
-			VPADDD(Mem{Base: s.x[i], Disp: act32Corr}, h[0], h[0])
+			VPADDD(s.xm(i, act32Corr), h[0], h[0])
 		}
 		VCVTDQ2PS(h[0], h[0])
 		f := YMM()
-		VBROADCASTF128(Mem{Base: s.x[i], Disp: act32D}, f)
+		VBROADCASTF128(s.xm(i, act32D), f)
 		VMULPS(dw4, f, f)
 		VFMADD231PS(h[0], f, s.acc[i])
 	}
@@ -311,7 +367,7 @@ func q80(nx int) {
 		}
 		group32(s, nx, ones, dw4, false, func(i, k int) VecVirtual {
 			t := YMM()
-			VMOVDQU(Mem{Base: s.x[i], Disp: act32Q + 32*k}, t)
+			VMOVDQU(s.xm(i, act32Q+32*k), t)
 			VPSIGNB(Mem{Base: s.p, Disp: 34*k + 2}, t, t)
 			VPMADDUBSW(t, aw[k], t)
 			return t
@@ -341,7 +397,7 @@ func q40(nx int) {
 		}
 		group32(s, nx, ones, dw4, true, func(i, k int) VecVirtual {
 			t := YMM()
-			VPMADDUBSW(Mem{Base: s.x[i], Disp: act32Q + 32*k}, q[k], t)
+			VPMADDUBSW(s.xm(i, act32Q+32*k), q[k], t)
 			return t
 		})
 	})
@@ -349,7 +405,7 @@ func q40(nx int) {
 
 // rowsWithSetup is rows for the quantised kernels: no unrolling, one chain per row.
 func rowsWithSetup(name string, nx, wBlock, xBlock int, setup func(), block func(s *rowState, k int)) {
-	rows(name, nx, wBlock, xBlock, 1, 1, setup, block)
+	rows(name, nx, wBlock, xBlock, 1, 1, false, setup, block)
 }
 
 func onesW() VecVirtual {
@@ -420,7 +476,7 @@ func q4K(nx int) {
 			VPSHUFB(maskQ4KScale.Offset(32*sb), scales, sc)
 			for i := 0; i < nx; i++ {
 				t := YMM()
-				VPMADDUBSW(Mem{Base: s.x[i], Disp: actKQ + 32*sb}, q, t)
+				VPMADDUBSW(s.xm(i, actKQ+32*sb), q, t)
 				VPMADDWD(sc, t, t)
 				VPADDD(t, isum[i], isum[i])
 			}
@@ -430,13 +486,13 @@ func q4K(nx int) {
 		for i := 0; i < nx; i++ {
 			VCVTDQ2PS(isum[i], isum[i])
 			f := YMM()
-			VBROADCASTSS(Mem{Base: s.x[i], Disp: actKD}, f)
+			VBROADCASTSS(s.xm(i, actKD), f)
 			VMULPS(d, f, f)
 			VFMADD231PS(isum[i], f, s.acc[i])
 			m := YMM()
-			VPMADDWD(Mem{Base: s.x[i], Disp: actKSum32}, mins, m.AsX())
+			VPMADDWD(s.xm(i, actKSum32), mins, m.AsX())
 			VCVTDQ2PS(m.AsX(), m.AsX())
-			VBROADCASTSS(Mem{Base: s.x[i], Disp: actKD}, f)
+			VBROADCASTSS(s.xm(i, actKD), f)
 			VMULPS(dmin, f, f)
 			VFNMADD231PS(m, f, s.acc[i])
 		}
@@ -454,7 +510,7 @@ func q6K(nx int) {
 		isum := make([]VecVirtual, nx)
 		for i := range isum {
 			t := YMM()
-			VPMADDWD(Mem{Base: s.x[i], Disp: actKSum16}, sc16, t)
+			VPMADDWD(s.xm(i, actKSum16), sc16, t)
 			VPSLLD(U8(5), t, t)
 			isum[i] = YMM()
 			VPXOR(isum[i], isum[i], isum[i])
@@ -493,7 +549,7 @@ func q6K(nx int) {
 				VPSHUFB(maskQ6KScale.Offset(32*g), src, sc)
 				for i := 0; i < nx; i++ {
 					t := YMM()
-					VPMADDUBSW(Mem{Base: s.x[i], Disp: actKQ + 128*h + 32*g}, q, t)
+					VPMADDUBSW(s.xm(i, actKQ+128*h+32*g), q, t)
 					VPMADDWD(sc, t, t)
 					VPADDD(t, isum[i], isum[i])
 				}
@@ -503,7 +559,7 @@ func q6K(nx int) {
 		for i := 0; i < nx; i++ {
 			VCVTDQ2PS(isum[i], isum[i])
 			f := YMM()
-			VBROADCASTSS(Mem{Base: s.x[i], Disp: actKD}, f)
+			VBROADCASTSS(s.xm(i, actKD), f)
 			VMULPS(d, f, f)
 			VFMADD231PS(isum[i], f, s.acc[i])
 		}
