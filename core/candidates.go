@@ -31,6 +31,10 @@ type Candidates struct {
 	buf    []Candidate // backing store for items, capacity = vocabulary size
 	probs  []float32   // softmax scratch, capacity = vocabulary size
 	ownRow []float32   // a dense row owned by the set, for CopyFrom
+
+	// Scratch for processors (ScratchFloats, ScratchItems), never used by the set itself.
+	userFloats []float32
+	userItems  []Candidate
 }
 
 // NewCandidates returns a set that starts dense over row. Processors may modify row in place.
@@ -191,10 +195,7 @@ func checkMax(m float32) error {
 }
 
 func normalise(probs []float32, sum float64, maxLogit float32) ([]float32, float32, error) {
-	inv := float32(1 / sum)
-	for i := range probs {
-		probs[i] *= inv
-	}
+	fastmath.Scale(probs, float32(1/sum))
 	return probs, maxLogit + float32(math.Log(sum)), nil
 }
 
@@ -291,4 +292,171 @@ func (c *Candidates) scratchDense(n int) []float32 {
 		c.ownRow = make([]float32, n)
 	}
 	return c.ownRow[:n]
+}
+
+// ScratchFloats returns n float32 values of scratch storage owned by the set, for a processor's
+// temporary use while it works on the set (exponentials, keys). No method of Candidates uses
+// it, so it stays valid across them until the next ScratchFloats call; its contents on return
+// are undefined. It allocates only when n exceeds every earlier request (then at least
+// doubling), so a processor asking for what it needs each step settles to no allocation.
+func (c *Candidates) ScratchFloats(n int) []float32 {
+	if cap(c.userFloats) < n {
+		c.userFloats = make([]float32, max(n, 2*cap(c.userFloats)))
+	}
+	return c.userFloats[:n]
+}
+
+// ScratchItems is ScratchFloats for items: n Candidates of scratch storage, separate from the
+// set's own items and from Buffer.
+func (c *Candidates) ScratchItems(n int) []Candidate {
+	if cap(c.userItems) < n {
+		c.userItems = make([]Candidate, max(n, 2*cap(c.userItems)))
+	}
+	return c.userItems[:n]
+}
+
+// TopK keeps the k entries with the largest logits (among equal logits, the lower ids) and
+// leaves the set sparse and sorted by descending logit. Banned (-Inf) entries are dropped even
+// when fewer than k others remain. When k ≥ Len the set is left as it is, unexamined.
+//
+// It selects without sorting the set: one pass keeps a heap of the best k seen so far, and
+// on a dense row the values that cannot enter the heap are skipped eight at a time
+// (fastmath.IndexAbove), so the cost is about one memory pass plus O(k log k · log(V/k)) for
+// random logits. A sorted set is cut in O(k).
+//
+// It fails with ErrInvalidLogits naming the token when it meets a NaN logit, and with
+// ErrNoCandidates when nothing is kept (k ≤ 0, or every entry banned).
+func (c *Candidates) TopK(k int) error {
+	n := c.Len()
+	if k >= n {
+		return nil
+	}
+	if k <= 0 {
+		return fmt.Errorf("%w: top-k with k = %d", ErrNoCandidates, k)
+	}
+	if c.dense != nil {
+		return c.topKDense(k)
+	}
+	items := c.items
+	if c.sorted {
+		cut := 0
+		for ; cut < k; cut++ {
+			v := items[cut].Logit
+			if v != v {
+				return nanAt(items[cut].ID)
+			}
+			if v == negInf {
+				break
+			}
+		}
+		if cut == 0 {
+			return ErrNoCandidates
+		}
+		c.items = items[:cut]
+		return nil
+	}
+	// Build the heap in the front of items while reading further on: position len(h) ≤ i.
+	h := items[:0]
+	for i := range items {
+		it := items[i]
+		if !(it.Logit > negInf) {
+			if it.Logit != it.Logit {
+				return nanAt(it.ID)
+			}
+			continue // banned
+		}
+		if len(h) < k {
+			h = append(h, it)
+			siftUp(h, len(h)-1)
+		} else if worse(h[0], it) {
+			h[0] = it
+			siftDown(h, 0, len(h))
+		}
+	}
+	return c.finishTopK(h)
+}
+
+var negInf = float32(math.Inf(-1))
+
+func nanAt(id TokenID) error {
+	return fmt.Errorf("%w: logit of token %d is NaN", ErrInvalidLogits, id)
+}
+
+func (c *Candidates) topKDense(k int) error {
+	row := c.dense
+	h := c.Buffer(len(row))[:0]
+	threshold := negInf
+	for i := 0; ; i++ {
+		i += fastmath.IndexAbove(row[i:], threshold)
+		if i >= len(row) {
+			break
+		}
+		v := row[i]
+		if v != v {
+			return nanAt(TokenID(i))
+		}
+		// Scanning in id order, a value equal to the heap's worst has a larger id and loses
+		// the tie, so only values strictly above the threshold come here.
+		if len(h) < k {
+			h = append(h, Candidate{ID: TokenID(i), Logit: v})
+			siftUp(h, len(h)-1)
+			if len(h) == k {
+				threshold = h[0].Logit
+			}
+		} else {
+			h[0] = Candidate{ID: TokenID(i), Logit: v}
+			siftDown(h, 0, len(h))
+			threshold = h[0].Logit
+		}
+	}
+	return c.finishTopK(h)
+}
+
+// finishTopK sorts the heap h (the worst entry at its root) best first and makes it the set.
+func (c *Candidates) finishTopK(h []Candidate) error {
+	if len(h) == 0 {
+		c.SetItems(h, true)
+		return ErrNoCandidates
+	}
+	for end := len(h) - 1; end > 0; end-- {
+		h[0], h[end] = h[end], h[0]
+		siftDown(h, 0, end)
+	}
+	c.SetItems(h, true)
+	return nil
+}
+
+// worse reports whether a ranks below b: a lower logit, or an equal logit and a larger id.
+func worse(a, b Candidate) bool {
+	return a.Logit < b.Logit || (a.Logit == b.Logit && a.ID > b.ID)
+}
+
+// siftUp and siftDown maintain h[:n] as a heap with the worst entry at the root.
+func siftUp(h []Candidate, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !worse(h[i], h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func siftDown(h []Candidate, i, n int) {
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && worse(h[r], h[l]) {
+			m = r
+		}
+		if !worse(h[m], h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
