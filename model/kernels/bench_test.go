@@ -84,3 +84,12 @@ func BenchmarkDot(b *testing.B) {
 }
 
 var _ = ggml.F32
+
+// BenchmarkParallelFor is the cost of handing a job to the pool and waiting for it, with
+// nearly no work per chunk.
+func BenchmarkParallelFor(b *testing.B) {
+	var sink [64]float32
+	for b.Loop() {
+		parallelFor(64, 16, func(lo, hi int) { sink[lo]++ })
+	}
+}

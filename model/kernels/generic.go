@@ -49,36 +49,66 @@ func genericKernels(wBlock, xBlock int, dot func(wr, xr []byte) float32) [4]dotF
 	return k
 }
 
-func dotRowF32(wr, xr []byte) float32 {
-	var s0, s1, s2, s3 float32
-	for j := 0; j+16 <= len(wr); j += 16 {
-		s0 += lef32(wr[j:]) * lef32(xr[j:])
-		s1 += lef32(wr[j+4:]) * lef32(xr[j+4:])
-		s2 += lef32(wr[j+8:]) * lef32(xr[j+8:])
-		s3 += lef32(wr[j+12:]) * lef32(xr[j+12:])
+// genericFloat builds the pure-Go kernel of a float type: each weight row is decoded once into
+// float32 and then multiplied with the nx activation rows.
+func genericFloat(nx, elemBytes int, decode func(dst []float32, src []byte)) dotFunc {
+	return func(w *byte, wstride, rows, n int, x *byte, xstride int, out *float32, ostride int) {
+		cols := 8 * n
+		row := make([]float32, cols)
+		xs := make([][]float32, nx)
+		for i := range xs {
+			xs[i] = unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(x), i*xstride)), cols)
+		}
+		for r := 0; r < rows; r++ {
+			decode(row, bytesAt(w, r*wstride, cols*elemBytes))
+			for i := 0; i < nx; i++ {
+				*floatAt(out, i*ostride+r) = dotFloat(row, xs[i])
+			}
+		}
 	}
-	for j := len(wr) &^ 15; j < len(wr); j += 4 {
-		s0 += lef32(wr[j:]) * lef32(xr[j:])
+}
+
+func genericFloatKernels(elemBytes int, decode func(dst []float32, src []byte)) [4]dotFunc {
+	var k [4]dotFunc
+	for nx := 1; nx <= 4; nx++ {
+		k[nx-1] = genericFloat(nx, elemBytes, decode)
+	}
+	return k
+}
+
+// dotFloat returns Σ a[i]·b[i] over len(a) (a multiple of 8) with four partial sums.
+func dotFloat(a, b []float32) float32 {
+	var s0, s1, s2, s3 float32
+	b = b[:len(a)]
+	for i := 0; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
 	}
 	return (s0 + s1) + (s2 + s3)
 }
 
-func dotRowF16(wr, xr []byte) float32 {
-	var s0, s1 float32
-	for j := 0; j < len(wr); j += 4 {
-		s0 += halfToFloat(le16(wr[j:])) * lef32(xr[2*j:])
-		s1 += halfToFloat(le16(wr[j+2:])) * lef32(xr[2*j+4:])
+func decodeF32(dst []float32, src []byte) {
+	src = src[:4*len(dst)]
+	for i := range dst {
+		dst[i] = lef32(src[4*i:])
 	}
-	return s0 + s1
 }
 
-func dotRowBF16(wr, xr []byte) float32 {
-	var s0, s1 float32
-	for j := 0; j < len(wr); j += 4 {
-		s0 += bf16ToFloat(le16(wr[j:])) * lef32(xr[2*j:])
-		s1 += bf16ToFloat(le16(wr[j+2:])) * lef32(xr[2*j+4:])
+func decodeF16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	t := halfTable()
+	for i := range dst {
+		dst[i] = t[le16(src[2*i:])]
 	}
-	return s0 + s1
+}
+
+func decodeBF16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = bf16ToFloat(le16(src[2*i:]))
+	}
 }
 
 // dotBlocksQ8_0 returns the dot product over blocks [b0, b1) of a Q8_0 weight row and a
@@ -194,9 +224,9 @@ func axpyGeneric(a float32, x, y *float32, n int) {
 var genericImpl = impl{
 	name: "generic",
 	dot: [numKinds][4]dotFunc{
-		kF32:  genericKernels(32, 32, dotRowF32),
-		kF16:  genericKernels(16, 32, dotRowF16),
-		kBF16: genericKernels(16, 32, dotRowBF16),
+		kF32:  genericFloatKernels(4, decodeF32),
+		kF16:  genericFloatKernels(2, decodeF16),
+		kBF16: genericFloatKernels(2, decodeBF16),
 		kQ8_0: genericKernels(4*34, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ8_0(wr, xr, 0, len(wr)/34) }),
 		kQ4_0: genericKernels(4*18, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ4_0(wr, xr, 0, len(wr)/18) }),
 		kQ4_K: genericKernels(144, actKBytes, dotRowQ4_K),

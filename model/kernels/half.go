@@ -1,6 +1,19 @@
 package kernels
 
-import "math"
+import (
+	"math"
+	"sync"
+)
+
+// halfTable returns the float32 value of every binary16 bit pattern (256 KiB, built on first
+// use by the pure-Go kernels).
+var halfTable = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for h := range t {
+		t[h] = halfToFloat(uint16(h))
+	}
+	return t
+})
 
 // halfToFloat converts an IEEE 754 binary16 value to float32 exactly.
 func halfToFloat(h uint16) float32 {

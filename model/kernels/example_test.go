@@ -1,0 +1,45 @@
+package kernels_test
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/kernels"
+)
+
+// A 2×32 Q8_0 matrix (one block per row: an f16 scale and 32 int8 quants) times a vector of
+// ones, then the same product for a batch of two activation rows.
+func ExampleMatMul() {
+	const rows, cols = 2, 32
+	data := make([]byte, rows*34)
+	for r := 0; r < rows; r++ {
+		blk := data[r*34:]
+		binary.LittleEndian.PutUint16(blk, 0x3800) // d = 0.5 as IEEE half
+		for j := 0; j < 32; j++ {
+			blk[2+j] = byte(int8(r + 1)) // every quant is r+1, so every weight is (r+1)/2
+		}
+	}
+	m, err := kernels.NewMatrix(ggml.Q8_0, rows, cols, data)
+	if err != nil {
+		panic(err)
+	}
+
+	x := make([]float32, 2*cols) // two activation rows: all ones, all twos
+	for c := 0; c < cols; c++ {
+		x[c], x[cols+c] = 1, 2
+	}
+	out := make([]float32, rows)
+	kernels.MatVec(out, m, x[:cols])
+	fmt.Println(out)
+
+	batch := make([]float32, 2*rows)
+	kernels.MatMul(batch, m, x, 2)
+	fmt.Println(batch)
+
+	fmt.Println(kernels.Dot([]float32{1, 2, 3}, []float32{4, 5, 6}))
+	// Output:
+	// [16 32]
+	// [16 32 32 64]
+	// 32
+}
