@@ -24,6 +24,16 @@ DATA permPack<>+24(SB)/4, $0x00000003
 DATA permPack<>+28(SB)/4, $0x00000007
 GLOBL permPack<>(SB), RODATA|NOPTR, $32
 
+DATA shiftHigh4<>+0(SB)/4, $0x00000000
+DATA shiftHigh4<>+4(SB)/4, $0x00000000
+DATA shiftHigh4<>+8(SB)/4, $0x00000000
+DATA shiftHigh4<>+12(SB)/4, $0x00000000
+DATA shiftHigh4<>+16(SB)/4, $0x00000004
+DATA shiftHigh4<>+20(SB)/4, $0x00000004
+DATA shiftHigh4<>+24(SB)/4, $0x00000004
+DATA shiftHigh4<>+28(SB)/4, $0x00000004
+GLOBL shiftHigh4<>(SB), RODATA|NOPTR, $32
+
 DATA f127<>+0(SB)/4, $0x42fe0000
 GLOBL f127<>(SB), RODATA|NOPTR, $4
 
@@ -727,6 +737,7 @@ TEXT ·dotQ4_0x1(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      shiftHigh4<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -737,34 +748,30 @@ row:
 	JZ     done
 	MOVQ   AX, BX
 	XORQ   SI, SI
-	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
 	MOVQ   n+24(FP), R8
 
 tail:
 	TESTQ          R8, R8
 	JZ             store
 	MOVWLZX        (BX), R9
-	VMOVD          R9, X2
-	VPINSRW        $0x01, 18(BX), X2, X2
-	VPINSRW        $0x02, 36(BX), X2, X2
-	VPINSRW        $0x03, 54(BX), X2, X2
-	VCVTPH2PS      X2, X2
-	VINSERTF128    $0x01, X2, Y2, Y2
-	VMOVDQU        2(BX), X3
-	VPSRLW         $0x04, X3, X4
-	VINSERTI128    $0x01, X4, Y3, Y4
+	VMOVD          R9, X3
+	VPINSRW        $0x01, 18(BX), X3, X3
+	VPINSRW        $0x02, 36(BX), X3, X3
+	VPINSRW        $0x03, 54(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VBROADCASTI128 2(BX), Y4
+	VPSRLVD        Y1, Y4, Y4
 	VPAND          mask0F<>+0(SB), Y4, Y4
-	VMOVDQU        20(BX), X3
-	VPSRLW         $0x04, X3, X5
-	VINSERTI128    $0x01, X5, Y3, Y5
+	VBROADCASTI128 20(BX), Y5
+	VPSRLVD        Y1, Y5, Y5
 	VPAND          mask0F<>+0(SB), Y5, Y5
-	VMOVDQU        38(BX), X3
-	VPSRLW         $0x04, X3, X6
-	VINSERTI128    $0x01, X6, Y3, Y6
+	VBROADCASTI128 38(BX), Y6
+	VPSRLVD        Y1, Y6, Y6
 	VPAND          mask0F<>+0(SB), Y6, Y6
-	VMOVDQU        56(BX), X3
-	VPSRLW         $0x04, X3, X7
-	VINSERTI128    $0x01, X7, Y3, Y7
+	VBROADCASTI128 56(BX), Y7
+	VPSRLVD        Y1, Y7, Y7
 	VPAND          mask0F<>+0(SB), Y7, Y7
 	VPMADDUBSW     48(DI)(SI*1), Y4, Y4
 	VPMADDWD       Y0, Y4, Y4
@@ -780,8 +787,8 @@ tail:
 	VPADDD         16(DI)(SI*1), Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTF128 (DI)(SI*1), Y5
-	VMULPS         Y2, Y5, Y5
-	VFMADD231PS    Y4, Y5, Y1
+	VMULPS         Y3, Y5, Y5
+	VFMADD231PS    Y4, Y5, Y2
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
 	DECQ           R8
@@ -791,13 +798,13 @@ store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, BX
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X1, X2, X2
-	VPERMILPS    $0x4e, X2, X1
-	VADDPS       X1, X2, X2
-	VPERMILPS    $0xb1, X2, X1
-	VADDSS       X1, X2, X2
-	VMOVSS       X2, (BX)
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, (BX)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -1465,6 +1472,7 @@ TEXT ·dotQ4_0x2(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      shiftHigh4<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -1477,35 +1485,31 @@ row:
 	JZ     done
 	MOVQ   AX, BX
 	XORQ   SI, SI
-	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 	MOVQ   n+24(FP), R9
 
 tail:
 	TESTQ          R9, R9
 	JZ             store
 	MOVWLZX        (BX), R10
-	VMOVD          R10, X3
-	VPINSRW        $0x01, 18(BX), X3, X3
-	VPINSRW        $0x02, 36(BX), X3, X3
-	VPINSRW        $0x03, 54(BX), X3, X3
-	VCVTPH2PS      X3, X3
-	VINSERTF128    $0x01, X3, Y3, Y3
-	VMOVDQU        2(BX), X4
-	VPSRLW         $0x04, X4, X5
-	VINSERTI128    $0x01, X5, Y4, Y5
+	VMOVD          R10, X4
+	VPINSRW        $0x01, 18(BX), X4, X4
+	VPINSRW        $0x02, 36(BX), X4, X4
+	VPINSRW        $0x03, 54(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VBROADCASTI128 2(BX), Y5
+	VPSRLVD        Y1, Y5, Y5
 	VPAND          mask0F<>+0(SB), Y5, Y5
-	VMOVDQU        20(BX), X4
-	VPSRLW         $0x04, X4, X6
-	VINSERTI128    $0x01, X6, Y4, Y6
+	VBROADCASTI128 20(BX), Y6
+	VPSRLVD        Y1, Y6, Y6
 	VPAND          mask0F<>+0(SB), Y6, Y6
-	VMOVDQU        38(BX), X4
-	VPSRLW         $0x04, X4, X7
-	VINSERTI128    $0x01, X7, Y4, Y7
+	VBROADCASTI128 38(BX), Y7
+	VPSRLVD        Y1, Y7, Y7
 	VPAND          mask0F<>+0(SB), Y7, Y7
-	VMOVDQU        56(BX), X4
-	VPSRLW         $0x04, X4, X8
-	VINSERTI128    $0x01, X8, Y4, Y8
+	VBROADCASTI128 56(BX), Y8
+	VPSRLVD        Y1, Y8, Y8
 	VPAND          mask0F<>+0(SB), Y8, Y8
 	VPMADDUBSW     48(DI)(SI*1), Y5, Y9
 	VPMADDWD       Y0, Y9, Y9
@@ -1521,8 +1525,8 @@ tail:
 	VPADDD         16(DI)(SI*1), Y9, Y9
 	VCVTDQ2PS      Y9, Y9
 	VBROADCASTF128 (DI)(SI*1), Y10
-	VMULPS         Y3, Y10, Y10
-	VFMADD231PS    Y9, Y10, Y1
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y2
 	VPMADDUBSW     48(R8)(SI*1), Y5, Y5
 	VPMADDWD       Y0, Y5, Y5
 	VPMADDUBSW     80(R8)(SI*1), Y6, Y6
@@ -1537,8 +1541,8 @@ tail:
 	VPADDD         16(R8)(SI*1), Y5, Y5
 	VCVTDQ2PS      Y5, Y5
 	VBROADCASTF128 (R8)(SI*1), Y6
-	VMULPS         Y3, Y6, Y6
-	VFMADD231PS    Y5, Y6, Y2
+	VMULPS         Y4, Y6, Y6
+	VFMADD231PS    Y5, Y6, Y3
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
 	DECQ           R9
@@ -1548,21 +1552,21 @@ store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0x4e, X3, X1
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0xb1, X3, X1
-	VADDSS       X1, X3, X3
-	VMOVSS       X3, (SI)
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDSS       X2, X4, X4
+	VMOVSS       X4, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y2, X1
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -2358,6 +2362,7 @@ TEXT ·dotQ4_0x3(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      shiftHigh4<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -2371,36 +2376,32 @@ row:
 	JZ     done
 	MOVQ   AX, BX
 	XORQ   SI, SI
-	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
 	MOVQ   n+24(FP), R10
 
 tail:
 	TESTQ          R10, R10
 	JZ             store
 	MOVWLZX        (BX), R11
-	VMOVD          R11, X4
-	VPINSRW        $0x01, 18(BX), X4, X4
-	VPINSRW        $0x02, 36(BX), X4, X4
-	VPINSRW        $0x03, 54(BX), X4, X4
-	VCVTPH2PS      X4, X4
-	VINSERTF128    $0x01, X4, Y4, Y4
-	VMOVDQU        2(BX), X5
-	VPSRLW         $0x04, X5, X6
-	VINSERTI128    $0x01, X6, Y5, Y6
+	VMOVD          R11, X5
+	VPINSRW        $0x01, 18(BX), X5, X5
+	VPINSRW        $0x02, 36(BX), X5, X5
+	VPINSRW        $0x03, 54(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VBROADCASTI128 2(BX), Y6
+	VPSRLVD        Y1, Y6, Y6
 	VPAND          mask0F<>+0(SB), Y6, Y6
-	VMOVDQU        20(BX), X5
-	VPSRLW         $0x04, X5, X7
-	VINSERTI128    $0x01, X7, Y5, Y7
+	VBROADCASTI128 20(BX), Y7
+	VPSRLVD        Y1, Y7, Y7
 	VPAND          mask0F<>+0(SB), Y7, Y7
-	VMOVDQU        38(BX), X5
-	VPSRLW         $0x04, X5, X8
-	VINSERTI128    $0x01, X8, Y5, Y8
+	VBROADCASTI128 38(BX), Y8
+	VPSRLVD        Y1, Y8, Y8
 	VPAND          mask0F<>+0(SB), Y8, Y8
-	VMOVDQU        56(BX), X5
-	VPSRLW         $0x04, X5, X9
-	VINSERTI128    $0x01, X9, Y5, Y9
+	VBROADCASTI128 56(BX), Y9
+	VPSRLVD        Y1, Y9, Y9
 	VPAND          mask0F<>+0(SB), Y9, Y9
 	VPMADDUBSW     48(DI)(SI*1), Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
@@ -2416,8 +2417,8 @@ tail:
 	VPADDD         16(DI)(SI*1), Y10, Y10
 	VCVTDQ2PS      Y10, Y10
 	VBROADCASTF128 (DI)(SI*1), Y11
-	VMULPS         Y4, Y11, Y11
-	VFMADD231PS    Y10, Y11, Y1
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y2
 	VPMADDUBSW     48(R8)(SI*1), Y6, Y10
 	VPMADDWD       Y0, Y10, Y10
 	VPMADDUBSW     80(R8)(SI*1), Y7, Y11
@@ -2432,8 +2433,8 @@ tail:
 	VPADDD         16(R8)(SI*1), Y10, Y10
 	VCVTDQ2PS      Y10, Y10
 	VBROADCASTF128 (R8)(SI*1), Y11
-	VMULPS         Y4, Y11, Y11
-	VFMADD231PS    Y10, Y11, Y2
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
 	VPMADDUBSW     48(R9)(SI*1), Y6, Y6
 	VPMADDWD       Y0, Y6, Y6
 	VPMADDUBSW     80(R9)(SI*1), Y7, Y7
@@ -2448,8 +2449,8 @@ tail:
 	VPADDD         16(R9)(SI*1), Y6, Y6
 	VCVTDQ2PS      Y6, Y6
 	VBROADCASTF128 (R9)(SI*1), Y7
-	VMULPS         Y4, Y7, Y7
-	VFMADD231PS    Y6, Y7, Y3
+	VMULPS         Y5, Y7, Y7
+	VFMADD231PS    Y6, Y7, Y4
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
 	DECQ           R10
@@ -2459,29 +2460,29 @@ store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y1, X4
-	VADDPS       X1, X4, X4
-	VPERMILPS    $0x4e, X4, X1
-	VADDPS       X1, X4, X4
-	VPERMILPS    $0xb1, X4, X1
-	VADDSS       X1, X4, X4
-	VMOVSS       X4, (SI)
+	VEXTRACTF128 $0x01, Y2, X5
+	VADDPS       X2, X5, X5
+	VPERMILPS    $0x4e, X5, X2
+	VADDPS       X2, X5, X5
+	VPERMILPS    $0xb1, X5, X2
+	VADDSS       X2, X5, X5
+	VMOVSS       X5, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y2, X1
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X1
-	VADDPS       X3, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
@@ -3435,6 +3436,7 @@ TEXT ·dotQ4_0x4(SB), NOSPLIT, $0-64
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      shiftHigh4<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
 	MOVQ         out+48(FP), DX
@@ -3449,37 +3451,33 @@ row:
 	JZ     done
 	MOVQ   AX, BX
 	XORQ   SI, SI
-	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
 	MOVQ   n+24(FP), R11
 
 tail:
 	TESTQ          R11, R11
 	JZ             store
 	MOVWLZX        (BX), R12
-	VMOVD          R12, X5
-	VPINSRW        $0x01, 18(BX), X5, X5
-	VPINSRW        $0x02, 36(BX), X5, X5
-	VPINSRW        $0x03, 54(BX), X5, X5
-	VCVTPH2PS      X5, X5
-	VINSERTF128    $0x01, X5, Y5, Y5
-	VMOVDQU        2(BX), X6
-	VPSRLW         $0x04, X6, X7
-	VINSERTI128    $0x01, X7, Y6, Y7
+	VMOVD          R12, X6
+	VPINSRW        $0x01, 18(BX), X6, X6
+	VPINSRW        $0x02, 36(BX), X6, X6
+	VPINSRW        $0x03, 54(BX), X6, X6
+	VCVTPH2PS      X6, X6
+	VINSERTF128    $0x01, X6, Y6, Y6
+	VBROADCASTI128 2(BX), Y7
+	VPSRLVD        Y1, Y7, Y7
 	VPAND          mask0F<>+0(SB), Y7, Y7
-	VMOVDQU        20(BX), X6
-	VPSRLW         $0x04, X6, X8
-	VINSERTI128    $0x01, X8, Y6, Y8
+	VBROADCASTI128 20(BX), Y8
+	VPSRLVD        Y1, Y8, Y8
 	VPAND          mask0F<>+0(SB), Y8, Y8
-	VMOVDQU        38(BX), X6
-	VPSRLW         $0x04, X6, X9
-	VINSERTI128    $0x01, X9, Y6, Y9
+	VBROADCASTI128 38(BX), Y9
+	VPSRLVD        Y1, Y9, Y9
 	VPAND          mask0F<>+0(SB), Y9, Y9
-	VMOVDQU        56(BX), X6
-	VPSRLW         $0x04, X6, X10
-	VINSERTI128    $0x01, X10, Y6, Y10
+	VBROADCASTI128 56(BX), Y10
+	VPSRLVD        Y1, Y10, Y10
 	VPAND          mask0F<>+0(SB), Y10, Y10
 	VPMADDUBSW     48(DI)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
@@ -3495,8 +3493,8 @@ tail:
 	VPADDD         16(DI)(SI*1), Y11, Y11
 	VCVTDQ2PS      Y11, Y11
 	VBROADCASTF128 (DI)(SI*1), Y12
-	VMULPS         Y5, Y12, Y12
-	VFMADD231PS    Y11, Y12, Y1
+	VMULPS         Y6, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y2
 	VPMADDUBSW     48(R8)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPMADDUBSW     80(R8)(SI*1), Y8, Y12
@@ -3511,8 +3509,8 @@ tail:
 	VPADDD         16(R8)(SI*1), Y11, Y11
 	VCVTDQ2PS      Y11, Y11
 	VBROADCASTF128 (R8)(SI*1), Y12
-	VMULPS         Y5, Y12, Y12
-	VFMADD231PS    Y11, Y12, Y2
+	VMULPS         Y6, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y3
 	VPMADDUBSW     48(R9)(SI*1), Y7, Y11
 	VPMADDWD       Y0, Y11, Y11
 	VPMADDUBSW     80(R9)(SI*1), Y8, Y12
@@ -3527,8 +3525,8 @@ tail:
 	VPADDD         16(R9)(SI*1), Y11, Y11
 	VCVTDQ2PS      Y11, Y11
 	VBROADCASTF128 (R9)(SI*1), Y12
-	VMULPS         Y5, Y12, Y12
-	VFMADD231PS    Y11, Y12, Y3
+	VMULPS         Y6, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y4
 	VPMADDUBSW     48(R10)(SI*1), Y7, Y7
 	VPMADDWD       Y0, Y7, Y7
 	VPMADDUBSW     80(R10)(SI*1), Y8, Y8
@@ -3543,8 +3541,8 @@ tail:
 	VPADDD         16(R10)(SI*1), Y7, Y7
 	VCVTDQ2PS      Y7, Y7
 	VBROADCASTF128 (R10)(SI*1), Y8
-	VMULPS         Y5, Y8, Y8
-	VFMADD231PS    Y7, Y8, Y4
+	VMULPS         Y6, Y8, Y8
+	VFMADD231PS    Y7, Y8, Y5
 	ADDQ           $0x00000048, BX
 	ADDQ           $0x000000b0, SI
 	DECQ           R11
@@ -3554,37 +3552,37 @@ store:
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y1, X5
-	VADDPS       X1, X5, X5
-	VPERMILPS    $0x4e, X5, X1
-	VADDPS       X1, X5, X5
-	VPERMILPS    $0xb1, X5, X1
-	VADDSS       X1, X5, X5
-	VMOVSS       X5, (SI)
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X2, X6, X6
+	VPERMILPS    $0x4e, X6, X2
+	VADDPS       X2, X6, X6
+	VPERMILPS    $0xb1, X6, X2
+	VADDSS       X2, X6, X6
+	VMOVSS       X6, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y2, X1
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X1
-	VADDPS       X3, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y4, X1
-	VADDPS       X4, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX

@@ -66,7 +66,7 @@ func main() {
 }
 
 var (
-	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127 Mem
+	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, shiftHigh4 Mem
 )
 
 func constants() {
@@ -77,6 +77,10 @@ func constants() {
 	permPack = GLOBL("permPack", RODATA|NOPTR)
 	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
 		DATA(4*i, U32(v))
+	}
+	shiftHigh4 = GLOBL("shiftHigh4", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(4*uint32(i/4)))
 	}
 	f127 = GLOBL("f127", RODATA|NOPTR)
 	DATA(0, U32(math.Float32bits(127)))
@@ -380,19 +384,21 @@ func q80(nx int) {
 // precomputed −8·Σq correction.
 func q40(nx int) {
 	name := fmt.Sprintf("dotQ4_0x%d", nx)
-	var ones VecVirtual
+	var ones, shift VecVirtual
 	rowsWithSetup(name, nx, 4*18, act32Group, func() {
 		ones = onesW()
+		shift = YMM()
+		VMOVDQU(shiftHigh4, shift)
 	}, func(s *rowState, k int) {
 		dw4 := scales4(s.p, 18)
+		// Both lanes get the 16 bytes; the high lane's dwords shift right by 4, so after the
+		// mask the low lane holds the low nibbles (elements 0-15) and the high lane the high
+		// nibbles (elements 16-31).
 		var q [4]VecVirtual
 		for k := range q {
-			lo := XMM()
-			VMOVDQU(Mem{Base: s.p, Disp: 18*k + 2}, lo)
-			hi := XMM()
-			VPSRLW(U8(4), lo, hi)
 			q[k] = YMM()
-			VINSERTI128(U8(1), hi, lo.AsY(), q[k])
+			VBROADCASTI128(Mem{Base: s.p, Disp: 18*k + 2}, q[k])
+			VPSRLVD(shift, q[k], q[k])
 			VPAND(mask0F, q[k], q[k])
 		}
 		group32(s, nx, ones, dw4, true, func(i, k int) VecVirtual {
