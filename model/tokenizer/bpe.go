@@ -3,8 +3,8 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/loomlm/loom/core"
 )
@@ -56,16 +56,11 @@ func unmapBytes(s string) []byte {
 	return out
 }
 
-// maxCachedWords bounds the cache of tokenised words; when it is full, it starts over.
-const maxCachedWords = 1 << 17
-
 type bpeState struct {
 	ranks        map[pairKey]int32
 	pre          *pretokenizer
 	ignoreMerges bool
-
-	mu    sync.RWMutex
-	cache map[string][]core.TokenID
+	cache        wordCache
 }
 
 type pairKey struct{ left, right string }
@@ -82,7 +77,7 @@ func (t *Tokenizer) initBPE(merges []string) error {
 	if !ok {
 		return fmt.Errorf("tokenizer: pre-tokenizer %q (tokenizer.ggml.pre) is not supported; supported: %s", t.pre, strings.Join(Pretokenizers(), ", "))
 	}
-	b := &bpeState{ranks: make(map[pairKey]int32, len(merges)), pre: pre, ignoreMerges: pre.ignoreMerges, cache: map[string][]core.TokenID{}}
+	b := &bpeState{ranks: make(map[pairKey]int32, len(merges)), pre: pre, ignoreMerges: pre.ignoreMerges}
 	for rank, m := range merges {
 		// Split at the first space after the first character: pieces never hold a raw space.
 		sp := strings.IndexByte(m[min(1, len(m)):], ' ')
@@ -102,32 +97,17 @@ func (t *Tokenizer) initBPE(merges []string) error {
 // encodeBPE appends the tokens of a fragment: the pre-tokenizer splits it into words, each
 // tokenised on its own (and remembered).
 func (t *Tokenizer) encodeBPE(out []core.TokenID, fragment string) []core.TokenID {
-	b := t.bpe
-	var missed []string
-	var missedIDs [][]core.TokenID
-	b.mu.RLock()
-	b.pre.split(fragment, func(word string) {
-		if ids, ok := b.cache[word]; ok {
-			out = append(out, ids...)
-			return
-		}
-		ids := t.bpeWord(word)
-		out = append(out, ids...)
-		missed = append(missed, word)
-		missedIDs = append(missedIDs, ids)
-	})
-	b.mu.RUnlock()
-	if len(missed) > 0 {
-		b.mu.Lock()
-		for i, w := range missed {
-			if len(b.cache) >= maxCachedWords {
-				b.cache = make(map[string][]core.TokenID, maxCachedWords/4)
-			}
-			b.cache[strings.Clone(w)] = missedIDs[i]
-		}
-		b.mu.Unlock()
-	}
+	var sc bpeScratch
+	out, _ = t.bpe.cache.encode(out, func(yield func(string)) { t.bpe.pre.split(fragment, yield) },
+		func(out []core.TokenID, word string) ([]core.TokenID, error) { return t.bpeWord(&sc, out, word), nil })
 	return out
+}
+
+// bpeScratch holds buffers reused from word to word.
+type bpeScratch struct {
+	text  []byte
+	syms  []bpeSymbol
+	queue []bpeBigram
 }
 
 type bpeSymbol struct {
@@ -145,16 +125,20 @@ func (a bpeBigram) before(b bpeBigram) bool {
 	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
 }
 
-// bpeWord tokenises one pre-tokenized word: its bytes are mapped to characters, then the
-// adjacent pair with the lowest merge rank is merged until no pair has a rank.
-func (t *Tokenizer) bpeWord(word string) []core.TokenID {
-	text := mapBytes(word)
+// bpeWord appends the tokens of one pre-tokenized word: its bytes are mapped to characters,
+// then the adjacent pair with the lowest merge rank is merged until no pair has a rank.
+func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []core.TokenID {
+	sc.text = sc.text[:0]
+	for i := 0; i < len(word); i++ {
+		sc.text = append(sc.text, byteString[word[i]]...)
+	}
+	text := unsafe.String(unsafe.SliceData(sc.text), len(sc.text)) // valid until the next word
 	if t.bpe.ignoreMerges {
 		if id, ok := t.toID[text]; ok {
-			return []core.TokenID{id}
+			return append(out, id)
 		}
 	}
-	syms := make([]bpeSymbol, 0, len(word))
+	syms := sc.syms[:0]
 	for i := 0; i < len(text); {
 		_, n := utf8.DecodeRuneInString(text[i:])
 		k := int32(len(syms))
@@ -163,7 +147,8 @@ func (t *Tokenizer) bpeWord(word string) []core.TokenID {
 	}
 	syms[len(syms)-1].next = -1
 
-	var queue []bpeBigram
+	queue := sc.queue[:0]
+	defer func() { sc.syms, sc.queue = syms, queue }()
 	push := func(b bpeBigram) {
 		queue = append(queue, b)
 		i := len(queue) - 1
@@ -229,7 +214,7 @@ func (t *Tokenizer) bpeWord(word string) []core.TokenID {
 		tryPair(bg.left, l.next)
 	}
 
-	ids := make([]core.TokenID, 0, len(syms))
+	ids := out
 	for i := int32(0); i >= 0; i = syms[i].next {
 		s := syms[i]
 		piece := text[s.start : s.start+s.n]

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/loomlm/loom/core"
 )
@@ -13,6 +14,15 @@ const spmSpace = "\u2581"
 type spmState struct {
 	// byteIDs maps a byte to the token that stands for it in byte fallback, or -1.
 	byteIDs [256]core.TokenID
+
+	// Pairs of adjacent characters found inside vocabulary entries: a merge can only join
+	// two characters that form one of these, so text splits into chunks at every other
+	// pair, and chunks are tokenised (and cached) independently with the same result.
+	pairsOnce  sync.Once
+	asciiPairs [128 * 128 / 64]uint64
+	pairs      map[string]struct{}
+
+	cache wordCache
 }
 
 func (t *Tokenizer) initSPM() {
@@ -26,6 +36,39 @@ func (t *Tokenizer) initSPM() {
 		}
 		t.spm.byteIDs[b] = id
 	}
+}
+
+// initPairs records the pairs of adjacent characters of every vocabulary entry.
+func (t *Tokenizer) initPairs() {
+	st := &t.spm
+	st.pairs = map[string]struct{}{}
+	for _, tok := range t.tokens {
+		prev := -1
+		for i := 0; i < len(tok); {
+			n := min(utf8Len(tok[i]), len(tok)-i)
+			if prev >= 0 {
+				if i-prev == 1 && n == 1 && tok[prev] < 0x80 && tok[i] < 0x80 {
+					k := int(tok[prev])<<7 | int(tok[i])
+					st.asciiPairs[k/64] |= 1 << (k % 64)
+				} else {
+					st.pairs[tok[prev:i+n]] = struct{}{}
+				}
+			}
+			prev = i
+			i += n
+		}
+	}
+}
+
+// mayJoin reports whether the characters text[a:b] and text[b:c] occur next to each other in
+// some vocabulary entry.
+func (st *spmState) mayJoin(text string, a, b, c int) bool {
+	if b-a == 1 && c-b == 1 && text[a] < 0x80 && text[b] < 0x80 {
+		k := int(text[a])<<7 | int(text[b])
+		return st.asciiPairs[k/64]&(1<<(k%64)) != 0
+	}
+	_, ok := st.pairs[text[a:c]]
+	return ok
 }
 
 // spmSymbol is a run of text[start:start+n] in the linked list of symbols; n = 0 once merged
@@ -92,9 +135,8 @@ func (h *spmHeap) pop() spmBigram {
 }
 
 // encodeSPM appends the tokens of a fragment of text, SentencePiece-style: spaces become "▁"
-// (with one in front when prefix is set); then, starting from single characters, the adjacent
-// pair forming the best-scoring vocabulary entry is merged until none remains; characters left
-// without a token are written with byte tokens.
+// (with one in front when prefix is set), then each chunk of the result is tokenised by
+// spmChunk.
 func (t *Tokenizer) encodeSPM(out []core.TokenID, fragment string, prefix bool) ([]core.TokenID, error) {
 	var sb strings.Builder
 	sb.Grow(len(fragment) + len(fragment)/4 + 3)
@@ -112,11 +154,39 @@ func (t *Tokenizer) encodeSPM(out []core.TokenID, fragment string, prefix bool) 
 		i += j + 1
 	}
 	text := sb.String()
-	if text == "" {
-		return out, nil
+	t.spm.pairsOnce.Do(t.initPairs)
+	split := func(yield func(string)) {
+		start, prev := 0, -1
+		for i := 0; i < len(text); {
+			n := min(utf8Len(text[i]), len(text)-i)
+			if prev >= 0 && !t.spm.mayJoin(text, prev, i, i+n) {
+				yield(text[start:i])
+				start = i
+			}
+			prev = i
+			i += n
+		}
+		if start < len(text) {
+			yield(text[start:])
+		}
 	}
+	var sc spmScratch
+	return t.spm.cache.encode(out, split, func(out []core.TokenID, chunk string) ([]core.TokenID, error) {
+		return t.spmChunk(&sc, out, chunk)
+	})
+}
 
-	syms := make([]spmSymbol, 0, len(text))
+// spmScratch holds buffers reused from chunk to chunk.
+type spmScratch struct {
+	syms  []spmSymbol
+	queue spmHeap
+}
+
+// spmChunk appends the tokens of an escaped chunk of text: starting from single characters, the adjacent
+// pair forming the best-scoring vocabulary entry (the leftmost among equals) is merged until
+// none remains; characters left without a token are written with byte tokens.
+func (t *Tokenizer) spmChunk(sc *spmScratch, out []core.TokenID, text string) ([]core.TokenID, error) {
+	syms := sc.syms[:0]
 	for i := 0; i < len(text); {
 		n := min(utf8Len(text[i]), len(text)-i)
 		k := int32(len(syms))
@@ -125,7 +195,8 @@ func (t *Tokenizer) encodeSPM(out []core.TokenID, fragment string, prefix bool) 
 	}
 	syms[len(syms)-1].next = -1
 
-	queue := make(spmHeap, 0, len(syms))
+	queue := sc.queue[:0]
+	defer func() { sc.syms, sc.queue = syms, queue }()
 	tryPair := func(left, right int32) {
 		if left < 0 || right < 0 {
 			return

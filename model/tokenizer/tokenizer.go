@@ -419,3 +419,11 @@ func utf8Len(b byte) int {
 	}
 	return 4
 }
+
+// resetCaches empties the caches of tokenised words.
+func (t *Tokenizer) resetCaches() {
+	t.spm.cache.reset()
+	if t.bpe != nil {
+		t.bpe.cache.reset()
+	}
+}
