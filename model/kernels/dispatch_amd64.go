@@ -23,8 +23,7 @@ func init() {
 			kQ4_K: {dotQ4_Kx1, dotQ4_Kx2, dotQ4_Kx3, dotQ4_Kx4},
 			kQ6_K: {dotQ6_Kx1, dotQ6_Kx2, dotQ6_Kx3, dotQ6_Kx4},
 		},
-		pairs: [numKinds]dotFunc{kF32: dotF32x4p, kF16: dotF16x4p, kBF16: dotBF16x4p},
-		axpy:  axpyF32,
+		axpy: axpyF32,
 		quant32: func(dst []byte, x []float32) {
 			if len(x) >= 32 {
 				quant32(&x[0], len(x)/32, &dst[0])

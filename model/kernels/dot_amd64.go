@@ -88,15 +88,6 @@ func dotQ4_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 // dotQ6_Kx4 computes 4 activation row(s) against rows weight rows.
 func dotQ6_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
-// dotF32x4p computes 4 activation row(s) against rows weight rows (even), two at a time.
-func dotF32x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-
-// dotF16x4p computes 4 activation row(s) against rows weight rows (even), two at a time.
-func dotF16x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-
-// dotBF16x4p computes 4 activation row(s) against rows weight rows (even), two at a time.
-func dotBF16x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
 

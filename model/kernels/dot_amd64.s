@@ -452,31 +452,25 @@ row:
 	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 	MOVQ   n+24(FP), R8
 
 blocks4:
-	CMPQ        R8, $0x00000004
+	CMPQ        R8, $0x00000002
 	JB          tail
-	VMOVUPS     (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VMOVUPS     32(BX), Y4
-	VFMADD231PS 32(DI)(SI*1), Y4, Y1
-	VMOVUPS     64(BX), Y4
-	VFMADD231PS 64(DI)(SI*1), Y4, Y2
-	VMOVUPS     96(BX), Y4
-	VFMADD231PS 96(DI)(SI*1), Y4, Y3
-	ADDQ        $0x00000080, BX
-	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, R8
+	VMOVUPS     (BX), Y2
+	VFMADD231PS (DI)(SI*1), Y2, Y0
+	VMOVUPS     32(BX), Y2
+	VFMADD231PS 32(DI)(SI*1), Y2, Y1
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R8
 	JMP         blocks4
 
 tail:
 	TESTQ       R8, R8
 	JZ          store
-	VMOVUPS     (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VMOVUPS     (BX), Y2
+	VFMADD231PS (DI)(SI*1), Y2, Y0
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R8
@@ -484,8 +478,6 @@ tail:
 
 store:
 	VADDPS       Y1, Y0, Y0
-	VADDPS       Y2, Y0, Y0
-	VADDPS       Y3, Y0, Y0
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, BX
@@ -499,7 +491,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -521,31 +513,25 @@ row:
 	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 	MOVQ   n+24(FP), R8
 
 blocks4:
-	CMPQ        R8, $0x00000004
+	CMPQ        R8, $0x00000002
 	JB          tail
-	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VCVTPH2PS   16(BX), Y4
-	VFMADD231PS 32(DI)(SI*1), Y4, Y1
-	VCVTPH2PS   32(BX), Y4
-	VFMADD231PS 64(DI)(SI*1), Y4, Y2
-	VCVTPH2PS   48(BX), Y4
-	VFMADD231PS 96(DI)(SI*1), Y4, Y3
-	ADDQ        $0x00000040, BX
-	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, R8
+	VCVTPH2PS   (BX), Y2
+	VFMADD231PS (DI)(SI*1), Y2, Y0
+	VCVTPH2PS   16(BX), Y2
+	VFMADD231PS 32(DI)(SI*1), Y2, Y1
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R8
 	JMP         blocks4
 
 tail:
 	TESTQ       R8, R8
 	JZ          store
-	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VCVTPH2PS   (BX), Y2
+	VFMADD231PS (DI)(SI*1), Y2, Y0
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R8
@@ -553,8 +539,6 @@ tail:
 
 store:
 	VADDPS       Y1, Y0, Y0
-	VADDPS       Y2, Y0, Y0
-	VADDPS       Y3, Y0, Y0
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, BX
@@ -568,7 +552,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -590,36 +574,28 @@ row:
 	XORQ   SI, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 	MOVQ   n+24(FP), R8
 
 blocks4:
-	CMPQ        R8, $0x00000004
+	CMPQ        R8, $0x00000002
 	JB          tail
-	VPMOVZXWD   (BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VPMOVZXWD   16(BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(DI)(SI*1), Y4, Y1
-	VPMOVZXWD   32(BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 64(DI)(SI*1), Y4, Y2
-	VPMOVZXWD   48(BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 96(DI)(SI*1), Y4, Y3
-	ADDQ        $0x00000040, BX
-	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, R8
+	VPMOVZXWD   (BX), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VFMADD231PS (DI)(SI*1), Y2, Y0
+	VPMOVZXWD   16(BX), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VFMADD231PS 32(DI)(SI*1), Y2, Y1
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R8
 	JMP         blocks4
 
 tail:
 	TESTQ       R8, R8
 	JZ          store
-	VPMOVZXWD   (BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
+	VPMOVZXWD   (BX), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VFMADD231PS (DI)(SI*1), Y2, Y0
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R8
@@ -627,8 +603,6 @@ tail:
 
 store:
 	VADDPS       Y1, Y0, Y0
-	VADDPS       Y2, Y0, Y0
-	VADDPS       Y3, Y0, Y0
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, BX
@@ -642,7 +616,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -724,7 +698,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -808,7 +782,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -947,7 +921,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1089,7 +1063,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1118,7 +1092,7 @@ row:
 	MOVQ   n+24(FP), R9
 
 blocks4:
-	CMPQ        R9, $0x00000004
+	CMPQ        R9, $0x00000002
 	JB          tail
 	VMOVUPS     (BX), Y4
 	VFMADD231PS (DI)(SI*1), Y4, Y0
@@ -1126,15 +1100,9 @@ blocks4:
 	VMOVUPS     32(BX), Y4
 	VFMADD231PS 32(DI)(SI*1), Y4, Y1
 	VFMADD231PS 32(R8)(SI*1), Y4, Y3
-	VMOVUPS     64(BX), Y4
-	VFMADD231PS 64(DI)(SI*1), Y4, Y0
-	VFMADD231PS 64(R8)(SI*1), Y4, Y2
-	VMOVUPS     96(BX), Y4
-	VFMADD231PS 96(DI)(SI*1), Y4, Y1
-	VFMADD231PS 96(R8)(SI*1), Y4, Y3
-	ADDQ        $0x00000080, BX
-	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, R9
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R9
 	JMP         blocks4
 
 tail:
@@ -1172,7 +1140,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1201,7 +1169,7 @@ row:
 	MOVQ   n+24(FP), R9
 
 blocks4:
-	CMPQ        R9, $0x00000004
+	CMPQ        R9, $0x00000002
 	JB          tail
 	VCVTPH2PS   (BX), Y4
 	VFMADD231PS (DI)(SI*1), Y4, Y0
@@ -1209,15 +1177,9 @@ blocks4:
 	VCVTPH2PS   16(BX), Y4
 	VFMADD231PS 32(DI)(SI*1), Y4, Y1
 	VFMADD231PS 32(R8)(SI*1), Y4, Y3
-	VCVTPH2PS   32(BX), Y4
-	VFMADD231PS 64(DI)(SI*1), Y4, Y0
-	VFMADD231PS 64(R8)(SI*1), Y4, Y2
-	VCVTPH2PS   48(BX), Y4
-	VFMADD231PS 96(DI)(SI*1), Y4, Y1
-	VFMADD231PS 96(R8)(SI*1), Y4, Y3
-	ADDQ        $0x00000040, BX
-	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, R9
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R9
 	JMP         blocks4
 
 tail:
@@ -1255,7 +1217,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1284,7 +1246,7 @@ row:
 	MOVQ   n+24(FP), R9
 
 blocks4:
-	CMPQ        R9, $0x00000004
+	CMPQ        R9, $0x00000002
 	JB          tail
 	VPMOVZXWD   (BX), Y4
 	VPSLLD      $0x10, Y4, Y4
@@ -1294,17 +1256,9 @@ blocks4:
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS 32(DI)(SI*1), Y4, Y1
 	VFMADD231PS 32(R8)(SI*1), Y4, Y3
-	VPMOVZXWD   32(BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 64(DI)(SI*1), Y4, Y0
-	VFMADD231PS 64(R8)(SI*1), Y4, Y2
-	VPMOVZXWD   48(BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 96(DI)(SI*1), Y4, Y1
-	VFMADD231PS 96(R8)(SI*1), Y4, Y3
-	ADDQ        $0x00000040, BX
-	ADDQ        $0x00000080, SI
-	SUBQ        $0x00000004, R9
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x00000040, SI
+	SUBQ        $0x00000002, R9
 	JMP         blocks4
 
 tail:
@@ -1343,7 +1297,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1459,7 +1413,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1570,7 +1524,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1754,7 +1708,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1939,7 +1893,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -1965,19 +1919,22 @@ row:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
 	MOVQ   n+24(FP), R10
 
 blocks4:
 	CMPQ        R10, $0x00000002
 	JB          tail
-	VMOVUPS     (BX), Y3
-	VFMADD231PS (DI)(SI*1), Y3, Y0
-	VFMADD231PS (R8)(SI*1), Y3, Y1
-	VFMADD231PS (R9)(SI*1), Y3, Y2
-	VMOVUPS     32(BX), Y3
-	VFMADD231PS 32(DI)(SI*1), Y3, Y0
-	VFMADD231PS 32(R8)(SI*1), Y3, Y1
-	VFMADD231PS 32(R9)(SI*1), Y3, Y2
+	VMOVUPS     (BX), Y6
+	VFMADD231PS (DI)(SI*1), Y6, Y0
+	VFMADD231PS (R8)(SI*1), Y6, Y2
+	VFMADD231PS (R9)(SI*1), Y6, Y4
+	VMOVUPS     32(BX), Y6
+	VFMADD231PS 32(DI)(SI*1), Y6, Y1
+	VFMADD231PS 32(R8)(SI*1), Y6, Y3
+	VFMADD231PS 32(R9)(SI*1), Y6, Y5
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000040, SI
 	SUBQ        $0x00000002, R10
@@ -1986,34 +1943,29 @@ blocks4:
 tail:
 	TESTQ       R10, R10
 	JZ          store
-	VMOVUPS     (BX), Y3
-	VFMADD231PS (DI)(SI*1), Y3, Y0
-	VFMADD231PS (R8)(SI*1), Y3, Y1
-	VFMADD231PS (R9)(SI*1), Y3, Y2
+	VMOVUPS     (BX), Y6
+	VFMADD231PS (DI)(SI*1), Y6, Y0
+	VFMADD231PS (R8)(SI*1), Y6, Y2
+	VFMADD231PS (R9)(SI*1), Y6, Y4
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R10
 	JMP         tail
 
 store:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X3
-	VADDPS       X0, X3, X3
-	VPERMILPS    $0x4e, X3, X0
-	VADDPS       X0, X3, X3
-	VPERMILPS    $0xb1, X3, X0
-	VADDSS       X0, X3, X3
-	VMOVSS       X3, (SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X2, X0, X0
@@ -2022,10 +1974,18 @@ store:
 	VPERMILPS    $0xb1, X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2051,19 +2011,22 @@ row:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
 	MOVQ   n+24(FP), R10
 
 blocks4:
 	CMPQ        R10, $0x00000002
 	JB          tail
-	VCVTPH2PS   (BX), Y3
-	VFMADD231PS (DI)(SI*1), Y3, Y0
-	VFMADD231PS (R8)(SI*1), Y3, Y1
-	VFMADD231PS (R9)(SI*1), Y3, Y2
-	VCVTPH2PS   16(BX), Y3
-	VFMADD231PS 32(DI)(SI*1), Y3, Y0
-	VFMADD231PS 32(R8)(SI*1), Y3, Y1
-	VFMADD231PS 32(R9)(SI*1), Y3, Y2
+	VCVTPH2PS   (BX), Y6
+	VFMADD231PS (DI)(SI*1), Y6, Y0
+	VFMADD231PS (R8)(SI*1), Y6, Y2
+	VFMADD231PS (R9)(SI*1), Y6, Y4
+	VCVTPH2PS   16(BX), Y6
+	VFMADD231PS 32(DI)(SI*1), Y6, Y1
+	VFMADD231PS 32(R8)(SI*1), Y6, Y3
+	VFMADD231PS 32(R9)(SI*1), Y6, Y5
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
 	SUBQ        $0x00000002, R10
@@ -2072,34 +2035,29 @@ blocks4:
 tail:
 	TESTQ       R10, R10
 	JZ          store
-	VCVTPH2PS   (BX), Y3
-	VFMADD231PS (DI)(SI*1), Y3, Y0
-	VFMADD231PS (R8)(SI*1), Y3, Y1
-	VFMADD231PS (R9)(SI*1), Y3, Y2
+	VCVTPH2PS   (BX), Y6
+	VFMADD231PS (DI)(SI*1), Y6, Y0
+	VFMADD231PS (R8)(SI*1), Y6, Y2
+	VFMADD231PS (R9)(SI*1), Y6, Y4
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R10
 	JMP         tail
 
 store:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X3
-	VADDPS       X0, X3, X3
-	VPERMILPS    $0x4e, X3, X0
-	VADDPS       X0, X3, X3
-	VPERMILPS    $0xb1, X3, X0
-	VADDSS       X0, X3, X3
-	VMOVSS       X3, (SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X2, X0, X0
@@ -2108,10 +2066,18 @@ store:
 	VPERMILPS    $0xb1, X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2137,21 +2103,24 @@ row:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
 	MOVQ   n+24(FP), R10
 
 blocks4:
 	CMPQ        R10, $0x00000002
 	JB          tail
-	VPMOVZXWD   (BX), Y3
-	VPSLLD      $0x10, Y3, Y3
-	VFMADD231PS (DI)(SI*1), Y3, Y0
-	VFMADD231PS (R8)(SI*1), Y3, Y1
-	VFMADD231PS (R9)(SI*1), Y3, Y2
-	VPMOVZXWD   16(BX), Y3
-	VPSLLD      $0x10, Y3, Y3
-	VFMADD231PS 32(DI)(SI*1), Y3, Y0
-	VFMADD231PS 32(R8)(SI*1), Y3, Y1
-	VFMADD231PS 32(R9)(SI*1), Y3, Y2
+	VPMOVZXWD   (BX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS (DI)(SI*1), Y6, Y0
+	VFMADD231PS (R8)(SI*1), Y6, Y2
+	VFMADD231PS (R9)(SI*1), Y6, Y4
+	VPMOVZXWD   16(BX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS 32(DI)(SI*1), Y6, Y1
+	VFMADD231PS 32(R8)(SI*1), Y6, Y3
+	VFMADD231PS 32(R9)(SI*1), Y6, Y5
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
 	SUBQ        $0x00000002, R10
@@ -2160,35 +2129,30 @@ blocks4:
 tail:
 	TESTQ       R10, R10
 	JZ          store
-	VPMOVZXWD   (BX), Y3
-	VPSLLD      $0x10, Y3, Y3
-	VFMADD231PS (DI)(SI*1), Y3, Y0
-	VFMADD231PS (R8)(SI*1), Y3, Y1
-	VFMADD231PS (R9)(SI*1), Y3, Y2
+	VPMOVZXWD   (BX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS (DI)(SI*1), Y6, Y0
+	VFMADD231PS (R8)(SI*1), Y6, Y2
+	VFMADD231PS (R9)(SI*1), Y6, Y4
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R10
 	JMP         tail
 
 store:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X3
-	VADDPS       X0, X3, X3
-	VPERMILPS    $0x4e, X3, X0
-	VADDPS       X0, X3, X3
-	VPERMILPS    $0xb1, X3, X0
-	VADDSS       X0, X3, X3
-	VMOVSS       X3, (SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X2, X0, X0
@@ -2197,10 +2161,18 @@ store:
 	VPERMILPS    $0xb1, X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2349,7 +2321,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2486,7 +2458,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2714,7 +2686,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2941,7 +2913,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -2969,21 +2941,25 @@ row:
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 	MOVQ   n+24(FP), R11
 
 blocks4:
 	CMPQ        R11, $0x00000002
 	JB          tail
-	VMOVUPS     (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VFMADD231PS (R8)(SI*1), Y4, Y1
-	VFMADD231PS (R9)(SI*1), Y4, Y2
-	VFMADD231PS (R10)(SI*1), Y4, Y3
-	VMOVUPS     32(BX), Y4
-	VFMADD231PS 32(DI)(SI*1), Y4, Y0
-	VFMADD231PS 32(R8)(SI*1), Y4, Y1
-	VFMADD231PS 32(R9)(SI*1), Y4, Y2
-	VFMADD231PS 32(R10)(SI*1), Y4, Y3
+	VMOVUPS     (BX), Y8
+	VFMADD231PS (DI)(SI*1), Y8, Y0
+	VFMADD231PS (R8)(SI*1), Y8, Y2
+	VFMADD231PS (R9)(SI*1), Y8, Y4
+	VFMADD231PS (R10)(SI*1), Y8, Y6
+	VMOVUPS     32(BX), Y8
+	VFMADD231PS 32(DI)(SI*1), Y8, Y1
+	VFMADD231PS 32(R8)(SI*1), Y8, Y3
+	VFMADD231PS 32(R9)(SI*1), Y8, Y5
+	VFMADD231PS 32(R10)(SI*1), Y8, Y7
 	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000040, SI
 	SUBQ        $0x00000002, R11
@@ -2992,35 +2968,31 @@ blocks4:
 tail:
 	TESTQ       R11, R11
 	JZ          store
-	VMOVUPS     (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VFMADD231PS (R8)(SI*1), Y4, Y1
-	VFMADD231PS (R9)(SI*1), Y4, Y2
-	VFMADD231PS (R10)(SI*1), Y4, Y3
+	VMOVUPS     (BX), Y8
+	VFMADD231PS (DI)(SI*1), Y8, Y0
+	VFMADD231PS (R8)(SI*1), Y8, Y2
+	VFMADD231PS (R9)(SI*1), Y8, Y4
+	VFMADD231PS (R10)(SI*1), Y8, Y6
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R11
 	JMP         tail
 
 store:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X0, X4, X4
-	VPERMILPS    $0x4e, X4, X0
-	VADDPS       X0, X4, X4
-	VPERMILPS    $0xb1, X4, X0
-	VADDSS       X0, X4, X4
-	VMOVSS       X4, (SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X2, X0, X0
@@ -3030,8 +3002,16 @@ store:
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X3, X0, X0
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X6, X0, X0
 	VPERMILPS    $0x4e, X0, X1
 	VADDPS       X1, X0, X0
 	VPERMILPS    $0xb1, X0, X1
@@ -3040,7 +3020,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -3068,21 +3048,25 @@ row:
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 	MOVQ   n+24(FP), R11
 
 blocks4:
 	CMPQ        R11, $0x00000002
 	JB          tail
-	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VFMADD231PS (R8)(SI*1), Y4, Y1
-	VFMADD231PS (R9)(SI*1), Y4, Y2
-	VFMADD231PS (R10)(SI*1), Y4, Y3
-	VCVTPH2PS   16(BX), Y4
-	VFMADD231PS 32(DI)(SI*1), Y4, Y0
-	VFMADD231PS 32(R8)(SI*1), Y4, Y1
-	VFMADD231PS 32(R9)(SI*1), Y4, Y2
-	VFMADD231PS 32(R10)(SI*1), Y4, Y3
+	VCVTPH2PS   (BX), Y8
+	VFMADD231PS (DI)(SI*1), Y8, Y0
+	VFMADD231PS (R8)(SI*1), Y8, Y2
+	VFMADD231PS (R9)(SI*1), Y8, Y4
+	VFMADD231PS (R10)(SI*1), Y8, Y6
+	VCVTPH2PS   16(BX), Y8
+	VFMADD231PS 32(DI)(SI*1), Y8, Y1
+	VFMADD231PS 32(R8)(SI*1), Y8, Y3
+	VFMADD231PS 32(R9)(SI*1), Y8, Y5
+	VFMADD231PS 32(R10)(SI*1), Y8, Y7
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
 	SUBQ        $0x00000002, R11
@@ -3091,35 +3075,31 @@ blocks4:
 tail:
 	TESTQ       R11, R11
 	JZ          store
-	VCVTPH2PS   (BX), Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VFMADD231PS (R8)(SI*1), Y4, Y1
-	VFMADD231PS (R9)(SI*1), Y4, Y2
-	VFMADD231PS (R10)(SI*1), Y4, Y3
+	VCVTPH2PS   (BX), Y8
+	VFMADD231PS (DI)(SI*1), Y8, Y0
+	VFMADD231PS (R8)(SI*1), Y8, Y2
+	VFMADD231PS (R9)(SI*1), Y8, Y4
+	VFMADD231PS (R10)(SI*1), Y8, Y6
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R11
 	JMP         tail
 
 store:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X0, X4, X4
-	VPERMILPS    $0x4e, X4, X0
-	VADDPS       X0, X4, X4
-	VPERMILPS    $0xb1, X4, X0
-	VADDSS       X0, X4, X4
-	VMOVSS       X4, (SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X2, X0, X0
@@ -3129,8 +3109,16 @@ store:
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X3, X0, X0
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X6, X0, X0
 	VPERMILPS    $0x4e, X0, X1
 	VADDPS       X1, X0, X0
 	VPERMILPS    $0xb1, X0, X1
@@ -3139,7 +3127,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -3167,23 +3155,27 @@ row:
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 	MOVQ   n+24(FP), R11
 
 blocks4:
 	CMPQ        R11, $0x00000002
 	JB          tail
-	VPMOVZXWD   (BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VFMADD231PS (R8)(SI*1), Y4, Y1
-	VFMADD231PS (R9)(SI*1), Y4, Y2
-	VFMADD231PS (R10)(SI*1), Y4, Y3
-	VPMOVZXWD   16(BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(DI)(SI*1), Y4, Y0
-	VFMADD231PS 32(R8)(SI*1), Y4, Y1
-	VFMADD231PS 32(R9)(SI*1), Y4, Y2
-	VFMADD231PS 32(R10)(SI*1), Y4, Y3
+	VPMOVZXWD   (BX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI)(SI*1), Y8, Y0
+	VFMADD231PS (R8)(SI*1), Y8, Y2
+	VFMADD231PS (R9)(SI*1), Y8, Y4
+	VFMADD231PS (R10)(SI*1), Y8, Y6
+	VPMOVZXWD   16(BX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 32(DI)(SI*1), Y8, Y1
+	VFMADD231PS 32(R8)(SI*1), Y8, Y3
+	VFMADD231PS 32(R9)(SI*1), Y8, Y5
+	VFMADD231PS 32(R10)(SI*1), Y8, Y7
 	ADDQ        $0x00000020, BX
 	ADDQ        $0x00000040, SI
 	SUBQ        $0x00000002, R11
@@ -3192,36 +3184,32 @@ blocks4:
 tail:
 	TESTQ       R11, R11
 	JZ          store
-	VPMOVZXWD   (BX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (DI)(SI*1), Y4, Y0
-	VFMADD231PS (R8)(SI*1), Y4, Y1
-	VFMADD231PS (R9)(SI*1), Y4, Y2
-	VFMADD231PS (R10)(SI*1), Y4, Y3
+	VPMOVZXWD   (BX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI)(SI*1), Y8, Y0
+	VFMADD231PS (R8)(SI*1), Y8, Y2
+	VFMADD231PS (R9)(SI*1), Y8, Y4
+	VFMADD231PS (R10)(SI*1), Y8, Y6
 	ADDQ        $0x00000010, BX
 	ADDQ        $0x00000020, SI
 	DECQ        R11
 	JMP         tail
 
 store:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
 	MOVQ         ostride+56(FP), BX
 	SHLQ         $0x02, BX
 	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X0, X4, X4
-	VPERMILPS    $0x4e, X4, X0
-	VADDPS       X0, X4, X4
-	VPERMILPS    $0xb1, X4, X0
-	VADDSS       X0, X4, X4
-	VMOVSS       X4, (SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)
 	ADDQ         BX, SI
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X2, X0, X0
@@ -3231,8 +3219,16 @@ store:
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, (SI)
 	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X3, X0, X0
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X6, X0, X0
 	VPERMILPS    $0x4e, X0, X1
 	VADDPS       X1, X0, X0
 	VPERMILPS    $0xb1, X0, X1
@@ -3241,7 +3237,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -3423,7 +3419,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -3586,7 +3582,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -3858,7 +3854,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
+	DECQ         CX
 	JMP          row
 
 done:
@@ -4127,505 +4123,7 @@ store:
 	MOVQ         wstride+8(FP), BX
 	ADDQ         BX, AX
 	ADDQ         $0x04, DX
-	SUBQ         $0x01, CX
-	JMP          row
-
-done:
-	VZEROUPPER
-	RET
-
-// func dotF32x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, FMA3
-TEXT ·dotF32x4p(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), AX
-	MOVQ rows+16(FP), CX
-	MOVQ out+48(FP), DX
-	MOVQ x+32(FP), DI
-	MOVQ xstride+40(FP), BX
-	LEAQ (DI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-
-row:
-	TESTQ  CX, CX
-	JZ     done
-	MOVQ   AX, BX
-	MOVQ   AX, R11
-	MOVQ   wstride+8(FP), SI
-	ADDQ   SI, R11
-	XORQ   SI, SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   n+24(FP), R12
-
-blocks4:
-	CMPQ        R12, $0x00000002
-	JB          tail
-	VMOVUPS     (BX), Y8
-	VMOVUPS     (R11), Y9
-	VMOVUPS     (DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     (R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     (R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     (R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	VMOVUPS     32(BX), Y8
-	VMOVUPS     32(R11), Y9
-	VMOVUPS     32(DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     32(R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     32(R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     32(R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	ADDQ        $0x00000040, BX
-	ADDQ        $0x00000040, R11
-	ADDQ        $0x00000040, SI
-	SUBQ        $0x00000002, R12
-	JMP         blocks4
-
-tail:
-	TESTQ       R12, R12
-	JZ          store
-	VMOVUPS     (BX), Y8
-	VMOVUPS     (R11), Y9
-	VMOVUPS     (DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     (R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     (R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     (R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	ADDQ        $0x00000020, BX
-	ADDQ        $0x00000020, R11
-	ADDQ        $0x00000020, SI
-	DECQ        R12
-	JMP         tail
-
-store:
-	MOVQ         ostride+56(FP), BX
-	SHLQ         $0x02, BX
-	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X8
-	VADDPS       X0, X8, X8
-	VPERMILPS    $0x4e, X8, X0
-	VADDPS       X0, X8, X8
-	VPERMILPS    $0xb1, X8, X0
-	VADDSS       X0, X8, X8
-	VMOVSS       X8, (SI)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X2, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X3, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y4, X0
-	VADDPS       X4, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y5, X0
-	VADDPS       X5, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y6, X0
-	VADDPS       X6, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y7, X0
-	VADDPS       X7, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	MOVQ         wstride+8(FP), BX
-	SHLQ         $0x01, BX
-	ADDQ         BX, AX
-	ADDQ         $0x08, DX
-	SUBQ         $0x02, CX
-	JMP          row
-
-done:
-	VZEROUPPER
-	RET
-
-// func dotF16x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, F16C, FMA3
-TEXT ·dotF16x4p(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), AX
-	MOVQ rows+16(FP), CX
-	MOVQ out+48(FP), DX
-	MOVQ x+32(FP), DI
-	MOVQ xstride+40(FP), BX
-	LEAQ (DI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-
-row:
-	TESTQ  CX, CX
-	JZ     done
-	MOVQ   AX, BX
-	MOVQ   AX, R11
-	MOVQ   wstride+8(FP), SI
-	ADDQ   SI, R11
-	XORQ   SI, SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   n+24(FP), R12
-
-blocks4:
-	CMPQ        R12, $0x00000002
-	JB          tail
-	VCVTPH2PS   (BX), Y8
-	VCVTPH2PS   (R11), Y9
-	VMOVUPS     (DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     (R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     (R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     (R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	VCVTPH2PS   16(BX), Y8
-	VCVTPH2PS   16(R11), Y9
-	VMOVUPS     32(DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     32(R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     32(R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     32(R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	ADDQ        $0x00000020, BX
-	ADDQ        $0x00000020, R11
-	ADDQ        $0x00000040, SI
-	SUBQ        $0x00000002, R12
-	JMP         blocks4
-
-tail:
-	TESTQ       R12, R12
-	JZ          store
-	VCVTPH2PS   (BX), Y8
-	VCVTPH2PS   (R11), Y9
-	VMOVUPS     (DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     (R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     (R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     (R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	ADDQ        $0x00000010, BX
-	ADDQ        $0x00000010, R11
-	ADDQ        $0x00000020, SI
-	DECQ        R12
-	JMP         tail
-
-store:
-	MOVQ         ostride+56(FP), BX
-	SHLQ         $0x02, BX
-	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X8
-	VADDPS       X0, X8, X8
-	VPERMILPS    $0x4e, X8, X0
-	VADDPS       X0, X8, X8
-	VPERMILPS    $0xb1, X8, X0
-	VADDSS       X0, X8, X8
-	VMOVSS       X8, (SI)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X2, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X3, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y4, X0
-	VADDPS       X4, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y5, X0
-	VADDPS       X5, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y6, X0
-	VADDPS       X6, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y7, X0
-	VADDPS       X7, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	MOVQ         wstride+8(FP), BX
-	SHLQ         $0x01, BX
-	ADDQ         BX, AX
-	ADDQ         $0x08, DX
-	SUBQ         $0x02, CX
-	JMP          row
-
-done:
-	VZEROUPPER
-	RET
-
-// func dotBF16x4p(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·dotBF16x4p(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), AX
-	MOVQ rows+16(FP), CX
-	MOVQ out+48(FP), DX
-	MOVQ x+32(FP), DI
-	MOVQ xstride+40(FP), BX
-	LEAQ (DI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-
-row:
-	TESTQ  CX, CX
-	JZ     done
-	MOVQ   AX, BX
-	MOVQ   AX, R11
-	MOVQ   wstride+8(FP), SI
-	ADDQ   SI, R11
-	XORQ   SI, SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ   n+24(FP), R12
-
-blocks4:
-	CMPQ        R12, $0x00000002
-	JB          tail
-	VPMOVZXWD   (BX), Y8
-	VPSLLD      $0x10, Y8, Y8
-	VPMOVZXWD   (R11), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VMOVUPS     (DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     (R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     (R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     (R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	VPMOVZXWD   16(BX), Y8
-	VPSLLD      $0x10, Y8, Y8
-	VPMOVZXWD   16(R11), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VMOVUPS     32(DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     32(R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     32(R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     32(R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	ADDQ        $0x00000020, BX
-	ADDQ        $0x00000020, R11
-	ADDQ        $0x00000040, SI
-	SUBQ        $0x00000002, R12
-	JMP         blocks4
-
-tail:
-	TESTQ       R12, R12
-	JZ          store
-	VPMOVZXWD   (BX), Y8
-	VPSLLD      $0x10, Y8, Y8
-	VPMOVZXWD   (R11), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VMOVUPS     (DI)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y1
-	VMOVUPS     (R8)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y10, Y9, Y3
-	VMOVUPS     (R9)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y4
-	VFMADD231PS Y10, Y9, Y5
-	VMOVUPS     (R10)(SI*1), Y10
-	VFMADD231PS Y10, Y8, Y6
-	VFMADD231PS Y10, Y9, Y7
-	ADDQ        $0x00000010, BX
-	ADDQ        $0x00000010, R11
-	ADDQ        $0x00000020, SI
-	DECQ        R12
-	JMP         tail
-
-store:
-	MOVQ         ostride+56(FP), BX
-	SHLQ         $0x02, BX
-	MOVQ         DX, SI
-	VEXTRACTF128 $0x01, Y0, X8
-	VADDPS       X0, X8, X8
-	VPERMILPS    $0x4e, X8, X0
-	VADDPS       X0, X8, X8
-	VPERMILPS    $0xb1, X8, X0
-	VADDSS       X0, X8, X8
-	VMOVSS       X8, (SI)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X2, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X3, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y4, X0
-	VADDPS       X4, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y5, X0
-	VADDPS       X5, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	ADDQ         BX, SI
-	VEXTRACTF128 $0x01, Y6, X0
-	VADDPS       X6, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, (SI)
-	VEXTRACTF128 $0x01, Y7, X0
-	VADDPS       X7, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(SI)
-	MOVQ         wstride+8(FP), BX
-	SHLQ         $0x01, BX
-	ADDQ         BX, AX
-	ADDQ         $0x08, DX
-	SUBQ         $0x02, CX
+	DECQ         CX
 	JMP          row
 
 done:

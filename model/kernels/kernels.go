@@ -54,6 +54,16 @@ func (m Matrix) RowBytes() int {
 	return n
 }
 
+// Slice returns the view of rows [r0, r1) of m, sharing its data (a head of a fused
+// projection, say). It panics if the range is out of bounds.
+func (m Matrix) Slice(r0, r1 int) Matrix {
+	if r0 < 0 || r1 < r0 || r1 > m.Rows {
+		panic(fmt.Sprintf("kernels: rows [%d, %d) of a matrix of %d rows", r0, r1, m.Rows))
+	}
+	rb := m.RowBytes()
+	return Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*rb : r1*rb : r1*rb]}
+}
+
 // Validate checks that the type is supported, that Cols is a whole number of blocks and that
 // Data holds exactly Rows rows.
 func (m Matrix) Validate() error {

@@ -334,6 +334,36 @@ func TestAssemblyMatchesGeneric(t *testing.T) {
 	}
 }
 
+// TestBatchInvariance checks that a row's result has the same bits whatever the batch it is
+// computed in, so that batched and one-token forwards of a model agree exactly.
+func TestBatchInvariance(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range testTypes {
+		cols := 768
+		if quantBlock(typ) == 0 {
+			cols = 771
+		}
+		m := randomMatrix(r, typ, 50, cols)
+		const n = 7
+		x := randomActivations(r, n, cols)
+		for _, generic := range implNames() {
+			withImpl(t, generic, func() {
+				batch := make([]float32, n*m.Rows)
+				MatMul(batch, m, x, n)
+				one := make([]float32, m.Rows)
+				for i := 0; i < n; i++ {
+					MatVec(one, m, x[i*cols:(i+1)*cols])
+					for k, v := range one {
+						if b := batch[i*m.Rows+k]; math.Float32bits(b) != math.Float32bits(v) {
+							t.Fatalf("%v generic=%v: row %d of activation %d: batch %g, alone %g", typ, generic, k, i, b, v)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 func TestExtremeBlocks(t *testing.T) {
 	// Quants at their extremes with all-positive and all-negative activations: int8 -128 in
 	// Q8_0, nibbles 0 and 15, Q4_K scales and mins 63, Q6_K scale -128 and quants 0 and 63.
@@ -406,6 +436,21 @@ func TestDotAxpy(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+func TestSlice(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	m := randomMatrix(r, ggml.Q4_K, 10, 512)
+	x := randomActivations(r, 1, 512)
+	all := make([]float32, 10)
+	MatVec(all, m, x)
+	part := make([]float32, 4)
+	MatVec(part, m.Slice(3, 7), x)
+	for i, v := range part {
+		if v != all[3+i] {
+			t.Fatalf("Slice(3, 7) row %d: %g, want %g", i, v, all[3+i])
 		}
 	}
 }

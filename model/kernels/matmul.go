@@ -54,10 +54,7 @@ var typeKernels = map[ggml.Type]typeKernel{
 type impl struct {
 	name string
 	dot  [numKinds][4]dotFunc // dot[k][nx-1]
-	// pairs[k], where not nil, computes four activation rows against an even number of
-	// weight rows, two at a time (float types: each activation load serves two rows).
-	pairs [numKinds]dotFunc
-	axpy  func(a float32, x, y *float32, n int)
+	axpy func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)
 }
@@ -136,7 +133,6 @@ func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
 		}
 	}
 	kern := &im.dot[tk.kind]
-	pairs := im.pairs[tk.kind]
 
 	run := func(r0, r1 int) {
 		if nBlocks > 0 {
@@ -150,15 +146,7 @@ func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
 				hi := min(lo+step, r1)
 				for g := 0; g < n; g += 4 {
 					nx := min(4, n-g)
-					r := lo
-					if nx == 4 && pairs != nil && hi-lo >= 2 {
-						even := (hi - lo) &^ 1
-						pairs(&m.Data[r*rb], rb, even, nBlocks, &xb[g*xstride], xstride, &out[g*m.Rows+r], m.Rows)
-						r += even
-					}
-					if r < hi {
-						kern[nx-1](&m.Data[r*rb], rb, hi-r, nBlocks, &xb[g*xstride], xstride, &out[g*m.Rows+r], m.Rows)
-					}
+					kern[nx-1](&m.Data[lo*rb], rb, hi-lo, nBlocks, &xb[g*xstride], xstride, &out[g*m.Rows+lo], m.Rows)
 				}
 			}
 		}

@@ -56,9 +56,6 @@ func main() {
 		q4K(nx)
 		q6K(nx)
 	}
-	floatPairs("F32", 32, loadF32)
-	floatPairs("F16", 16, loadF16)
-	floatPairs("BF16", 16, loadBF16)
 	axpy()
 	quant32()
 	quantK()
@@ -116,14 +113,12 @@ func constants() {
 	}
 }
 
-// rowState is what a kernel body sees for one weight row (or pair of rows).
+// rowState is what a kernel body sees for one weight row.
 type rowState struct {
 	p     Register   // current weight block
-	p2    Register   // current weight block of the second row (pairs only)
 	x     []Register // start of each activation row
 	xo    Register   // offset of the current activation block
 	acc   []VecVirtual
-	acc2  []VecVirtual   // accumulators of the second row (pairs only)
 	chain [][]VecVirtual // chain[i][k]: independent accumulators of row i (chain[i][0] == acc[i])
 }
 
@@ -137,15 +132,10 @@ func (s *rowState) xm(i, disp int) Mem {
 // and the loop advances p by wBlock and the activation offset by xBlock bytes. unroll > 1 adds
 // an unrolled main loop of unroll blocks (block is then called with k = 0..unroll-1, at offsets
 // k*wBlock and k*xBlock); chains accumulators per activation row are summed at the end of the
-// row. With pairs, the kernel walks two weight rows at once (rows must be even) and block
-// fills acc and acc2.
-func rows(name string, nx, wBlock, xBlock, unroll, chains int, pairs bool, setup func(), block func(s *rowState, k int)) {
+// row.
+func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), block func(s *rowState, k int)) {
 	TEXT(name, NOSPLIT, signature)
-	what := "rows weight rows"
-	if pairs {
-		what = "rows weight rows (even), two at a time"
-	}
-	Doc(fmt.Sprintf("%s computes %d activation row(s) against %s.", name, nx, what))
+	Doc(fmt.Sprintf("%s computes %d activation row(s) against rows weight rows.", name, nx))
 	setup()
 	w := Load(Param("w"), GP64())
 	nrows := Load(Param("rows"), GP64())
@@ -167,12 +157,6 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, pairs bool, setup
 	JZ(LabelRef("done"))
 
 	MOVQ(w, s.p)
-	if pairs {
-		s.p2 = GP64()
-		MOVQ(w, s.p2)
-		ws := Load(Param("wstride"), GP64())
-		ADDQ(ws, s.p2)
-	}
 	XORQ(s.xo, s.xo)
 	zero := func() VecVirtual {
 		a := YMM()
@@ -186,16 +170,10 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, pairs bool, setup
 		}
 		s.chain = append(s.chain, c)
 		s.acc = append(s.acc, c[0])
-		if pairs {
-			s.acc2 = append(s.acc2, zero())
-		}
 	}
 	cnt := Load(Param("n"), GP64())
 	advance := func(blocks int) {
 		ADDQ(U32(blocks*wBlock), s.p)
-		if pairs {
-			ADDQ(U32(blocks*wBlock), s.p2)
-		}
 		ADDQ(U32(blocks*xBlock), s.xo)
 	}
 
@@ -230,22 +208,14 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, pairs bool, setup
 	MOVQ(out, o)
 	for i := 0; i < nx; i++ {
 		hsumStore(s.acc[i], Mem{Base: o})
-		if pairs {
-			hsumStore(s.acc2[i], Mem{Base: o, Disp: 4})
-		}
 		if i+1 < nx {
 			ADDQ(ost, o)
 		}
 	}
 	ws := Load(Param("wstride"), GP64())
-	step := 1
-	if pairs {
-		step = 2
-		SHLQ(U8(1), ws)
-	}
 	ADDQ(ws, w)
-	ADDQ(U8(4*step), out)
-	SUBQ(U8(step), nrows)
+	ADDQ(U8(4), out)
+	DECQ(nrows)
 	JMP(LabelRef("row"))
 
 	Label("done")
@@ -273,40 +243,17 @@ func loadBF16(m Mem, y VecVirtual) {
 	VPSLLD(U8(16), y, y)
 }
 
-// floatKernel: a block is 8 weights (wBytes8 bytes) against 8 float32 activations.
+// floatKernel: a block is 8 weights (wBytes8 bytes) against 8 float32 activations. Every
+// variant sums in the same order: blocks alternate between two accumulators per activation row
+// (two chains hide most of the FMA latency), which are added at the end, so a row's result is
+// the same bits whatever the number of activation rows it was computed with.
 func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
-	// Independent accumulators hide the FMA latency: with one activation row the unrolled loop
-	// keeps four chains, with several rows the rows themselves are independent chains.
-	unroll, chains := 4, 4
-	switch {
-	case nx == 2:
-		chains = 2
-	case nx > 2:
-		unroll, chains = 2, 1
-	}
 	name := fmt.Sprintf("dot%sx%d", typ, nx)
-	rows(name, nx, wBytes8, 32, unroll, chains, false, func() {}, func(s *rowState, k int) {
+	rows(name, nx, wBytes8, 32, 2, 2, func() {}, func(s *rowState, k int) {
 		wv := YMM()
 		load(Mem{Base: s.p, Disp: k * wBytes8}, wv)
 		for i := 0; i < nx; i++ {
-			VFMADD231PS(s.xm(i, k*32), wv, s.chain[i][k%chains])
-		}
-	})
-}
-
-// floatPairs: two weight rows against four activation rows; each activation vector is loaded
-// once for both weight rows.
-func floatPairs(typ string, wBytes8 int, load func(Mem, VecVirtual)) {
-	name := fmt.Sprintf("dot%sx4p", typ)
-	rows(name, 4, wBytes8, 32, 2, 1, true, func() {}, func(s *rowState, k int) {
-		w1, w2 := YMM(), YMM()
-		load(Mem{Base: s.p, Disp: k * wBytes8}, w1)
-		load(Mem{Base: s.p2, Disp: k * wBytes8}, w2)
-		for i := 0; i < 4; i++ {
-			xv := YMM()
-			VMOVUPS(s.xm(i, k*32), xv)
-			VFMADD231PS(xv, w1, s.acc[i])
-			VFMADD231PS(xv, w2, s.acc2[i])
+			VFMADD231PS(s.xm(i, k*32), wv, s.chain[i][k])
 		}
 	})
 }
@@ -411,7 +358,7 @@ func q40(nx int) {
 
 // rowsWithSetup is rows for the quantised kernels: no unrolling, one chain per row.
 func rowsWithSetup(name string, nx, wBlock, xBlock int, setup func(), block func(s *rowState, k int)) {
-	rows(name, nx, wBlock, xBlock, 1, 1, false, setup, block)
+	rows(name, nx, wBlock, xBlock, 1, 1, setup, block)
 }
 
 func onesW() VecVirtual {
