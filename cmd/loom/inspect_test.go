@@ -39,7 +39,7 @@ func TestInspect(t *testing.T) {
 		Path: model, FileSize: st.Size(), Version: 3, Architecture: "llama", Name: "tiny", Parameters: 1344,
 		ContextLength: 128, EmbeddingLength: 32, Layers: 1, Heads: 4, KVHeads: 2, VocabSize: 10,
 		Tensors: 2, TensorTypes: map[string]int{"F16": 1, "Q8_0": 1}, Metadata: 11,
-		Tokenizer: tokenizerInfo{Model: "llama", Kind: "SentencePiece-style", BOS: &bos, EOS: &eos},
+		Tokenizer:  tokenizerInfo{Model: "llama", Kind: "SentencePiece-style", BOS: &bos, EOS: &eos},
 		TensorList: []tensorEntry{{"token_embd.weight", "F16", []uint64{32, 10}}, {"blk.0.attn_q.weight", "Q8_0", []uint64{32, 32}}},
 	}
 	got := info
