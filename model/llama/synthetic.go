@@ -1,0 +1,228 @@
+package llama
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/gguf"
+)
+
+// Shape describes a model to build with random weights (WriteSynthetic): for benchmarks of
+// real model sizes without the model, and for tests.
+type Shape struct {
+	// Architecture is "llama" or "qwen2" (which adds Q, K and V biases).
+	Architecture                                                  string
+	Dim, Layers, Heads, KVHeads, FFNDim, VocabSize, ContextLength int
+	// Tied shares the output projection with the token embedding.
+	Tied bool
+	// RopeBase is the RoPE frequency base (10 000 when zero).
+	RopeBase float32
+}
+
+// Shapes are the named shapes WriteSynthetic knows. "rand110M" is the llama.cpp baseline
+// shape of loom's benchmarks: dim 768, 12 layers, 12 heads, FFN 2048, a Llama 2 sized
+// vocabulary, tied output — 109.5 M parameters.
+var Shapes = map[string]Shape{
+	"rand110M": {Architecture: "llama", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFNDim: 2048, VocabSize: 32000, ContextLength: 1024, Tied: true},
+	"rand15M":  {Architecture: "llama", Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, FFNDim: 768, VocabSize: 32000, ContextLength: 256, Tied: true},
+	"tiny":     {Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, Tied: true},
+	"tinyqwen": {Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6},
+}
+
+// ShapeNames returns the names of Shapes, sorted.
+func ShapeNames() []string {
+	names := make([]string, 0, len(Shapes))
+	for n := range Shapes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Params returns the number of weights of the shape.
+func (s Shape) Params() int64 {
+	hd := s.Dim / s.Heads
+	attn := int64(s.Dim) * int64(s.Heads*hd+2*s.KVHeads*hd) // q, k, v
+	attn += int64(s.Heads*hd) * int64(s.Dim)                // output
+	ffn := 3 * int64(s.Dim) * int64(s.FFNDim)
+	n := int64(s.Layers)*(attn+ffn+2*int64(s.Dim)) + int64(s.VocabSize)*int64(s.Dim) + int64(s.Dim)
+	if !s.Tied {
+		n += int64(s.VocabSize) * int64(s.Dim)
+	}
+	return n
+}
+
+// SyntheticTypes lists the storage types WriteSynthetic accepts: a GGML type name in lower
+// case, or "q4_k_m", llama.cpp's mixture of Q4_K with Q6_K for the output (or tied embedding)
+// and for the value and down projections of the first and last eighth of the layers and every
+// third layer between.
+var SyntheticTypes = []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m"}
+
+// tensorType returns the storage type of a tensor under the synthetic type name ftype.
+func tensorType(ftype, name string, layer, layers int, output bool) (ggml.Type, error) {
+	if ftype == "q4_k_m" {
+		moreBits := layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2
+		switch {
+		case output:
+			return ggml.Q6_K, nil
+		case (strings.HasSuffix(name, "attn_v.weight") || strings.HasSuffix(name, "ffn_down.weight")) && moreBits:
+			return ggml.Q6_K, nil
+		}
+		return ggml.Q4_K, nil
+	}
+	t, ok := ggml.ParseType(strings.ToUpper(ftype))
+	if !ok || !ggml.CanQuantize(t) {
+		return 0, fmt.Errorf("synthetic model type %q: want one of %s", ftype, strings.Join(SyntheticTypes, ", "))
+	}
+	return t, nil
+}
+
+// WriteSynthetic writes a GGUF model of the given shape whose weights are drawn from N(0,
+// 0.02²) with the given seed (norm weights are 1, biases N(0, 0.02²)), matrices stored as
+// ftype (one of SyntheticTypes; 1-D tensors stay F32), with a SentencePiece-style vocabulary
+// of byte tokens and made-up pieces so that the file loads like a real model. A matrix whose
+// rows are not a whole number of ftype's blocks is stored as F32.
+func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
+	if _, err := tensorType(ftype, "", 0, 1, false); err != nil {
+		return err
+	}
+	if s.Heads <= 0 || s.KVHeads <= 0 || s.Dim%s.Heads != 0 || s.Heads%s.KVHeads != 0 {
+		return fmt.Errorf("synthetic shape: %d heads, %d kv heads and dim %d do not fit", s.Heads, s.KVHeads, s.Dim)
+	}
+	if s.VocabSize < 259 {
+		return fmt.Errorf("synthetic shape: vocabulary of %d: need 259 at least (3 specials and 256 bytes)", s.VocabSize)
+	}
+	arch := s.Architecture
+	gw := gguf.NewWriter()
+	set := func(k string, v any) {
+		if err := gw.Set(k, v); err != nil {
+			panic(err) // the values above are of valid types
+		}
+	}
+	hd := s.Dim / s.Heads
+	base := s.RopeBase
+	if base == 0 {
+		base = 10000
+	}
+	set("general.architecture", arch)
+	set("general.name", fmt.Sprintf("synthetic %s %dM %s", arch, (s.Params()+500_000)/1_000_000, ftype))
+	set(arch+".context_length", uint32(s.ContextLength))
+	set(arch+".embedding_length", uint32(s.Dim))
+	set(arch+".block_count", uint32(s.Layers))
+	set(arch+".feed_forward_length", uint32(s.FFNDim))
+	set(arch+".attention.head_count", uint32(s.Heads))
+	set(arch+".attention.head_count_kv", uint32(s.KVHeads))
+	set(arch+".attention.layer_norm_rms_epsilon", float32(1e-5))
+	set(arch+".rope.dimension_count", uint32(hd))
+	set(arch+".rope.freq_base", base)
+	set(arch+".vocab_size", uint32(s.VocabSize))
+
+	tokens := make([]string, s.VocabSize)
+	scores := make([]float32, s.VocabSize)
+	types := make([]int32, s.VocabSize)
+	tokens[0], tokens[1], tokens[2] = "<unk>", "<s>", "</s>"
+	types[0], types[1], types[2] = 2, 3, 3
+	for b := 0; b < 256; b++ {
+		tokens[3+b] = fmt.Sprintf("<0x%02X>", b)
+		types[3+b] = 6
+	}
+	for i := 259; i < s.VocabSize; i++ {
+		tokens[i] = fmt.Sprintf("\u2581t%d", i)
+		scores[i] = -float32(i)
+		types[i] = 1
+	}
+	set("tokenizer.ggml.model", "llama")
+	set("tokenizer.ggml.tokens", tokens)
+	set("tokenizer.ggml.scores", scores)
+	set("tokenizer.ggml.token_type", types)
+	set("tokenizer.ggml.unknown_token_id", uint32(0))
+	set("tokenizer.ggml.bos_token_id", uint32(1))
+	set("tokenizer.ggml.eos_token_id", uint32(2))
+	set("tokenizer.ggml.add_bos_token", true)
+
+	tensorSeed := seed
+	addMatrix := func(name string, rows, cols, layer int, output bool) error {
+		t, err := tensorType(ftype, name, layer, s.Layers, output)
+		if err != nil {
+			return err
+		}
+		if _, err := t.RowBytes(cols); err != nil {
+			t = ggml.F32
+		}
+		tensorSeed++
+		seed := tensorSeed
+		return gw.AddTensorFunc(name, t, []uint64{uint64(cols), uint64(rows)}, func(out io.Writer) error {
+			r := rand.New(rand.NewPCG(seed, 0x5eed))
+			row := make([]float32, cols)
+			rb, _ := t.RowBytes(cols)
+			buf := make([]byte, rb)
+			for range rows {
+				for i := range row {
+					row[i] = float32(r.NormFloat64() * 0.02)
+				}
+				if err := ggml.Quantize(t, row, buf); err != nil {
+					return err
+				}
+				if _, err := out.Write(buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	addVector := func(name string, n int, random bool) error {
+		v := make([]float32, n)
+		tensorSeed++
+		r := rand.New(rand.NewPCG(tensorSeed, 0x5eed))
+		for i := range v {
+			v[i] = 1
+			if random {
+				v[i] = float32(r.NormFloat64() * 0.02)
+			}
+		}
+		buf := make([]byte, 4*n)
+		ggml.Quantize(ggml.F32, v, buf)
+		return gw.AddTensor(name, ggml.F32, []uint64{uint64(n)}, buf)
+	}
+
+	errs := []error{
+		addMatrix("token_embd.weight", s.VocabSize, s.Dim, 0, s.Tied),
+		addVector("output_norm.weight", s.Dim, false),
+	}
+	if !s.Tied {
+		errs = append(errs, addMatrix("output.weight", s.VocabSize, s.Dim, 0, true))
+	}
+	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
+	for l := range s.Layers {
+		name := func(n string) string { return fmt.Sprintf("blk.%d.%s", l, n) }
+		errs = append(errs,
+			addVector(name("attn_norm.weight"), s.Dim, false),
+			addMatrix(name("attn_q.weight"), qDim, s.Dim, l, false),
+			addMatrix(name("attn_k.weight"), kvDim, s.Dim, l, false),
+			addMatrix(name("attn_v.weight"), kvDim, s.Dim, l, false),
+			addMatrix(name("attn_output.weight"), s.Dim, qDim, l, false),
+			addVector(name("ffn_norm.weight"), s.Dim, false),
+			addMatrix(name("ffn_gate.weight"), s.FFNDim, s.Dim, l, false),
+			addMatrix(name("ffn_up.weight"), s.FFNDim, s.Dim, l, false),
+			addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
+		)
+		if arch == "qwen2" {
+			errs = append(errs,
+				addVector(name("attn_q.bias"), qDim, true),
+				addVector(name("attn_k.bias"), kvDim, true),
+				addVector(name("attn_v.bias"), kvDim, true),
+			)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	_, err := gw.WriteTo(w)
+	return err
+}
