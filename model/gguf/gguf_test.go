@@ -403,7 +403,7 @@ func TestMalformed(t *testing.T) {
 		{"bad string in array", new(bld).header(3, 0, 1).str("toks").u32(uint32(TypeArray)).u32(uint32(TypeString)).u64(2).str("a").u64(1000).Bytes(), `metadata key "toks": element 1: string length 1000`},
 		{"nesting", nested.Bytes(), "nested more than 16 deep"},
 		{"duplicate key", new(bld).header(3, 0, 2).str("k").u32(uint32(TypeBool)).u32(0).Bytes()[:0:0], ""},
-		{"alignment zero", new(bld).header(3, 0, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(0).Bytes(), "alignment must be a uint32 power of two"},
+		{"alignment zero", new(bld).header(3, 0, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(0).Bytes(), `offset 24: metadata key "general.alignment": alignment must be a uint32 power of two, got 0 (uint32)`},
 		{"alignment type", new(bld).header(3, 0, 1).str(KeyAlignment).u32(uint32(TypeString)).str("32").Bytes(), "alignment must be a uint32 power of two"},
 		{"too many dims", new(bld).header(3, 1, 0).tensorInfo("t", ggml.F32, 0, 1, 1, 1, 1, 1).Bytes(), `tensor "t" (#0): 5 dimensions`},
 		{"dims overflow", new(bld).header(3, 1, 0).tensorInfo("big", ggml.F32, 0, 1<<40, 1<<40).Bytes(), `tensor "big" (#0): dimensions [1099511627776 1099511627776] overflow`},

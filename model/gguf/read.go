@@ -258,6 +258,7 @@ func parse(data []byte, path string) (*File, error) {
 
 	f.Metadata = make([]KV, 0, nKV)
 	f.keys = make(map[string]int, nKV)
+	alignAt := 0 // where the alignment entry is, for its error
 	for i := range nKV {
 		at := r.off
 		key := r.str("key")
@@ -276,6 +277,9 @@ func parse(data []byte, path string) (*File, error) {
 		if r.failed(what) {
 			return nil, r.err
 		}
+		if key == KeyAlignment {
+			alignAt = at
+		}
 		f.keys[key] = len(f.Metadata)
 		f.Metadata = append(f.Metadata, KV{Key: key, Value: v})
 	}
@@ -284,6 +288,7 @@ func parse(data []byte, path string) (*File, error) {
 	if i, ok := f.keys[KeyAlignment]; ok {
 		a, isU32 := f.Metadata[i].Value.(uint32)
 		if !isU32 || a == 0 || a&(a-1) != 0 {
+			r.off = alignAt
 			r.fail("metadata key %q: alignment must be a uint32 power of two, got %v (%T)", KeyAlignment, f.Metadata[i].Value, f.Metadata[i].Value)
 			return nil, r.err
 		}

@@ -100,6 +100,9 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		x, err := f.Int64(key)
 		switch {
 		case errors.Is(err, gguf.ErrKeyNotFound):
+			if int(def) >= n {
+				return -1, nil
+			}
 			return def, nil
 		case err != nil:
 			return -1, err
@@ -113,10 +116,10 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if spm {
 		defBOS, defEOS, defUNK = 1, 2, 0
 	}
-	if v.BOS, err = id(keyBOS, min(defBOS, core.TokenID(n-1))); err != nil {
+	if v.BOS, err = id(keyBOS, defBOS); err != nil {
 		return nil, err
 	}
-	if v.EOS, err = id(keyEOS, min(defEOS, core.TokenID(n-1))); err != nil {
+	if v.EOS, err = id(keyEOS, defEOS); err != nil {
 		return nil, err
 	}
 	if v.UNK, err = id(keyUNK, defUNK); err != nil {
