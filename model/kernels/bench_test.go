@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/loomlm/loom/model/ggml"
 )
 
 // Shapes of the rand110M model of shared/baselines.md (rows×cols): attention projections,
@@ -82,8 +80,6 @@ func BenchmarkDot(b *testing.B) {
 		})
 	}
 }
-
-var _ = ggml.F32
 
 // BenchmarkParallelFor is the cost of handing a job to the pool and waiting for it, with
 // nearly no work per chunk.

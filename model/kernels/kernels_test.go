@@ -294,6 +294,9 @@ func TestMatMulAgainstReference(t *testing.T) {
 					name := fmt.Sprintf("%v/%dx%d/n=%d/generic=%v", typ, sh.rows, sh.cols, n, generic)
 					t.Run(name, func(t *testing.T) {
 						got := make([]float32, n*sh.rows)
+						for k := range got {
+							got[k] = float32(math.NaN()) // out need not be zeroed
+						}
 						dirtyScratch()
 						withImpl(t, generic, func() { MatMul(got, m, x, n) })
 						for k := range got {

@@ -135,7 +135,11 @@ func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
 	kern := &im.dot[tk.kind]
 
 	run := func(r0, r1 int) {
-		if nBlocks > 0 {
+		if nBlocks == 0 { // only a tail, which adds to out
+			for i := 0; i < n; i++ {
+				clear(out[i*m.Rows+r0 : i*m.Rows+r1])
+			}
+		} else {
 			// Rows in groups small enough to stay in cache while every activation group
 			// passes over them.
 			step := r1 - r0
