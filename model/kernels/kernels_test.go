@@ -501,3 +501,44 @@ func TestHalfToFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentCallers runs products from several goroutines at once over the shared pool.
+func TestConcurrentCallers(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	type work struct {
+		m    Matrix
+		x    []float32
+		n    int
+		want []float32
+	}
+	var ws []work
+	for k, typ := range testTypes {
+		m := randomMatrix(r, typ, 200+40*k, 512)
+		n := 1 + k%5
+		x := randomActivations(r, n, 512)
+		want := make([]float32, n*m.Rows)
+		MatMul(want, m, x, n)
+		ws = append(ws, work{m, x, n, want})
+	}
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		go func() {
+			got := make([]float32, len(w.want))
+			for rep := 0; rep < 20; rep++ {
+				MatMul(got, w.m, w.x, w.n)
+				for k := range got {
+					if got[k] != w.want[k] {
+						errs <- fmt.Errorf("%v: out[%d] = %g, want %g", w.m.Type, k, got[k], w.want[k])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range ws {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
