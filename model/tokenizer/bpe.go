@@ -32,20 +32,9 @@ func init() {
 	}
 }
 
-// mapBytes writes each byte of s as its character of the byte↔unicode table.
-func mapBytes(s string) string {
-	var sb strings.Builder
-	sb.Grow(2 * len(s))
-	for i := 0; i < len(s); i++ {
-		sb.WriteString(byteString[s[i]])
-	}
-	return sb.String()
-}
-
-// unmapBytes turns a byte-level BPE token back into bytes. Characters outside the table are
-// kept as their UTF-8.
-func unmapBytes(s string) []byte {
-	out := make([]byte, 0, len(s))
+// appendUnmapped appends the bytes a byte-level BPE token stands for. Characters outside the
+// table are kept as their UTF-8.
+func appendUnmapped(out []byte, s string) []byte {
 	for _, r := range s {
 		if b, ok := runeByte[r]; ok {
 			out = append(out, b)
@@ -77,6 +66,7 @@ func (t *Tokenizer) initBPE(merges []string) error {
 	if !ok {
 		return fmt.Errorf("tokenizer: pre-tokenizer %q (tokenizer.ggml.pre) is not supported; supported: %s", t.pre, strings.Join(Pretokenizers(), ", "))
 	}
+	t.pre = name
 	b := &bpeState{ranks: make(map[pairKey]int32, len(merges)), pre: pre, ignoreMerges: pre.ignoreMerges}
 	for rank, m := range merges {
 		// Split at the first space after the first character: pieces never hold a raw space.

@@ -209,33 +209,49 @@ func New(v Vocab) (*Tokenizer, error) {
 	return t, nil
 }
 
-// initBytes computes what each token contributes to text.
+// initBytes computes what each token contributes to text, all in one buffer.
 func (t *Tokenizer) initBytes() {
-	t.bytes = make([][]byte, len(t.tokens))
+	var buf []byte
+	ends := make([]int, len(t.tokens))
 	for id, s := range t.tokens {
 		switch t.types[id] {
 		case Control:
-			continue
 		case Unknown:
-			t.bytes[id] = []byte("\uFFFD")
-			continue
+			buf = append(buf, "\uFFFD"...)
 		case Byte:
 			if b, ok := parseByteToken(s); ok {
-				t.bytes[id] = []byte{b}
-				continue
+				buf = append(buf, b)
+				break
 			}
+			buf = t.appendText(buf, s)
 		case UserDefined:
 			if t.model == ModelBPE {
-				t.bytes[id] = []byte(s)
-				continue
+				buf = append(buf, s...)
+				break
 			}
+			buf = t.appendText(buf, s)
+		default:
+			buf = t.appendText(buf, s)
 		}
-		if t.model == ModelSPM {
-			t.bytes[id] = []byte(strings.ReplaceAll(s, spmSpace, " "))
-		} else {
-			t.bytes[id] = unmapBytes(s)
-		}
+		ends[id] = len(buf)
 	}
+	t.bytes = make([][]byte, len(t.tokens))
+	start := 0
+	for id, end := range ends {
+		if end > start {
+			t.bytes[id] = buf[start:end:end]
+		}
+		start = end
+	}
+}
+
+// appendText appends the text a normal token stands for: a SentencePiece piece with "▁" as a
+// space, or a byte-level BPE token's bytes.
+func (t *Tokenizer) appendText(buf []byte, s string) []byte {
+	if t.model == ModelSPM {
+		return append(buf, strings.ReplaceAll(s, spmSpace, " ")...)
+	}
+	return appendUnmapped(buf, s)
 }
 
 // parseByteToken reads a byte token "<0xNN>".
