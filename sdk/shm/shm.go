@@ -1,0 +1,195 @@
+// Package shm is the shared-memory half of loom's plugin protocol. The host creates a memory
+// file (memfd), seals it against shrinking, and hands it to the plugin at spawn as file
+// descriptor 3 (its number is in the environment variable LOOM_SHM_FD). Each step the host
+// writes the rows' tokens, text and logits into it and sends only their offsets over gRPC;
+// the plugin reads them in place and may rewrite logits or candidate items in place.
+//
+// The host may grow the file between calls; every StepRequest carries the current size and
+// the plugin remaps when it grew. Because the file cannot shrink, neither side can make the
+// other's mapping fault.
+//
+// Plugin authors do not use this package: the sdk does.
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnvFD is the environment variable that names the plugin's descriptor of the region.
+const EnvFD = "LOOM_SHM_FD"
+
+// Align is the alignment of every array the host places in the region.
+const Align = 8
+
+// Item is one (token id, logit) pair as laid out in the region: 4-byte little-endian id, then
+// the float32 logit. It has the memory layout of core.Candidate.
+type Item struct {
+	ID    int32
+	Logit float32
+}
+
+// Region is a mapped memory file.
+type Region struct {
+	mu   sync.Mutex
+	f    *os.File
+	mem  []byte
+	host bool
+}
+
+// Create makes a sealed memory file of size bytes and maps it (host side).
+func Create(name string, size int) (*Region, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	r := &Region{f: f, host: true}
+	if err := r.Grow(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	// The plugin may write and even grow the file but never shrink it, nor change the seals.
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("sealing the memory file: %w", err)
+	}
+	return r, nil
+}
+
+// Open wraps a descriptor received from the host (plugin side). Nothing is mapped until Ensure.
+func Open(fd uintptr) *Region {
+	return &Region{f: os.NewFile(fd, "loom-shm")}
+}
+
+// OpenFromEnv opens the region the host handed over, or returns nil when there is none.
+func OpenFromEnv() *Region {
+	v := os.Getenv(EnvFD)
+	if v == "" {
+		return nil
+	}
+	var fd int
+	if _, err := fmt.Sscan(v, &fd); err != nil || fd < 3 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return nil
+	}
+	return Open(uintptr(fd))
+}
+
+// File is the memory file, for exec.Cmd.ExtraFiles.
+func (r *Region) File() *os.File { return r.f }
+
+// Size is the mapped size.
+func (r *Region) Size() int { return len(r.mem) }
+
+// Grow makes the file (host) at least size bytes long and maps all of it. Slices obtained
+// before are invalid afterwards.
+func (r *Region) Grow(size int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if size <= len(r.mem) {
+		return nil
+	}
+	if r.host {
+		if err := r.f.Truncate(int64(size)); err != nil {
+			return fmt.Errorf("growing the memory file to %d bytes: %w", size, err)
+		}
+	}
+	return r.remap(size)
+}
+
+// Ensure maps at least size bytes of the file (plugin side); the host has made it that long.
+func (r *Region) Ensure(size int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if size <= len(r.mem) {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(r.f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Size < int64(size) {
+		return fmt.Errorf("memory file is %d bytes, the host says %d", st.Size, size)
+	}
+	return r.remap(size)
+}
+
+func (r *Region) remap(size int) error {
+	if r.mem != nil {
+		if err := unix.Munmap(r.mem); err != nil {
+			return err
+		}
+		r.mem = nil
+	}
+	mem, err := unix.Mmap(int(r.f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mapping the memory file: %w", err)
+	}
+	r.mem = mem
+	return nil
+}
+
+// Close unmaps the region and closes the file.
+func (r *Region) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var err error
+	if r.mem != nil {
+		err = unix.Munmap(r.mem)
+		r.mem = nil
+	}
+	return errors.Join(err, r.f.Close())
+}
+
+// ErrBounds is returned for an array that does not lie inside the region.
+var ErrBounds = errors.New("array outside the shared memory region or misaligned")
+
+func (r *Region) span(off uint64, n, elem int) ([]byte, error) {
+	end := off + uint64(n)*uint64(elem)
+	if n < 0 || off%Align != 0 || end < off || end > uint64(len(r.mem)) {
+		return nil, fmt.Errorf("%w: offset %d, %d×%d bytes, region %d bytes", ErrBounds, off, n, elem, len(r.mem))
+	}
+	return r.mem[off:end:end], nil
+}
+
+// Bytes returns n bytes at off.
+func (r *Region) Bytes(off uint64, n int) ([]byte, error) { return r.span(off, n, 1) }
+
+// Float32s returns n float32s at off.
+func (r *Region) Float32s(off uint64, n int) ([]float32, error) {
+	b, err := r.span(off, n, 4)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// Int32s returns n int32s at off.
+func (r *Region) Int32s(off uint64, n int) ([]int32, error) {
+	b, err := r.span(off, n, 4)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// Items returns n items at off.
+func (r *Region) Items(off uint64, n int) ([]Item, error) {
+	b, err := r.span(off, n, 8)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	return unsafe.Slice((*Item)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// AlignUp rounds n up to a multiple of Align.
+func AlignUp(n uint64) uint64 { return (n + Align - 1) &^ (Align - 1) }
