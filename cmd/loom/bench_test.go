@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBench(t *testing.T) {
+	keep := t.TempDir()
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		want     []string // substrings of stdout
+		wantErr  string   // substring of stderr
+		wantFile string   // a file that must exist afterwards
+	}{
+		{"synthetic", []string{"bench", "--synthetic", "tiny", "--type", "f16,q8_0", "-p", "8", "-n", "4", "-r", "2"}, 0,
+			[]string{"| tiny F16 ", "| tiny Q8_0 ", "| pp8 ", "| tg4 "}, "", ""},
+		{"kept", []string{"bench", "--synthetic", "tinyqwen", "--type", "q4_k_m", "--keep", keep, "-p", "0", "-n", "2", "-r", "1", "--kv", "f32"}, 0,
+			[]string{"| tinyqwen Q4_K_M ", "| tg2 ", "| f32 "}, "", filepath.Join(keep, "tinyqwen-q4_k_m.gguf")},
+		{"no model", []string{"bench"}, 2, nil, "give model files or --synthetic", ""},
+		{"both", []string{"bench", "--synthetic", "tiny", "x.gguf"}, 2, nil, "not both", ""},
+		{"bad kv", []string{"bench", "--synthetic", "tiny", "--kv", "q8"}, 2, nil, "want f16 or f32", ""},
+		{"bad shape", []string{"bench", "--synthetic", "huge"}, 1, nil, "unknown shape", ""},
+		{"bad type", []string{"bench", "--synthetic", "tiny", "--type", "q5_k"}, 1, nil, "q5_k", ""},
+		{"too long", []string{"bench", "--synthetic", "tiny", "-p", "1000", "-n", "0"}, 1, nil, "context length", ""},
+		{"missing file", []string{"bench", "/nonexistent/m.gguf"}, 1, nil, "no such file", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit code %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+			if tc.wantErr != "" && !strings.Contains(stderr, tc.wantErr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.wantErr, stderr)
+			}
+			if tc.wantFile != "" {
+				if _, err := os.Stat(tc.wantFile); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+func TestBenchFileJSON(t *testing.T) {
+	path := fixture(t, "models/stories260K-f32.gguf")
+	code, stdout, stderr := runCLI(t, "bench", "--json", "-p", "16", "-n", "8", "-r", "1", path)
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines of JSON, want 2:\n%s", len(lines), stdout)
+	}
+	for i, line := range lines {
+		var r benchResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Model != "stories260K" || r.Type != "F32" || r.TokensPerS <= 0 || len(r.Samples) != 1 || r.Test != []string{"pp16", "tg8"}[i] {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+}
