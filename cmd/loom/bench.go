@@ -307,4 +307,3 @@ func truncate(s string, n int) string {
 	}
 	return string([]rune(s)[:n-1]) + "…"
 }
-

@@ -133,7 +133,9 @@ func TestParseOptions(t *testing.T) {
 		wantErr string
 		check   func(o llama.Options) bool
 	}{
-		{"empty", nil, "", func(o llama.Options) bool { return o.KVType == cache.Float32 && o.KVBudget == 0 && !o.NoPrefixCache && o.BlockSize == 0 }},
+		{"empty", nil, "", func(o llama.Options) bool {
+			return o.KVType == cache.Float32 && o.KVBudget == 0 && !o.NoPrefixCache && o.BlockSize == 0
+		}},
 		{"all", map[string]any{"kv_type": "f16", "kv_budget_mb": int64(64), "block_size": int64(32), "prefix_cache": false, "context_length": int64(100), "batch_tokens": int64(64)}, "",
 			func(o llama.Options) bool {
 				return o.KVType == cache.Float16 && o.KVBudget == 64<<20 && o.BlockSize == 32 && o.NoPrefixCache && o.ContextLength == 100 && o.BatchTokens == 64
