@@ -104,5 +104,29 @@ func MatMul(out []float32, m Matrix, x []float32, n int) {
 	if n == 0 || m.Rows == 0 {
 		return
 	}
-	matMul(out, m, x, n, currentImpl())
+	matMul([][]float32{out}, []Matrix{m}, x, n, currentImpl())
+}
+
+// MatMuls computes several products of the same activation rows in one pass:
+// outs[k] = MatMul of ms[k] with the n rows of x, each laid out as MatMul's out. All matrices
+// must have the same number of columns. Compared with one MatMul per matrix (the query, key and
+// value projections, say, or the gate and up projections), x is quantised once per format and
+// the workers are handed the work once. It panics on an invalid matrix or mismatched lengths.
+func MatMuls(outs [][]float32, ms []Matrix, x []float32, n int) {
+	if len(outs) != len(ms) {
+		panic(fmt.Sprintf("kernels: MatMuls of %d matrices into %d outputs", len(ms), len(outs)))
+	}
+	for k, m := range ms {
+		if err := m.Validate(); err != nil {
+			panic(err)
+		}
+		if n < 0 || len(x) != n*m.Cols || len(outs[k]) != n*m.Rows {
+			panic(fmt.Sprintf("kernels: MatMuls matrix %d, %d×%d %v, with %d rows: len(x) = %d, len(out) = %d",
+				k, m.Rows, m.Cols, m.Type, n, len(x), len(outs[k])))
+		}
+	}
+	if n == 0 || len(ms) == 0 {
+		return
+	}
+	matMul(outs, ms, x, n, currentImpl())
 }

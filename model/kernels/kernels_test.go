@@ -542,3 +542,33 @@ func TestConcurrentCallers(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMuls checks that several products of one input in one call equal the products made
+// one by one, bit for bit, for matrices of mixed types (as a Q4_K_M file mixes Q4_K and Q6_K).
+func TestMatMuls(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const cols, n = 768, 3
+	var ms []Matrix
+	for k, typ := range []ggml.Type{ggml.Q4_K, ggml.Q6_K, ggml.F16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_K} {
+		ms = append(ms, randomMatrix(r, typ, 64+100*k, cols))
+	}
+	x := randomActivations(r, n, cols)
+	for _, generic := range implNames() {
+		withImpl(t, generic, func() {
+			outs := make([][]float32, len(ms))
+			for k, m := range ms {
+				outs[k] = make([]float32, n*m.Rows)
+			}
+			MatMuls(outs, ms, x, n)
+			for k, m := range ms {
+				want := make([]float32, n*m.Rows)
+				MatMul(want, m, x, n)
+				for j := range want {
+					if outs[k][j] != want[j] {
+						t.Fatalf("generic=%v matrix %d (%v): out[%d] = %g, want %g", generic, k, m.Type, j, outs[k][j], want[j])
+					}
+				}
+			}
+		})
+	}
+}

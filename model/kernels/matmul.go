@@ -98,79 +98,125 @@ var actPool = sync.Pool{New: func() any { return new(actBuf) }}
 // l1Bytes is the weight bytes a group of activation rows reuses from cache before moving on.
 const l1Bytes = 16 << 10
 
-func matMul(out []float32, m Matrix, x []float32, n int, im *impl) {
-	tk := typeKernels[m.Type]
-	rb := m.RowBytes()
-	nBlocks := m.Cols / tk.blockElems
-	tail := m.Cols % tk.blockElems // float columns, or Q8_0/Q4_0 blocks past the last group
+// acts is a batch of activation rows in the form a type's kernels read.
+type acts struct {
+	x       []float32 // the rows as given (float tails)
+	b       []byte    // the rows in the kernels' form
+	stride  int       // bytes from one row to the next in b
+	scratch *actBuf   // pooled storage of b, if any
+}
 
-	var xb []byte
-	var xstride int
-	var buf *actBuf
-	switch tk.act {
-	case actFloat:
-		xb = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
-		xstride = 4 * m.Cols
-	case act32, actK:
-		q := im.quant32
-		if m.Cols%128 != 0 {
-			q = func(dst []byte, x []float32) {
-				clear(dst[len(dst)-act32Group:])
-				im.quant32(dst, x)
-			}
+// prepare presents the n rows of x (cols each) in the form kind's kernels read.
+func prepare(im *impl, kind actKind, x []float32, n, cols int) acts {
+	a := acts{x: x}
+	if kind == actFloat {
+		a.b = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+		a.stride = 4 * cols
+		return a
+	}
+	q := im.quant32
+	a.stride = act32Bytes(cols)
+	if kind == actK {
+		q, a.stride = im.quantK, cols/256*actKBytes
+	}
+	a.scratch = actPool.Get().(*actBuf)
+	if cap(a.scratch.b) < n*a.stride {
+		a.scratch.b = make([]byte, n*a.stride)
+	}
+	a.b = a.scratch.b[:n*a.stride]
+	for i := 0; i < n; i++ {
+		row := a.b[i*a.stride : (i+1)*a.stride]
+		if kind == act32 && cols%128 != 0 {
+			clear(row[len(row)-act32Group:]) // the unused blocks of the last group
 		}
-		xstride = act32Bytes(m.Cols)
-		if tk.act == actK {
-			q, xstride = im.quantK, nBlocks*actKBytes
-		}
-		buf = actPool.Get().(*actBuf)
-		if cap(buf.b) < n*xstride {
-			buf.b = make([]byte, n*xstride)
-		}
-		xb = buf.b[:n*xstride]
+		q(row, x[i*cols:(i+1)*cols])
+	}
+	return a
+}
+
+func (a acts) release() {
+	if a.scratch != nil {
+		actPool.Put(a.scratch)
+	}
+}
+
+// product is one matrix of a MatMul or MatMuls call with its output.
+type product struct {
+	out  []float32
+	m    Matrix
+	tk   typeKernel
+	kern *[4]dotFunc
+	a    *acts
+	rb   int
+}
+
+// rows computes rows [r0, r1) of the product for all n activation rows.
+func (p *product) rows(n, r0, r1 int) {
+	m, a, rb := p.m, p.a, p.rb
+	nBlocks := m.Cols / p.tk.blockElems
+	tail := m.Cols % p.tk.blockElems // float columns, or Q8_0/Q4_0 blocks past the last group
+	if nBlocks == 0 {                // only a tail, which adds to out
 		for i := 0; i < n; i++ {
-			q(xb[i*xstride:(i+1)*xstride], x[i*m.Cols:(i+1)*m.Cols])
+			clear(p.out[i*m.Rows+r0 : i*m.Rows+r1])
 		}
-	}
-	kern := &im.dot[tk.kind]
-
-	run := func(r0, r1 int) {
-		if nBlocks == 0 { // only a tail, which adds to out
-			for i := 0; i < n; i++ {
-				clear(out[i*m.Rows+r0 : i*m.Rows+r1])
-			}
-		} else {
-			// Rows in groups small enough to stay in cache while every activation group
-			// passes over them.
-			step := r1 - r0
-			if n > 4 {
-				step = max(1, l1Bytes/rb)
-			}
-			for lo := r0; lo < r1; lo += step {
-				hi := min(lo+step, r1)
-				for g := 0; g < n; g += 4 {
-					nx := min(4, n-g)
-					kern[nx-1](&m.Data[lo*rb], rb, hi-lo, nBlocks, &xb[g*xstride], xstride, &out[g*m.Rows+lo], m.Rows)
-				}
-			}
-		}
-		switch {
-		case tail == 0:
-		case tk.act == act32:
-			blocksTail(out, m, xb, xstride, n, r0, r1, tk)
-		default:
-			floatTail(out, m, x, n, r0, r1, tail)
-		}
-	}
-
-	work := m.Rows * rb * (1 + n/4)
-	if work < 2*minChunkBytes {
-		run(0, m.Rows)
 	} else {
-		parallelFor(m.Rows, rowChunk(m.Rows, rb), run)
+		// Rows in groups small enough to stay in cache while every activation group passes
+		// over them.
+		step := r1 - r0
+		if n > 4 {
+			step = max(1, l1Bytes/rb)
+		}
+		for lo := r0; lo < r1; lo += step {
+			hi := min(lo+step, r1)
+			for g := 0; g < n; g += 4 {
+				nx := min(4, n-g)
+				p.kern[nx-1](&m.Data[lo*rb], rb, hi-lo, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+lo], m.Rows)
+			}
+		}
 	}
-	if buf != nil {
-		actPool.Put(buf)
+	switch {
+	case tail == 0:
+	case p.tk.act == act32:
+		blocksTail(p.out, m, a.b, a.stride, n, r0, r1, p.tk)
+	default:
+		floatTail(p.out, m, a.x, n, r0, r1, tail)
+	}
+}
+
+func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
+	var prepared [3]*acts // by actKind
+	ps := make([]product, len(ms))
+	total, work := 0, 0
+	for k, m := range ms {
+		tk := typeKernels[m.Type]
+		if prepared[tk.act] == nil {
+			a := prepare(im, tk.act, x, n, m.Cols)
+			prepared[tk.act] = &a
+		}
+		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], a: prepared[tk.act], rb: m.RowBytes()}
+		total += m.Rows
+		work += m.Rows * ps[k].rb
+	}
+	// The products' rows form one index space [0, total) shared out to the workers.
+	run := func(lo, hi int) {
+		start := 0
+		for k := range ps {
+			end := start + ps[k].m.Rows
+			if lo < end && hi > start {
+				ps[k].rows(n, max(lo, start)-start, min(hi, end)-start)
+			}
+			start = end
+		}
+	}
+	if work*(1+n/4) < 2*minChunkBytes || total == 0 {
+		run(0, total)
+	} else {
+		parallelFor(total, rowChunk(total, max(1, work/total)), run)
+	}
+	for _, a := range prepared {
+		if a != nil {
+			a.release()
+		}
 	}
 }
 
