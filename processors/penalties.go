@@ -1,0 +1,219 @@
+package processors
+
+import (
+	"fmt"
+
+	"github.com/loomlm/loom/core"
+)
+
+// Scope says which tokens of a sequence a penalty counts.
+type Scope int
+
+const (
+	// ScopeAll counts prompt and generated tokens, as llama.cpp and transformers do.
+	ScopeAll Scope = iota
+	// ScopeGenerated counts generated tokens only, as vLLM's (and OpenAI's) frequency and
+	// presence penalties do.
+	ScopeGenerated
+)
+
+// ParseScope reads a scope as written in pipelines: "all" or "generated".
+func ParseScope(s string) (Scope, error) {
+	switch s {
+	case "all":
+		return ScopeAll, nil
+	case "generated":
+		return ScopeGenerated, nil
+	}
+	return 0, &core.ParamError{Param: "scope", Value: s, Reason: `must be "all" or "generated"`}
+}
+
+func (s Scope) String() string {
+	if s == ScopeGenerated {
+		return "generated"
+	}
+	return "all"
+}
+
+// Window selects the tokens a penalty counts: those of Scope, and of them only the last LastN
+// (0: all of them).
+type Window struct {
+	Scope Scope
+	LastN int
+}
+
+// Penalties penalises tokens that already occur in the sequence. With count(i) the number of
+// occurrences of token i in the window (see Window), every token with count(i) ≥ 1 gets
+//
+//	repetition: logit > 0 ? logit / repeat : logit · repeat   (CTRL, Keskar et al. 2019)
+//	frequency:  logit −= frequency · count(i)
+//	presence:   logit −= presence
+//
+// in that order; tokens absent from the window are untouched. repeat = 1, frequency = 0 and
+// presence = 0 disable each part. NewRepetitionPenalty, NewFrequencyPenalty and
+// NewPresencePenalty build one part alone; NewPenalties all three in one pass, the same as
+// the three in a chain with the same window (llama.cpp's combined sampler).
+//
+// Penalties is stateful: it keeps the counts of its window and follows the sequence through
+// Accept, so a step costs O(distinct tokens in the window) — never a pass over the vocabulary
+// or the sequence. The session clones it per sequence. On first use (and whenever the
+// sequence is not the continuation of what it has seen, after a rollback say) it counts the
+// window from seq.Tokens(). On a sorted sparse set the penalised logits may break the order,
+// so the set is marked unsorted. NaN and ±Inf logits pass through.
+type Penalties struct {
+	name                   string
+	repeat, freq, presence float32
+	window                 Window
+	counts                 tokenCounts
+	seen                   int          // tokens of the sequence counted so far
+	last                   core.TokenID // the last of them
+	ready                  bool
+}
+
+// NewPenalties returns the combined penalty processor ("penalties"): repeat must be > 0,
+// frequency and presence finite (negative values encourage repetition).
+func NewPenalties(repeat, frequency, presence float64, w Window) (*Penalties, error) {
+	return newPenalties("penalties", repeat, frequency, presence, w, "repeat", "frequency", "presence")
+}
+
+// NewRepetitionPenalty returns the repetition penalty ("repetition_penalty"): positive logits
+// of tokens in the window are divided by penalty, negative ones multiplied by it; penalty must
+// be > 0 (1 disables, below 1 encourages repetition).
+func NewRepetitionPenalty(penalty float64, w Window) (*Penalties, error) {
+	return newPenalties("repetition_penalty", penalty, 0, 0, w, "penalty", "", "")
+}
+
+// NewFrequencyPenalty returns the frequency penalty ("frequency_penalty"): logit −= penalty ×
+// count; penalty must be finite.
+func NewFrequencyPenalty(penalty float64, w Window) (*Penalties, error) {
+	return newPenalties("frequency_penalty", 1, penalty, 0, w, "", "penalty", "")
+}
+
+// NewPresencePenalty returns the presence penalty ("presence_penalty"): logit −= penalty for
+// every token in the window, however often; penalty must be finite.
+func NewPresencePenalty(penalty float64, w Window) (*Penalties, error) {
+	return newPenalties("presence_penalty", 1, 0, penalty, w, "", "", "penalty")
+}
+
+func newPenalties(name string, repeat, freq, presence float64, w Window, repeatParam, freqParam, presenceParam string) (*Penalties, error) {
+	if !(repeat > 0) || !finite(repeat) {
+		return nil, &core.ParamError{Param: repeatParam, Value: repeat, Reason: "must be a finite number > 0 (1 disables)"}
+	}
+	if !finite(freq) {
+		return nil, &core.ParamError{Param: freqParam, Value: freq, Reason: "must be a finite number (0 disables)"}
+	}
+	if !finite(presence) {
+		return nil, &core.ParamError{Param: presenceParam, Value: presence, Reason: "must be a finite number (0 disables)"}
+	}
+	if w.LastN < 0 {
+		return nil, &core.ParamError{Param: "last_n", Value: w.LastN, Reason: "must be ≥ 0 (0: the whole scope)"}
+	}
+	if w.Scope != ScopeAll && w.Scope != ScopeGenerated {
+		return nil, &core.ParamError{Param: "scope", Value: int(w.Scope), Reason: "unknown scope"}
+	}
+	return &Penalties{name: name, repeat: float32(repeat), freq: float32(freq), presence: float32(presence), window: w}, nil
+}
+
+// Name implements core.LogitsProcessor.
+func (p *Penalties) Name() string { return p.name }
+
+func (p *Penalties) disabled() bool { return p.repeat == 1 && p.freq == 0 && p.presence == 0 }
+
+// Process implements core.LogitsProcessor.
+func (p *Penalties) Process(seq *core.Sequence, c *core.Candidates) error {
+	if p.disabled() {
+		return nil
+	}
+	p.follow(seq)
+	if p.counts.n == 0 {
+		return nil
+	}
+	if row := c.Dense(); row != nil {
+		for i, id := range p.counts.ids {
+			if id >= 0 && int(id) < len(row) {
+				row[id] = p.penalise(row[id], p.counts.counts[i])
+			}
+		}
+		return nil
+	}
+	items := c.Items()
+	changed := false
+	for i, it := range items {
+		if n := p.counts.get(it.ID); n > 0 {
+			items[i].Logit = p.penalise(it.Logit, n)
+			changed = true
+		}
+	}
+	if changed {
+		c.MarkUnsorted()
+	}
+	return nil
+}
+
+func (p *Penalties) penalise(v float32, count int32) float32 {
+	if p.repeat != 1 {
+		if v > 0 {
+			v /= p.repeat
+		} else {
+			v *= p.repeat
+		}
+	}
+	return v - (p.freq*float32(count) + p.presence)
+}
+
+// Accept implements core.StatefulProcessor.
+func (p *Penalties) Accept(seq *core.Sequence, _ core.TokenID) {
+	if !p.disabled() {
+		p.follow(seq)
+	}
+}
+
+// Clone implements core.StatefulProcessor.
+func (p *Penalties) Clone() core.StatefulProcessor {
+	c := *p
+	c.counts = p.counts.clone()
+	return &c
+}
+
+// follow brings the counts up to date with seq's tokens: incrementally when seq continues what
+// was counted, from scratch otherwise.
+func (p *Penalties) follow(seq *core.Sequence) {
+	tokens, promptLen := tokensOf(seq)
+	start := 0
+	if p.window.Scope == ScopeGenerated {
+		start = promptLen
+	}
+	if !p.ready || p.seen > len(tokens) || (p.seen > 0 && tokens[p.seen-1] != p.last) {
+		if p.counts.ids == nil {
+			p.counts.grow()
+		}
+		p.counts.reset()
+		p.seen = len(tokens)
+		from := start
+		if n := p.window.LastN; n > 0 {
+			from = max(from, len(tokens)-n)
+		}
+		for _, id := range tokens[min(from, len(tokens)):] {
+			p.counts.add(id, 1)
+		}
+		p.ready = true
+	}
+	for j := p.seen; j < len(tokens); j++ {
+		if j >= start {
+			p.counts.add(tokens[j], 1)
+		}
+		if n := p.window.LastN; n > 0 && j-n >= start {
+			p.counts.add(tokens[j-n], -1)
+		}
+	}
+	p.seen = len(tokens)
+	if p.seen > 0 {
+		p.last = tokens[p.seen-1]
+	}
+}
+
+// String describes the processor and its window, for traces and errors.
+func (p *Penalties) String() string {
+	return fmt.Sprintf("%s(repeat %g, frequency %g, presence %g, scope %s, last_n %d)",
+		p.name, p.repeat, p.freq, p.presence, p.window.Scope, p.window.LastN)
+}

@@ -1,0 +1,71 @@
+package processors
+
+import (
+	"math"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/fastmath"
+)
+
+// Temperature rescales the logits: logit' = logit / t (computed as logit · (1/t)), so that
+// softmax(logit') ∝ p^(1/t). t < 1 sharpens the distribution, t > 1 flattens it, t = 1 leaves
+// it unchanged.
+//
+// t = 0 means greedy: only the most likely token is kept (the lowest id among equal logits),
+// so any strategy then picks it. NaN and +Inf logits are then an error, as is a row with every
+// token banned; for t > 0 they pass through (-Inf stays banned). A very small t can overflow
+// large logits to ±Inf, which the selection then reports.
+//
+// A sorted set stays sorted. Cost: one vectorised pass over a dense row, or over the kept
+// items of a sparse set.
+type Temperature struct {
+	t, inv float32
+}
+
+// minTemperature keeps 1/t finite in float32.
+const minTemperature = 1e-30
+
+// NewTemperature returns a temperature processor; t must be 0 or a finite number ≥ 1e-30.
+func NewTemperature(t float64) (*Temperature, error) {
+	if !(t >= 0) || math.IsInf(t, 1) {
+		return nil, &core.ParamError{Param: "t", Value: t, Reason: "must be a finite number ≥ 0 (0 means greedy)"}
+	}
+	if t > 0 && t < minTemperature {
+		return nil, &core.ParamError{Param: "t", Value: t, Reason: "must be 0 (greedy) or at least 1e-30"}
+	}
+	p := &Temperature{t: float32(t)}
+	if t > 0 {
+		p.inv = float32(1 / t)
+	}
+	return p, nil
+}
+
+// Name implements core.LogitsProcessor.
+func (p *Temperature) Name() string { return "temperature" }
+
+// Process implements core.LogitsProcessor.
+func (p *Temperature) Process(_ *core.Sequence, c *core.Candidates) error {
+	switch {
+	case p.t == 1:
+		return nil
+	case p.t == 0:
+		id, err := c.Argmax()
+		if err != nil {
+			return err
+		}
+		v, _ := c.Logit(id)
+		keep := c.Buffer(1)
+		keep[0] = core.Candidate{ID: id, Logit: v}
+		c.SetItems(keep, true)
+		return nil
+	}
+	if row := c.Dense(); row != nil {
+		fastmath.Scale(row, p.inv)
+		return nil
+	}
+	items := c.Items()
+	for i := range items {
+		items[i].Logit *= p.inv
+	}
+	return nil
+}
