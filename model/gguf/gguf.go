@@ -212,6 +212,7 @@ type FormatError struct {
 	Msg string
 }
 
+// Error returns "gguf: PATH: offset N: WHAT: MSG".
 func (e *FormatError) Error() string {
 	s := "gguf: "
 	if e.Path != "" {
@@ -235,6 +236,7 @@ type KeyError struct {
 	Err error
 }
 
+// Error returns `gguf: metadata key "KEY": ERR`.
 func (e *KeyError) Error() string { return fmt.Sprintf("gguf: metadata key %q: %v", e.Key, e.Err) }
 
 // Unwrap returns e.Err.
