@@ -45,7 +45,7 @@ func (t *Tokenizer) initPairs() {
 	for _, tok := range t.tokens {
 		prev := -1
 		for i := 0; i < len(tok); {
-			n := min(utf8Len(tok[i]), len(tok)-i)
+			n := charLen(tok, i)
 			if prev >= 0 {
 				if i-prev == 1 && n == 1 && tok[prev] < 0x80 && tok[i] < 0x80 {
 					k := int(tok[prev])<<7 | int(tok[i])
@@ -158,7 +158,7 @@ func (t *Tokenizer) encodeSPM(out []core.TokenID, fragment string, prefix bool) 
 	split := func(yield func(string)) {
 		start, prev := 0, -1
 		for i := 0; i < len(text); {
-			n := min(utf8Len(text[i]), len(text)-i)
+			n := charLen(text, i)
 			if prev >= 0 && !t.spm.mayJoin(text, prev, i, i+n) {
 				yield(text[start:i])
 				start = i
@@ -188,7 +188,7 @@ type spmScratch struct {
 func (t *Tokenizer) spmChunk(sc *spmScratch, out []core.TokenID, text string) ([]core.TokenID, error) {
 	syms := sc.syms[:0]
 	for i := 0; i < len(text); {
-		n := min(utf8Len(text[i]), len(text)-i)
+		n := charLen(text, i)
 		k := int32(len(syms))
 		syms = append(syms, spmSymbol{start: int32(i), n: int32(n), prev: k - 1, next: k + 1})
 		i += n

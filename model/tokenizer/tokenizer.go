@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/loomlm/loom/core"
 )
@@ -422,18 +423,15 @@ func (t *Tokenizer) Pre() string {
 // AddsBOS reports whether Encode with AddSpecial starts the tokens with BOS.
 func (t *Tokenizer) AddsBOS() bool { return t.addBOS }
 
-// utf8Len is the length of the UTF-8 sequence a byte starts, judged by its high bits alone (a
-// stray continuation byte counts as 1).
-func utf8Len(b byte) int {
-	switch {
-	case b < 0xc0:
+// charLen returns the length of the character at s[i]: its UTF-8 encoding, or 1 for a byte
+// that does not start a valid one (such bytes are tokenised one by one and come back as they
+// were).
+func charLen(s string, i int) int {
+	if s[i] < utf8.RuneSelf {
 		return 1
-	case b < 0xe0:
-		return 2
-	case b < 0xf0:
-		return 3
 	}
-	return 4
+	_, n := utf8.DecodeRuneInString(s[i:])
+	return n
 }
 
 // resetCaches empties the caches of tokenised words.
