@@ -184,7 +184,12 @@ func Start(spec *pipeline.Spec, reg *pipeline.Registry, opts Options) (*Host, er
 				}
 				continue
 			}
-			errs.add(pl.path, ": plugin %q: %v", pl.name, err)
+			field := pl.path
+			var fe *fieldError
+			if errors.As(err, &fe) {
+				field += "." + fe.field
+			}
+			errs.add(field, ": %v", err)
 			continue
 		}
 		if err := pl.register(reg); err != nil {
@@ -270,6 +275,15 @@ func (l *errorList) err() error {
 	sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 	return l.errs
 }
+
+// fieldError is an error about one field of a [[plugins]] entry.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
 
 // configErrors are a plugin's answers to Configure.
 type configErrors []*pluginpb.ConfigError

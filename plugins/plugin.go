@@ -156,10 +156,10 @@ func (pl *Plugin) firstStart() error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if err := checkBinary(pl.bin); err != nil {
-		return err
+		return &fieldError{"path", pl.errorf("%v", err)}
 	}
 	if err := verifyChecksum(pl.bin, pl.checksum); err != nil {
-		return err
+		return &fieldError{"sha256", pl.errorf("%v", err)}
 	}
 	proc, err := pl.startProcess()
 	if err != nil {
@@ -215,8 +215,9 @@ func (pl *Plugin) startProcess() (*process, error) {
 			grpc.MaxCallRecvMsgSize(sdk.MaxMessageSize), grpc.MaxCallSendMsgSize(sdk.MaxMessageSize))},
 	})
 	fail := func(what string, err error) (*process, error) {
+		err = proc.describeFailure(what, err)
 		proc.kill()
-		return nil, proc.describeFailure(what, err)
+		return nil, err
 	}
 	cp, err := proc.client.Client()
 	if err != nil {
@@ -406,25 +407,26 @@ func (proc *process) malformed(format string, args ...any) error {
 	return err
 }
 
-// describeFailure explains a failed start or call from what is known of the process.
+// describeFailure explains a failed start or call from what is known of the process: how it
+// ended, if it did (waiting a moment for it), and its last line of output.
 func (proc *process) describeFailure(what string, err error) error {
 	name := proc.pl.name
 	if proc.timedOut.Load() {
 		return fmt.Errorf("plugin %q: no answer within %v: killed it (hung?)", name, proc.pl.timeout)
 	}
 	msg := err.Error()
-	if status, ok := proc.runner.exitStatus(time.Second); ok {
-		msg = status
-		if last := proc.runner.tail.last(); last != "" {
-			msg += "; its last output: " + last
-		}
-		if what == "start" && strings.Contains(err.Error(), "incompatible API version") {
-			msg = err.Error()
-		}
-		return fmt.Errorf("plugin %q: %s: crashed (%s)", name, what, msg)
+	switch {
+	case strings.Contains(msg, "incompatible API version"):
+		return fmt.Errorf("plugin %q: %s: protocol version mismatch: this loom speaks plugin protocol %d (%s); rebuild the plugin against a matching sdk", name, what, sdk.ProtocolVersion, msg)
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		first, _, _ := strings.Cut(strings.TrimPrefix(msg, "Unrecognized remote plugin message: "), "\n")
+		return fmt.Errorf("plugin %q: %s: no go-plugin handshake: its first line on standard output was %q (a plugin must print nothing before it; is this a loom plugin?)", name, what, clean([]byte(first)))
 	}
-	if strings.Contains(msg, "incompatible API version") {
-		msg = fmt.Sprintf("protocol version mismatch: this loom speaks plugin protocol %d (%s); rebuild the plugin against a matching sdk", sdk.ProtocolVersion, msg)
+	if status, ok := proc.runner.exitStatus(time.Second); ok {
+		if last := proc.runner.tail.last(); last != "" {
+			status += "; its last output: " + last
+		}
+		return fmt.Errorf("plugin %q: %s: crashed (%s)", name, what, status)
 	}
 	return fmt.Errorf("plugin %q: %s: %s", name, what, msg)
 }

@@ -1,12 +1,12 @@
 // Command otherprotocol is a plugin of a future protocol version: it completes go-plugin's
-// handshake announcing version 99, which loom must refuse.
+// handshake announcing version 99, which loom must refuse. It does not use the sdk (whose
+// protocol version is fixed), only go-plugin and loom's cookie.
 package main
 
 import (
 	"context"
 
 	"github.com/hashicorp/go-plugin"
-	"github.com/loomlm/loom/sdk"
 	"google.golang.org/grpc"
 )
 
@@ -19,8 +19,8 @@ func (nothing) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn)
 
 func main() {
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: plugin.HandshakeConfig{ProtocolVersion: 99, MagicCookieKey: sdk.MagicCookieKey, MagicCookieValue: sdk.MagicCookieValue},
-		Plugins:         plugin.PluginSet{sdk.PluginSetName: nothing{}},
+		HandshakeConfig: plugin.HandshakeConfig{ProtocolVersion: 99, MagicCookieKey: "LOOM_PLUGIN", MagicCookieValue: "d6f1c0de-loom-decoding-plugin"},
+		Plugins:         plugin.PluginSet{"loom": nothing{}},
 		GRPCServer:      plugin.DefaultGRPCServer,
 	})
 }
