@@ -2,6 +2,7 @@ package processors
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/loomlm/loom/core"
@@ -17,7 +18,8 @@ import (
 //     reached;
 //  2. a pass that keeps every entry of the buckets before it and sets aside the entries of
 //     that bucket, which alone are sorted (a few hundred at most for real distributions) to
-//     find the exact cut.
+//     find the exact cut; a vectorised mask (fastmath.MaskAbove) skips the entries that
+//     cannot qualify.
 //
 // The ordering key is |a − logit|: with a = max logit it orders by descending probability
 // (top-p), with a = −H + log Z by distance from the entropy (typical-p). Buckets are uniform
@@ -75,34 +77,42 @@ func keepByMass(c *core.Candidates, logits, e []float32, a, m float32, target fl
 	}
 
 	boundary := c.ScratchItems(int(h.count[bnd]))[:0]
-	var kept []core.Candidate
-	if row := c.Dense(); row != nil {
-		out := c.Buffer(len(row))
-		w := 0
-		for i, x := range row {
-			switch b := bucketOf(abs32(a - x)); {
-			case b < bnd:
-				out[w] = core.Candidate{ID: core.TokenID(i), Logit: x}
-				w++
-			case b == bnd && x > negInf:
-				boundary = append(boundary, core.Candidate{ID: core.TokenID(i), Logit: x})
-			}
-		}
-		kept = out[:w]
+	row := c.Dense()
+	var items []core.Candidate
+	if row != nil {
+		items = c.Buffer(len(row))
 	} else {
-		items := c.Items()
-		w := 0
-		for _, it := range items {
-			switch b := bucketOf(abs32(a - it.Logit)); {
-			case b < bnd:
-				items[w] = it
-				w++
-			case b == bnd && it.Logit > negInf:
-				boundary = append(boundary, it)
+		items = c.Items()
+	}
+	// Only entries with a − logit < (bnd+1)/histScale can be in the buckets up to bnd: a
+	// vectorised mask of the logits above a slightly lower threshold finds them, and the
+	// exact bucket decides.
+	reach := float32(bnd+1) / histScale
+	t := a - reach - (1e-3 + 1e-6*(abs32(a)+reach))
+	w := 0
+	var words [maskChunk / 64]uint64
+	for base := 0; base < len(logits); base += maskChunk {
+		end := min(base+maskChunk, len(logits))
+		fastmath.MaskAbove(words[:], logits[base:end], t)
+		for k, word := range words[:(end-base+63)/64] {
+			for ; word != 0; word &= word - 1 {
+				i := base + 64*k + bits.TrailingZeros64(word)
+				x := logits[i]
+				it := core.Candidate{ID: core.TokenID(i), Logit: x}
+				if row == nil {
+					it = items[i]
+				}
+				switch b := bucketOf(abs32(a - x)); {
+				case b < bnd:
+					items[w] = it
+					w++
+				case b == bnd && x > negInf:
+					boundary = append(boundary, it)
+				}
 			}
 		}
-		kept = items[:w]
 	}
+	kept := items[:w]
 
 	slices.SortFunc(boundary, func(x, y core.Candidate) int {
 		kx, ky := abs32(a-x.Logit), abs32(a-y.Logit)

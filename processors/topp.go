@@ -2,6 +2,8 @@ package processors
 
 import (
 	"math"
+	"math/bits"
+	"slices"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/internal/fastmath"
@@ -17,10 +19,11 @@ import (
 // and renormalises over the kept tokens (p'(i) ∝ p(i)). p = 1 disables it.
 //
 // On a sorted set (after top-k) it walks the prefix, O(kept). On a dense row it never sorts
-// the vocabulary: a histogram of the probabilities, by distance below the maximum logit,
-// locates the cut and only the tokens in the boundary bucket are sorted (see keepByMass);
-// about four vectorised or scalar passes over the row in all. The result is then sparse and
-// in id order, not sorted. NaN or +Inf logits and an all-banned set are errors.
+// the vocabulary: a histogram of the probabilities locates the cut and only the tokens in the
+// boundary bucket are sorted (see nucleus): a maximum, an exponential pass, one scalar
+// histogram pass and one pass that skips the dropped tokens eight at a time. The result is
+// then sparse and in id order, not sorted. NaN or +Inf logits and an all-banned set are
+// errors.
 type TopP struct {
 	p       float64
 	minKeep int
@@ -71,6 +74,142 @@ func (p *TopP) Process(_ *core.Sequence, c *core.Candidates) error {
 	}
 	e := c.ScratchFloats(n)
 	total := fastmath.ExpShiftSum(e, logits, m)
-	keepByMass(c, logits, e, m, m, p.p*total, p.minKeep)
+	nucleus(c, e, p.p*total, p.minKeep)
 	return nil
+}
+
+// Top-p orders by probability, so its histogram (see keepByMass) can bucket the weights
+// e = Exp(logit − max) ∈ [0, 1] themselves, by their float bits: bucket(e) = (bits(1) −
+// bits(e)) >> 18, 32 buckets per octave of probability, the last one (1024) holding
+// everything below 2^-32. Bucket order is then exactly descending e, the bucket costs two
+// integer operations, and membership in the buckets before b is the comparison e > ePast(b),
+// which fastmath.MaskAbove evaluates eight entries at a time.
+const (
+	oneBits     = 0x3f800000 // bits of float32(1)
+	eBucketBits = 18
+)
+
+// maskChunk is how many entries one fastmath.MaskAbove call covers (a 512-byte mask).
+const maskChunk = 4096
+
+func eBucket(e float32) int {
+	return min(int(oneBits-math.Float32bits(e))>>eBucketBits, histBuckets-1)
+}
+
+// ePast returns the largest e of bucket b's successors: bucket(e) < b ⇔ e > ePast(b), for
+// 1 ≤ b ≤ histBuckets-1 (and every e ≤ 1).
+func ePast(b int) float32 { return math.Float32frombits(uint32(oneBits - b<<eBucketBits)) }
+
+// nucleus keeps the smallest set of entries of c that, in descending order of e (ties: the
+// lower id), reaches target and has at least minKeep entries. e holds the weights aligned with
+// c (dense or sparse, unsorted). Banned entries are never kept from the boundary bucket; when
+// the whole set is needed c is left unchanged.
+func nucleus(c *core.Candidates, e []float32, target float64, minKeep int) {
+	var h massHist
+	for _, v := range e {
+		b := eBucket(v)
+		h.count[b]++
+		h.mass[b] += float64(v)
+	}
+	var cum float64
+	before, bnd := 0, -1
+	for b := range histBuckets {
+		if cum+h.mass[b] >= target && before+int(h.count[b]) >= minKeep {
+			bnd = b
+			break
+		}
+		cum += h.mass[b]
+		before += int(h.count[b])
+	}
+	if bnd < 0 {
+		return
+	}
+	// Entries above hi come before the boundary bucket; entries above lo and at most hi
+	// are in it.
+	hi, lo := float32(2), float32(-1)
+	if bnd > 0 {
+		hi = ePast(bnd)
+	}
+	if bnd < histBuckets-1 {
+		lo = ePast(bnd + 1)
+	}
+	boundary := c.ScratchItems(int(h.count[bnd]))[:0] // ID: the entry's index; Logit: its e
+	row := c.Dense()
+	var items []core.Candidate
+	if row != nil {
+		items = c.Buffer(len(row))
+	} else {
+		items = c.Items()
+	}
+	// One pass over the entries above lo: keep those above hi at once on a dense row (into
+	// the separate item buffer), set the boundary ones aside.
+	w := 0
+	var words [maskChunk / 64]uint64
+	for base := 0; base < len(e); base += maskChunk {
+		end := min(base+maskChunk, len(e))
+		fastmath.MaskAbove(words[:], e[base:end], lo)
+		for k, word := range words[:(end-base+63)/64] {
+			for ; word != 0; word &= word - 1 {
+				i := base + 64*k + bits.TrailingZeros64(word)
+				v := e[i]
+				switch {
+				case v <= hi:
+					if row == nil && items[i].Logit > negInf || row != nil && row[i] > negInf {
+						boundary = append(boundary, core.Candidate{ID: core.TokenID(i), Logit: v})
+					}
+				case row != nil:
+					items[w] = core.Candidate{ID: core.TokenID(i), Logit: row[i]}
+					w++
+				}
+			}
+		}
+	}
+	id := func(i core.TokenID) core.TokenID {
+		if row != nil {
+			return i
+		}
+		return items[i].ID
+	}
+	slices.SortFunc(boundary, func(x, y core.Candidate) int {
+		switch {
+		case x.Logit > y.Logit:
+			return -1
+		case x.Logit < y.Logit:
+			return 1
+		}
+		return int(id(x.ID)) - int(id(y.ID))
+	})
+	n := 0
+	for n < len(boundary) && (cum < target || before+n < minKeep) {
+		cum += float64(boundary[n].Logit)
+		n++
+	}
+	if row != nil {
+		for _, b := range boundary[:n] {
+			items[w] = core.Candidate{ID: b.ID, Logit: row[b.ID]}
+			w++
+		}
+		c.SetItems(items[:w], false)
+		return
+	}
+	// A sparse set is compacted in place in a second pass: mark the chosen boundary entries
+	// as above hi (+Inf), the others as dropped, and keep everything above hi.
+	for k, b := range boundary {
+		if k < n {
+			e[b.ID] = float32(math.Inf(1))
+		} else {
+			e[b.ID] = 0
+		}
+	}
+	for base := 0; base < len(e); base += maskChunk {
+		end := min(base+maskChunk, len(e))
+		fastmath.MaskAbove(words[:], e[base:end], hi)
+		for k, word := range words[:(end-base+63)/64] {
+			for ; word != 0; word &= word - 1 {
+				items[w] = items[base+64*k+bits.TrailingZeros64(word)]
+				w++
+			}
+		}
+	}
+	c.SetItems(items[:w], false)
 }

@@ -54,7 +54,16 @@ func scaleBlocks(xs []float32, s float32) {
 	scaleGeneric(xs, s)
 }
 
-// The assembly kernels take slices whose length is a multiple of 32.
+func maskAboveBlocks(dst []uint64, xs []float32, t float32) {
+	if useAVX2 {
+		maskAboveAVX2(dst, xs, t)
+		return
+	}
+	maskAboveGeneric(dst, xs, t)
+}
+
+// The assembly kernels take slices whose length is a multiple of 32 (of 64 for maskAboveAVX2,
+// with one dst word per 64 values).
 
 //go:noescape
 func expShiftSumAVX2(dst, src []float32, shift float32, lanes *[32]float64)
@@ -67,6 +76,9 @@ func indexAboveAVX2(xs []float32, t float32) int
 
 //go:noescape
 func scaleAVX2(xs []float32, s float32)
+
+//go:noescape
+func maskAboveAVX2(dst []uint64, xs []float32, t float32)
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 

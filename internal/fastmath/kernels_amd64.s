@@ -231,6 +231,43 @@ done:
 	VZEROUPPER
 	RET
 
+// MASK8 puts the 8-bit mask of !(t >= x) for the 8 values at off(SI), shifted left by sh,
+// into R9 and ORs it into R8.
+#define MASK8(off, sh) \
+	VCMPPS    $9, off(SI), Y15, Y0 \
+	VMOVMSKPS Y0, R9 \
+	SHLQ      $sh, R9 \
+	ORQ       R9, R8
+
+// func maskAboveAVX2(dst []uint64, xs []float32, t float32)
+TEXT ·maskAboveAVX2(SB), NOSPLIT, $0-52
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         dst_len+8(FP), CX
+	MOVQ         xs_base+24(FP), SI
+	VBROADCASTSS t+48(FP), Y15
+	XORQ         AX, AX
+
+loop:
+	CMPQ      AX, CX
+	JAE       done
+	VCMPPS    $9, 0(SI), Y15, Y0
+	VMOVMSKPS Y0, R8
+	MASK8(32, 8)
+	MASK8(64, 16)
+	MASK8(96, 24)
+	MASK8(128, 32)
+	MASK8(160, 40)
+	MASK8(192, 48)
+	MASK8(224, 56)
+	MOVQ      R8, (DI)(AX*8)
+	ADDQ      $256, SI
+	INCQ      AX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 TEXT ·cpuid(SB), NOSPLIT, $0-24
 	MOVL leaf+0(FP), AX

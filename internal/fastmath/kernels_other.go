@@ -17,3 +17,5 @@ func maxBlocks(xs []float32) (float32, bool) {
 func indexAboveBlocks(xs []float32, t float32) int { return indexAboveGeneric(xs, t) }
 
 func scaleBlocks(xs []float32, s float32) { scaleGeneric(xs, s) }
+
+func maskAboveBlocks(dst []uint64, xs []float32, t float32) { maskAboveGeneric(dst, xs, t) }

@@ -176,6 +176,37 @@ func TestIndexAbove(t *testing.T) {
 	}
 }
 
+func TestMaskAbove(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range append(lengths, 64, 127, 128, 129, 4096) {
+		xs := testRow(r, n, 1, n%2 == 0)
+		for _, th := range []float32{-1, 0.5, 3, float32(math.Inf(-1))} {
+			words := (n + 63) / 64
+			a := make([]uint64, words)
+			b := make([]uint64, words)
+			for i := range a {
+				a[i], b[i] = ^uint64(0), ^uint64(0) // stale bits must be cleared
+			}
+			MaskAbove(a, xs, th)
+			withGeneric(func() { MaskAbove(b, xs, th) })
+			for i := range n {
+				want := !(xs[i] <= th)
+				if got := a[i/64]>>(i%64)&1 == 1; got != want {
+					t.Fatalf("n=%d t=%v: bit %d = %v, want %v (x = %v)", n, th, i, got, want, xs[i])
+				}
+			}
+			for k := range a {
+				if a[k] != b[k] {
+					t.Fatalf("n=%d: word %d differs between kernels", n, k)
+				}
+				if k == words-1 && n%64 != 0 && a[k]>>(n%64) != 0 {
+					t.Fatalf("n=%d: bits past the end are set", n)
+				}
+			}
+		}
+	}
+}
+
 func TestScale(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, n := range lengths {
@@ -208,6 +239,14 @@ func BenchmarkIndexAbove151936(b *testing.B) {
 	xs := benchRow()
 	for b.Loop() {
 		IndexAbove(xs, 100)
+	}
+}
+
+func BenchmarkMaskAbove151936(b *testing.B) {
+	xs := benchRow()
+	dst := make([]uint64, (len(xs)+63)/64)
+	for b.Loop() {
+		MaskAbove(dst, xs, 2)
 	}
 }
 

@@ -84,3 +84,35 @@ func scaleGeneric(xs []float32, s float32) {
 		xs[i] *= s
 	}
 }
+
+// MaskAbove sets bit i%64 of dst[i/64] when xs[i] is not ≤ t — above t, or NaN — and clears it
+// otherwise; dst must hold at least ⌈len(xs)/64⌉ words (bits past len(xs) are cleared).
+// Collecting the values of a row above a threshold then costs one vectorised pass plus a few
+// operations per value found (bits.TrailingZeros64), however they are spread: a scan that
+// stops at every value (IndexAbove) pays a call per value instead.
+func MaskAbove(dst []uint64, xs []float32, t float32) {
+	n := len(xs) &^ 63
+	if n > 0 {
+		maskAboveBlocks(dst[:n/64], xs[:n], t)
+	}
+	if n < len(xs) {
+		dst[n/64] = maskAboveWord(xs[n:], t)
+	}
+}
+
+// maskAboveWord is the mask of up to 64 values.
+func maskAboveWord(xs []float32, t float32) uint64 {
+	var w uint64
+	for j, v := range xs[:min(len(xs), 64)] {
+		if !(v <= t) {
+			w |= 1 << j
+		}
+	}
+	return w
+}
+
+func maskAboveGeneric(dst []uint64, xs []float32, t float32) {
+	for k := range dst {
+		dst[k] = maskAboveWord(xs[64*k:], t)
+	}
+}
