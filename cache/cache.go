@@ -19,8 +19,10 @@
 // A forward pass uses a sequence in three steps: Grow reserves positions for new tokens
 // (allocating and copying blocks as needed, or failing with ErrBudget without changing
 // anything), Put writes each layer's K and V rows at those positions, and Commit marks them
-// written, which publishes blocks that became full. Attention reads the rows through Spans
-// (views of the stored blocks) or ReadKV (a float32 copy).
+// written, which publishes blocks that became full. Attention reads the rows through Spans:
+// views of the stored blocks laid out as the matrices attention multiplies by (each head's
+// keys as rows, each head's values transposed), which a matrix kernel takes as they are. ReadKV
+// copies rows out as float32.
 //
 // Blocks store float32 or IEEE half precision (Float16, half the memory; converted with the
 // CPU's F16C instructions where available).
@@ -89,9 +91,10 @@ var ErrBudget = errors.New("kv cache: memory budget exhausted")
 type Config struct {
 	// Layers is the number of attention layers; each block holds K and V for all of them.
 	Layers int
-	// KVDim is the number of values of one token's K (and of its V) in one layer: the number
-	// of key/value heads times the head dimension.
-	KVDim int
+	// KVHeads is the number of key/value heads, HeadDim the values of one head's key (and
+	// value) at one position. One position of one layer holds KVHeads × HeadDim values of K
+	// and as many of V.
+	KVHeads, HeadDim int
 	// BlockSize is the number of positions per block (DefaultBlockSize when zero). Prefix
 	// reuse works in whole blocks.
 	BlockSize int
@@ -104,11 +107,12 @@ type Config struct {
 	NoPrefixCache bool
 }
 
-// block is one block of storage: BlockSize positions of K and V for every layer, laid out
-// [layer][K, V][position][KVDim], and the tokens at those positions.
+// block is one block of storage: BlockSize positions of K and V for every layer, and the
+// tokens at those positions. Per layer, K is laid out [head][position][HeadDim] and V
+// [head][HeadDim][position]: each head's keys form a BlockSize × HeadDim matrix and its values
+// the transposed HeadDim × BlockSize matrix. Elements are little-endian float32 or binary16.
 type block struct {
-	f32    []float32
-	f16    []uint16
+	data   []byte
 	tokens []int32
 	refs   int32
 	// hash is the chain hash under which the block is published (when published is true);
@@ -123,8 +127,9 @@ type block struct {
 // each block, and keeps the table of published blocks for prefix reuse.
 type Pool struct {
 	cfg        Config
-	layerElems int // elements of one layer's K (or V) in a block
-	blockElems int
+	kvDim      int // KVHeads × HeadDim
+	headBytes  int // bytes of one head's K (or V) in a block
+	layerBytes int // bytes of one layer's K and V in a block
 	blockBytes int64
 	maxBlocks  int
 
@@ -152,17 +157,18 @@ func NewPool(cfg Config) (*Pool, error) {
 	switch {
 	case cfg.Layers <= 0:
 		return nil, fmt.Errorf("cache: layers = %d: must be positive", cfg.Layers)
-	case cfg.KVDim <= 0:
-		return nil, fmt.Errorf("cache: kv dim = %d: must be positive", cfg.KVDim)
+	case cfg.KVHeads <= 0 || cfg.HeadDim <= 0:
+		return nil, fmt.Errorf("cache: %d kv heads of dimension %d: both must be positive", cfg.KVHeads, cfg.HeadDim)
 	case cfg.BlockSize < 0:
 		return nil, fmt.Errorf("cache: block size = %d: must be positive", cfg.BlockSize)
 	case cfg.DType != Float32 && cfg.DType != Float16:
 		return nil, fmt.Errorf("cache: unknown element type %v", cfg.DType)
 	}
 	p := &Pool{cfg: cfg, table: map[uint64]*block{}}
-	p.layerElems = cfg.BlockSize * cfg.KVDim
-	p.blockElems = 2 * cfg.Layers * p.layerElems
-	p.blockBytes = int64(p.blockElems)*int64(cfg.DType.Size()) + 4*int64(cfg.BlockSize)
+	p.kvDim = cfg.KVHeads * cfg.HeadDim
+	p.headBytes = cfg.BlockSize * cfg.HeadDim * cfg.DType.Size()
+	p.layerBytes = 2 * cfg.KVHeads * p.headBytes
+	p.blockBytes = int64(cfg.Layers)*int64(p.layerBytes) + 4*int64(cfg.BlockSize)
 	if cfg.Budget < p.blockBytes {
 		return nil, fmt.Errorf("cache: budget of %d bytes is less than one block (%d bytes)", cfg.Budget, p.blockBytes)
 	}
@@ -176,7 +182,7 @@ func (p *Pool) Config() Config { return p.cfg }
 
 // BytesPerToken is the memory one position of one sequence takes: K and V of every layer.
 func (p *Pool) BytesPerToken() int64 {
-	return 2 * int64(p.cfg.Layers) * int64(p.cfg.KVDim) * int64(p.cfg.DType.Size())
+	return 2 * int64(p.cfg.Layers) * int64(p.kvDim) * int64(p.cfg.DType.Size())
 }
 
 // BlockBytes is the memory of one block, its token record included.
@@ -233,26 +239,26 @@ func (p *Pool) available() int {
 	return len(p.free) + (p.maxBlocks - p.allocated) + p.cached
 }
 
-// take returns an unreferenced block with refs set to 1. The caller has checked available.
+// take returns an unreferenced block with refs set to 1, its storage zeroed (so that the
+// unwritten positions of a partial block read as zeros, never as stale non-finite values).
+// The caller has checked available.
 func (p *Pool) take() *block {
 	var b *block
 	switch {
 	case len(p.free) > 0:
 		b = p.free[len(p.free)-1]
 		p.free = p.free[:len(p.free)-1]
+		clear(b.data)
 	case p.allocated < p.maxBlocks:
 		b = &block{tokens: make([]int32, p.cfg.BlockSize)}
-		if p.cfg.DType == Float16 {
-			b.f16 = make([]uint16, p.blockElems)
-		} else {
-			b.f32 = make([]float32, p.blockElems)
-		}
+		b.data = make([]byte, p.cfg.Layers*p.layerBytes)
 		p.allocated++
 	default: // evict the least recently used cached block
 		b = p.lru.next
 		p.unlink(b)
 		p.unpublish(b)
 		p.evictions++
+		clear(b.data)
 	}
 	b.refs = 1
 	p.inUse++
@@ -303,18 +309,10 @@ func (p *Pool) unpublish(b *block) {
 	}
 }
 
-// copyBlock copies the first rows positions of src (every layer, tokens included) into dst.
-func (p *Pool) copyBlock(dst, src *block, rows int) {
-	n := rows * p.cfg.KVDim
-	for part := 0; part < 2*p.cfg.Layers; part++ {
-		off := part * p.layerElems
-		if p.cfg.DType == Float16 {
-			copy(dst.f16[off:off+n], src.f16[off:off+n])
-		} else {
-			copy(dst.f32[off:off+n], src.f32[off:off+n])
-		}
-	}
-	copy(dst.tokens[:rows], src.tokens[:rows])
+// copyBlock copies src (every layer, tokens included) into dst.
+func (p *Pool) copyBlock(dst, src *block) {
+	copy(dst.data, src.data)
+	copy(dst.tokens, src.tokens)
 	p.copies++
 }
 

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -36,8 +37,8 @@ func fill(t testing.TB, s *Sequence, tokens []int32) error {
 	}
 	all := s.Tokens(nil)
 	cfg := s.Pool().Config()
-	k := make([]float32, cfg.KVDim)
-	v := make([]float32, cfg.KVDim)
+	k := make([]float32, cfg.KVHeads*cfg.HeadDim)
+	v := make([]float32, cfg.KVHeads*cfg.HeadDim)
 	for pos := start; pos < s.Len(); pos++ {
 		for l := 0; l < cfg.Layers; l++ {
 			for j := range k {
@@ -65,10 +66,17 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 		}
 	}
 	cfg := s.Pool().Config()
-	d := cfg.KVDim
+	hd := cfg.HeadDim
+	d := cfg.KVHeads * hd
 	k := make([]float32, len(want)*d)
 	v := make([]float32, len(want)*d)
 	var spans []Span
+	elem := func(b []byte, i int) float32 {
+		if cfg.DType == Float16 {
+			return ggml.HalfToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
 	for l := 0; l < cfg.Layers; l++ {
 		s.ReadKV(l, 0, len(want), k, v)
 		spans = s.Spans(l, len(want), spans[:0])
@@ -78,24 +86,34 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 				t.Fatalf("layer %d: span starts at %d, want %d", l, sp.Start, covered)
 			}
 			covered += sp.Rows
+			for h := 0; h < cfg.KVHeads; h++ {
+				if got, want := len(sp.KHead(h)), sp.Rows*hd*cfg.DType.Size(); got != want {
+					t.Fatalf("KHead has %d bytes, want %d", got, want)
+				}
+				// Past Rows the transposed values are finite.
+				for dd := 0; dd < hd; dd++ {
+					for r := sp.Rows; r < cfg.BlockSize; r++ {
+						if x := elem(sp.VHead(h), dd*cfg.BlockSize+r); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+							t.Fatalf("unused value column %d holds %v", r, x)
+						}
+					}
+				}
+			}
 		}
 		if covered != len(want) {
 			t.Fatalf("layer %d: spans cover %d positions, want %d", l, covered, len(want))
 		}
 		for pos := range want {
-			sp := spans[pos/cfg.BlockSize]
+			sp := &spans[pos/cfg.BlockSize]
 			r := pos - sp.Start
 			for j := 0; j < d; j++ {
 				wk, wv := kvValue(want[:pos+1], l, j, false), kvValue(want[:pos+1], l, j, true)
 				if k[pos*d+j] != wk || v[pos*d+j] != wv {
 					t.Fatalf("layer %d position %d element %d: ReadKV K, V = %v, %v, want %v, %v", l, pos, j, k[pos*d+j], v[pos*d+j], wk, wv)
 				}
-				var sk, sv float32
-				if cfg.DType == Float16 {
-					sk, sv = ggml.HalfToFloat32(sp.K16[r*d+j]), ggml.HalfToFloat32(sp.V16[r*d+j])
-				} else {
-					sk, sv = sp.K[r*d+j], sp.V[r*d+j]
-				}
+				h, e := j/hd, j%hd
+				sk := elem(sp.KHead(h), r*hd+e)
+				sv := elem(sp.VHead(h), e*cfg.BlockSize+r)
 				if sk != wk || sv != wv {
 					t.Fatalf("layer %d position %d element %d: span K, V = %v, %v, want %v, %v", l, pos, j, sk, sv, wk, wv)
 				}
@@ -189,11 +207,12 @@ func TestNewPoolErrors(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no layers", Config{KVDim: 8}},
-		{"no kv dim", Config{Layers: 2}},
-		{"negative block size", Config{Layers: 2, KVDim: 8, BlockSize: -1}},
-		{"bad dtype", Config{Layers: 2, KVDim: 8, DType: 7}},
-		{"budget below one block", Config{Layers: 2, KVDim: 8, Budget: 100}},
+		{"no layers", Config{KVHeads: 2, HeadDim: 4}},
+		{"no kv heads", Config{Layers: 2, HeadDim: 4}},
+		{"no head dim", Config{Layers: 2, KVHeads: 4}},
+		{"negative block size", Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: -1}},
+		{"bad dtype", Config{Layers: 2, KVHeads: 2, HeadDim: 4, DType: 7}},
+		{"budget below one block", Config{Layers: 2, KVHeads: 2, HeadDim: 4, Budget: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewPool(tc.cfg); err == nil {
@@ -208,9 +227,9 @@ func TestBytesPerToken(t *testing.T) {
 		cfg  Config
 		want int64
 	}{
-		{Config{Layers: 12, KVDim: 768}, 12 * 2 * 768 * 4},
-		{Config{Layers: 12, KVDim: 768, DType: Float16}, 12 * 2 * 768 * 2},
-		{Config{Layers: 5, KVDim: 32}, 5 * 2 * 32 * 4},
+		{Config{Layers: 12, KVHeads: 12, HeadDim: 64}, 12 * 2 * 768 * 4},
+		{Config{Layers: 12, KVHeads: 12, HeadDim: 64, DType: Float16}, 12 * 2 * 768 * 2},
+		{Config{Layers: 5, KVHeads: 4, HeadDim: 8}, 5 * 2 * 32 * 4},
 	} {
 		p := newTestPool(t, tc.cfg)
 		if got := p.BytesPerToken(); got != tc.want {
@@ -228,7 +247,7 @@ func TestGrowPutRead(t *testing.T) {
 	for _, dt := range dtypes {
 		for _, n := range []int{1, 3, 4, 5, 17} {
 			t.Run(fmt.Sprintf("%v/%d", dt, n), func(t *testing.T) {
-				p := newTestPool(t, Config{Layers: 3, KVDim: 10, BlockSize: 4, DType: dt})
+				p := newTestPool(t, Config{Layers: 3, KVHeads: 2, HeadDim: 5, BlockSize: 4, DType: dt})
 				s := p.NewSequence()
 				toks := seqTokens(100, n)
 				// In two steps, the second starting inside a block.
@@ -265,7 +284,7 @@ func TestFork(t *testing.T) {
 			{"one side", 6, 0, 1, 1, 3},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", dt, tc.name), func(t *testing.T) {
-				p := newTestPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 4, DType: dt, NoPrefixCache: true})
+				p := newTestPool(t, Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt, NoPrefixCache: true})
 				a := p.NewSequence()
 				base := seqTokens(1, tc.prefix)
 				if err := fill(t, a, base); err != nil {
@@ -316,7 +335,7 @@ func TestTruncate(t *testing.T) {
 			{"shared, to block boundary", 12, 4, 1, true},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", dt, tc.name), func(t *testing.T) {
-				p := newTestPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 4, DType: dt})
+				p := newTestPool(t, Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt})
 				s := p.NewSequence()
 				toks := seqTokens(7, tc.n)
 				if err := fill(t, s, toks); err != nil {
@@ -363,7 +382,7 @@ func TestPrefixReuse(t *testing.T) {
 			{"shorter than a block", seqTokens(1, 12), seqTokens(1, 3), 0},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", dt, tc.name), func(t *testing.T) {
-				p := newTestPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 4, DType: dt})
+				p := newTestPool(t, Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt})
 				a := p.NewSequence()
 				if err := fill(t, a, tc.first); err != nil {
 					t.Fatal(err)
@@ -392,7 +411,7 @@ func TestPrefixReuse(t *testing.T) {
 func TestPrefixReuseWhileInUse(t *testing.T) {
 	// A second sequence shares the first's published blocks while the first still runs; the
 	// first then truncates into a shared block and rewrites it, which must copy it.
-	p := newTestPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 4})
+	p := newTestPool(t, Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4})
 	a := p.NewSequence()
 	toks := seqTokens(1, 12)
 	if err := fill(t, a, toks); err != nil {
@@ -438,7 +457,7 @@ func TestPrefixReuseWhileInUse(t *testing.T) {
 }
 
 func TestNoPrefixCache(t *testing.T) {
-	p := newTestPool(t, Config{Layers: 1, KVDim: 8, BlockSize: 4, NoPrefixCache: true})
+	p := newTestPool(t, Config{Layers: 1, KVHeads: 2, HeadDim: 4, BlockSize: 4, NoPrefixCache: true})
 	a := p.NewSequence()
 	if err := fill(t, a, seqTokens(1, 9)); err != nil {
 		t.Fatal(err)
@@ -454,7 +473,7 @@ func TestNoPrefixCache(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
-	cfg := Config{Layers: 2, KVDim: 8, BlockSize: 4}
+	cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4}
 	probe := newTestPool(t, cfg)
 	cfg.Budget = 4*probe.BlockBytes() + 100 // four blocks: 16 positions
 	p := newTestPool(t, cfg)
@@ -521,7 +540,7 @@ func TestBudget(t *testing.T) {
 func TestRandomOperations(t *testing.T) {
 	for _, dt := range dtypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			cfg := Config{Layers: 2, KVDim: 8, BlockSize: 4, DType: dt}
+			cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt}
 			probe := newTestPool(t, cfg)
 			cfg.Budget = 40 * probe.BlockBytes()
 			p := newTestPool(t, cfg)
@@ -605,7 +624,7 @@ func TestRandomOperations(t *testing.T) {
 func TestConcurrentSequences(t *testing.T) {
 	for _, dt := range dtypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			p := newTestPool(t, Config{Layers: 2, KVDim: 16, BlockSize: 4, DType: dt})
+			p := newTestPool(t, Config{Layers: 2, KVHeads: 2, HeadDim: 8, BlockSize: 4, DType: dt})
 			prompt := seqTokens(1, 14)
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
@@ -706,7 +725,7 @@ func TestHalfConversion(t *testing.T) {
 }
 
 func BenchmarkFork(b *testing.B) {
-	p := newTestPool(b, Config{Layers: 12, KVDim: 768, DType: Float16, Budget: 4 << 30})
+	p := newTestPool(b, Config{Layers: 12, KVHeads: 12, HeadDim: 64, DType: Float16, Budget: 4 << 30})
 	s := p.NewSequence()
 	if err := s.Grow(make([]int32, 1024)); err != nil {
 		b.Fatal(err)

@@ -9,7 +9,7 @@ import (
 // A forward pass reserves positions, writes each layer's K and V rows, commits, and reads
 // the rows back for attention.
 func Example() {
-	pool, err := cache.NewPool(cache.Config{Layers: 2, KVDim: 4, BlockSize: 16, DType: cache.Float16})
+	pool, err := cache.NewPool(cache.Config{Layers: 2, KVHeads: 2, HeadDim: 2, BlockSize: 16, DType: cache.Float16})
 	if err != nil {
 		panic(err)
 	}
@@ -30,17 +30,17 @@ func Example() {
 	seq.Commit()
 
 	for _, sp := range seq.Spans(1, seq.Len(), nil) {
-		fmt.Printf("positions %d-%d: %d half-precision values of K\n", sp.Start, sp.Start+sp.Rows-1, len(sp.K16))
+		fmt.Printf("positions %d-%d: %d bytes of keys for head 0\n", sp.Start, sp.Start+sp.Rows-1, len(sp.KHead(0)))
 	}
 	fmt.Println("bytes per token:", pool.BytesPerToken())
 	// Output:
-	// positions 0-2: 12 half-precision values of K
+	// positions 0-2: 12 bytes of keys for head 0
 	// bytes per token: 32
 }
 
 // Forking shares blocks copy-on-write; truncating rolls a sequence back.
 func ExampleSequence_Fork() {
-	pool, _ := cache.NewPool(cache.Config{Layers: 1, KVDim: 2, BlockSize: 4})
+	pool, _ := cache.NewPool(cache.Config{Layers: 1, KVHeads: 1, HeadDim: 2, BlockSize: 4})
 	seq := pool.NewSequence()
 	seq.Grow([]int32{1, 2, 3, 4, 5, 6})
 	for pos := range 6 {
@@ -64,7 +64,7 @@ func ExampleSequence_Fork() {
 
 // A new sequence whose prompt starts with published blocks reuses them.
 func ExampleSequence_MatchPrefix() {
-	pool, _ := cache.NewPool(cache.Config{Layers: 1, KVDim: 2, BlockSize: 4})
+	pool, _ := cache.NewPool(cache.Config{Layers: 1, KVHeads: 1, HeadDim: 2, BlockSize: 4})
 	prompt := []int32{1, 10, 11, 12, 13, 14, 15, 16, 17, 18}
 
 	first := pool.NewSequence()

@@ -1,6 +1,11 @@
 package cache
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/loomlm/loom/model/ggml"
+)
 
 // Sequence is one sequence's keys and values: a list of blocks of the pool and the number of
 // positions filled. Positions [0, Len) hold the K and V of the sequence's tokens, layer by
@@ -131,7 +136,7 @@ func (s *Sequence) Grow(tokens []int32) error {
 		switch {
 		case cow:
 			nb := p.take()
-			p.copyBlock(nb, last, s.n%bs)
+			p.copyBlock(nb, last)
 			p.release(last)
 			s.blocks[len(s.blocks)-1] = nb
 		case last.published:
@@ -153,36 +158,57 @@ func (s *Sequence) Grow(tokens []int32) error {
 	return nil
 }
 
-// offset returns the block of position pos and the element offset of its K row for layer.
-func (s *Sequence) offset(layer, pos int) (*block, int) {
-	p := s.pool
-	bs := p.cfg.BlockSize
-	return s.blocks[pos/bs], 2*layer*p.layerElems + (pos%bs)*p.cfg.KVDim
-}
-
 // Put writes the key row k and the value row v of layer at position pos, which must have been
-// reserved by Grow and not yet committed. Both rows have KVDim values; Float16 storage rounds
-// them to half precision.
+// reserved by Grow and not yet committed. Both rows hold KVHeads × HeadDim values, head after
+// head; Float16 storage rounds them to half precision.
 func (s *Sequence) Put(layer, pos int, k, v []float32) {
 	s.checkOpen()
 	p := s.pool
 	if pos < s.committed || pos >= s.n {
 		panic(fmt.Sprintf("cache: Put at position %d outside the positions [%d, %d) reserved by Grow", pos, s.committed, s.n))
 	}
-	if layer < 0 || layer >= p.cfg.Layers || len(k) != p.cfg.KVDim || len(v) != p.cfg.KVDim {
+	if layer < 0 || layer >= p.cfg.Layers || len(k) != p.kvDim || len(v) != p.kvDim {
 		panic(fmt.Sprintf("cache: Put of layer %d with rows of %d and %d values; want layer < %d, rows of %d",
-			layer, len(k), len(v), p.cfg.Layers, p.cfg.KVDim))
+			layer, len(k), len(v), p.cfg.Layers, p.kvDim))
 	}
-	b, off := s.offset(layer, pos)
-	d := p.cfg.KVDim
-	voff := off + p.layerElems
-	if p.cfg.DType == Float16 {
-		EncodeHalf(b.f16[off:off+d], k)
-		EncodeHalf(b.f16[voff:voff+d], v)
-		return
+	bs, hd := p.cfg.BlockSize, p.cfg.HeadDim
+	b := s.blocks[pos/bs]
+	r := pos % bs
+	layerData := b.data[layer*p.layerBytes : (layer+1)*p.layerBytes]
+	var tmp [256]uint16
+	for h := range p.cfg.KVHeads {
+		kh, vh := k[h*hd:(h+1)*hd], v[h*hd:(h+1)*hd]
+		kdst := layerData[h*p.headBytes : (h+1)*p.headBytes]
+		vdst := layerData[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]
+		if p.cfg.DType == Float16 {
+			EncodeHalf(halves(kdst)[r*hd:(r+1)*hd], kh)
+			vt := halves(vdst)
+			enc := tmp[:0]
+			if hd > len(tmp) {
+				enc = make([]uint16, hd)
+			}
+			enc = enc[:hd]
+			EncodeHalf(enc, vh)
+			for d, e := range enc {
+				vt[d*bs+r] = e
+			}
+			continue
+		}
+		copy(floats(kdst)[r*hd:(r+1)*hd], kh)
+		vt := floats(vdst)
+		for d, x := range vh {
+			vt[d*bs+r] = x
+		}
 	}
-	copy(b.f32[off:off+d], k)
-	copy(b.f32[voff:voff+d], v)
+}
+
+// floats and halves view little-endian storage as float32 or binary16 values.
+func floats(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+func halves(b []byte) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
 }
 
 // Commit marks every position of the sequence as written. Blocks that became full are
@@ -218,66 +244,91 @@ func (s *Sequence) Commit() {
 	}
 }
 
-// Span is the part of one block that a sequence's attention reads for one layer: Rows
-// consecutive positions starting at Start, as row-major views of the stored rows (Rows ×
-// KVDim values each). For Float32 storage K and V are set, for Float16 K16 and V16. The views
-// alias the cache and must not be modified.
+// Span is what attention reads of one block for one layer: positions Start … Start+Rows-1 of
+// the sequence, as views of the stored bytes (which must not be modified). The element type
+// is DType (little-endian float32 or IEEE binary16).
+//
+// KHead(h) is head h's keys as a Rows × HeadDim row-major matrix, so that the scores of a
+// query are one matrix-vector product. VHead(h) is head h's values transposed, a HeadDim ×
+// BlockSize row-major matrix whose column t is position Start+t, so that the weighted sum of
+// values is one matrix-vector product with the weights of the block's positions (zero past
+// Rows: those columns hold zeros or values of rolled-back positions, always finite).
 type Span struct {
-	Start, Rows int
-	K, V        []float32
-	K16, V16    []uint16
+	Start, Rows        int
+	BlockSize, HeadDim int
+	DType              DType
+	// K and V are the layer's keys and values in the block, head after head.
+	K, V []byte
+}
+
+// KHead returns head h's keys: Rows × HeadDim values, row-major.
+func (sp *Span) KHead(h int) []byte {
+	hb := sp.BlockSize * sp.HeadDim * sp.DType.Size()
+	return sp.K[h*hb : h*hb+sp.Rows*sp.HeadDim*sp.DType.Size()]
+}
+
+// VHead returns head h's values transposed: HeadDim × BlockSize values, row-major.
+func (sp *Span) VHead(h int) []byte {
+	hb := sp.BlockSize * sp.HeadDim * sp.DType.Size()
+	return sp.V[h*hb : (h+1)*hb]
 }
 
 // Spans appends to dst the spans covering positions [0, end) of layer, in order, and returns
-// it. end must not exceed Len; positions reserved by Grow but not yet written read as whatever
-// the block held.
+// it. end must not exceed Len; positions reserved by Grow but not yet written read as zeros or
+// as the values the block held before.
 func (s *Sequence) Spans(layer, end int, dst []Span) []Span {
 	s.checkOpen()
 	p := s.pool
 	if end < 0 || end > s.n || layer < 0 || layer >= p.cfg.Layers {
 		panic(fmt.Sprintf("cache: Spans of layer %d to position %d of a sequence of %d", layer, end, s.n))
 	}
-	bs, d := p.cfg.BlockSize, p.cfg.KVDim
+	bs := p.cfg.BlockSize
+	half := p.cfg.KVHeads * p.headBytes
 	for start := 0; start < end; start += bs {
 		b := s.blocks[start/bs]
-		rows := min(bs, end-start)
-		off := 2 * layer * p.layerElems
-		voff := off + p.layerElems
-		sp := Span{Start: start, Rows: rows}
-		if p.cfg.DType == Float16 {
-			sp.K16, sp.V16 = b.f16[off:off+rows*d], b.f16[voff:voff+rows*d]
-		} else {
-			sp.K, sp.V = b.f32[off:off+rows*d], b.f32[voff:voff+rows*d]
-		}
-		dst = append(dst, sp)
+		ld := b.data[layer*p.layerBytes : (layer+1)*p.layerBytes]
+		dst = append(dst, Span{
+			Start: start, Rows: min(bs, end-start),
+			BlockSize: bs, HeadDim: p.cfg.HeadDim, DType: p.cfg.DType,
+			K: ld[:half:half], V: ld[half:],
+		})
 	}
 	return dst
 }
 
 // ReadKV copies the key and value rows of layer at positions [start, end) into k and v as
-// float32, row after row; each must hold (end-start)×KVDim values.
+// float32, row after row, each row KVHeads × HeadDim values head after head; each must hold
+// (end-start) × KVHeads × HeadDim values.
 func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
 	s.checkOpen()
 	p := s.pool
-	d := p.cfg.KVDim
+	d := p.kvDim
 	if start < 0 || start > end || end > s.n || len(k) != (end-start)*d || len(v) != (end-start)*d {
 		panic(fmt.Sprintf("cache: ReadKV of positions [%d, %d) of a sequence of %d into %d and %d values", start, end, s.n, len(k), len(v)))
 	}
-	bs := p.cfg.BlockSize
-	for pos := start; pos < end; {
-		b, off := s.offset(layer, pos)
-		rows := min(bs-pos%bs, end-pos)
-		n := rows * d
-		o := (pos - start) * d
-		voff := off + p.layerElems
-		if p.cfg.DType == Float16 {
-			DecodeHalf(k[o:o+n], b.f16[off:off+n])
-			DecodeHalf(v[o:o+n], b.f16[voff:voff+n])
-		} else {
-			copy(k[o:o+n], b.f32[off:off+n])
-			copy(v[o:o+n], b.f32[voff:voff+n])
+	bs, hd := p.cfg.BlockSize, p.cfg.HeadDim
+	for pos := start; pos < end; pos++ {
+		b := s.blocks[pos/bs]
+		r := pos % bs
+		ld := b.data[layer*p.layerBytes : (layer+1)*p.layerBytes]
+		krow, vrow := k[(pos-start)*d:(pos-start+1)*d], v[(pos-start)*d:(pos-start+1)*d]
+		for h := range p.cfg.KVHeads {
+			kh := ld[h*p.headBytes : (h+1)*p.headBytes]
+			vh := ld[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]
+			if p.cfg.DType == Float16 {
+				DecodeHalf(krow[h*hd:(h+1)*hd], halves(kh)[r*hd:(r+1)*hd])
+				vt := halves(vh)
+				for j := range hd {
+					vrow[h*hd+j] = ggml.HalfToFloat32(vt[j*bs+r])
+				}
+				continue
+			}
+			copy(krow[h*hd:(h+1)*hd], floats(kh)[r*hd:(r+1)*hd])
+			vt := floats(vh)
+			for j := range hd {
+				vrow[h*hd+j] = vt[j*bs+r]
+			}
 		}
-		pos += rows
 	}
 }
 

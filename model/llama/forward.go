@@ -135,6 +135,7 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 // workspace holds the activations of one pass.
 type workspace struct {
 	x, xb, q, k, v, att, tmp, hb, hb2 []float32
+	e                                 []float32
 	cos, sin                          []float32
 	xr, logits                        []float32
 	segs                              []segment
@@ -257,7 +258,8 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	}
 	kernels.MatMul(ws.hb, l.wGate, ws.xb, n)
 	kernels.MatMul(ws.hb2, l.wUp, ws.xb, n)
-	swiGLU(ws.hb, ws.hb2)
+	ws.e = grow(ws.e, min(len(ws.hb), 4096))
+	swiGLU(ws.hb, ws.hb2, ws.e)
 	kernels.MatMul(ws.tmp, l.wDown, ws.hb, n)
 	add(ws.x, ws.tmp)
 }

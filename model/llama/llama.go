@@ -172,7 +172,7 @@ func New(f *gguf.File, opts Options) (*Model, error) {
 		budget = max(budget, 64<<20)
 	}
 	m.pool, err = cache.NewPool(cache.Config{
-		Layers: p.Layers, KVDim: kvDim, BlockSize: opts.BlockSize, DType: opts.KVType,
+		Layers: p.Layers, KVHeads: p.KVHeads, HeadDim: p.HeadDim, BlockSize: opts.BlockSize, DType: opts.KVType,
 		Budget: budget, NoPrefixCache: opts.NoPrefixCache,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/internal/fastmath"
+	"github.com/loomlm/loom/model/ggml"
 	"github.com/loomlm/loom/model/kernels"
 )
 
@@ -45,30 +46,40 @@ func add(x, y []float32) {
 	}
 }
 
-// swiGLU sets gate = silu(gate) · up, silu(g) = g / (1 + e^-g).
-func swiGLU(gate, up []float32) {
+// swiGLU sets gate = silu(gate) · up, silu(g) = g / (1 + e^-g); tmp is scratch of at least
+// min(len(gate), 4096) values.
+func swiGLU(gate, up, tmp []float32) {
 	up = up[:len(gate)]
-	for i, g := range gate {
-		gate[i] = g / (1 + fastmath.Exp(-g)) * up[i]
+	for lo := 0; lo < len(gate); lo += 4096 {
+		g := gate[lo:min(lo+4096, len(gate))]
+		e := tmp[:len(g)]
+		for i, v := range g {
+			e[i] = -v
+		}
+		fastmath.ExpShiftSum(e, e, 0)
+		u := up[lo : lo+len(g)]
+		for i, v := range g {
+			g[i] = v / (1 + e[i]) * u[i]
+		}
 	}
 }
 
 // attnScratch is one worker's buffers for attention.
 type attnScratch struct {
-	scores  []float32
-	mx, sum []float32
-	acc     []float32
-	kb, vb  []float32
+	q, s, p, o []float32
+	mx, sum    []float32
+	acc        []float32
 }
 
 // attention computes ws.att for every row: for each query head, the softmax-weighted sum of
 // the value rows of its key/value head over the positions up to the row's own, read from the
-// row's sequence. Work is split by (segment, key/value head); each task walks the sequence's
-// cache blocks once for all of its rows and query heads, keeping a running maximum and sum
-// per (row, head) so that every block is read once (the online softmax).
+// row's sequence. Work is split by (segment, key/value head). A task walks the sequence's
+// cache blocks once for all of its rows and query heads: per block one matrix product gives
+// the scores of every query against the block's keys, a running maximum and sum per query
+// rescale what came before (the online softmax), and a second product adds the block's
+// weighted values.
 func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	p := &m.p
-	// Every segment's spans, up to its last row.
 	for len(ws.spans) < len(ws.segs) {
 		ws.spans = append(ws.spans, nil)
 	}
@@ -80,7 +91,7 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 	}
 	tasks := len(ws.segs) * p.KVHeads
 	fn := func(task, worker int) {
-		m.attendTask(ws, &ws.scratch[worker], li, rows, task/p.KVHeads, task%p.KVHeads)
+		m.attendTask(ws, &ws.scratch[worker], rows, task/p.KVHeads, task%p.KVHeads)
 	}
 	// Small work is not worth waking other goroutines for.
 	if work*p.Heads*p.HeadDim < 1<<15 {
@@ -94,91 +105,89 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 
 // attendTask computes the attention output of the query heads of key/value head g for the
 // rows of segment s.
-func (m *Model) attendTask(ws *workspace, sc *attnScratch, li int, rows []rowInfo, s, g int) {
+func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, s, g int) {
 	p := &m.p
 	sg := ws.segs[s]
-	spans := ws.spans[s]
 	hd := p.HeadDim
-	qDim, kvDim := p.Heads*hd, p.KVHeads*hd
+	qDim := p.Heads * hd
 	group := p.Heads / p.KVHeads
-	nr := sg.b - sg.a
-	n := nr * group
+	nq := (sg.b - sg.a) * group // query i is row sg.a + i/group, head g·group + i%group
 	bs := m.pool.Config().BlockSize
-	half := m.pool.Config().DType == cache.Float16
+	dt := ggml.F32
+	if m.pool.Config().DType == cache.Float16 {
+		dt = ggml.F16
+	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 
-	sc.mx = grow(sc.mx, n)
-	sc.sum = grow(sc.sum, n)
-	sc.acc = grow(sc.acc, n*hd)
-	sc.scores = grow(sc.scores, bs)
+	sc.q = grow(sc.q, nq*hd)
+	for r := sg.a; r < sg.b; r++ {
+		i := (r - sg.a) * group
+		copy(sc.q[i*hd:(i+group)*hd], ws.q[r*qDim+g*group*hd:r*qDim+(g+1)*group*hd])
+	}
+	sc.mx = grow(sc.mx, nq)
+	sc.sum = grow(sc.sum, nq)
+	sc.acc = grow(sc.acc, nq*hd)
+	sc.s = grow(sc.s, nq*bs)
+	sc.p = grow(sc.p, nq*bs)
+	sc.o = grow(sc.o, nq*hd)
 	for i := range sc.mx {
 		sc.mx[i] = float32(math.Inf(-1))
 		sc.sum[i] = 0
 	}
 	clear(sc.acc)
-	if half {
-		sc.kb = grow(sc.kb, bs*hd)
-		sc.vb = grow(sc.vb, bs*hd)
-	}
 
-	for _, sp := range spans {
-		// This span's rows of head g, as float32 with a row stride.
-		kv, vv, stride, off := sp.K, sp.V, kvDim, g*hd
-		if half {
-			for t := range sp.Rows {
-				cache.DecodeHalf(sc.kb[t*hd:(t+1)*hd], sp.K16[t*kvDim+g*hd:t*kvDim+(g+1)*hd])
-				cache.DecodeHalf(sc.vb[t*hd:(t+1)*hd], sp.V16[t*kvDim+g*hd:t*kvDim+(g+1)*hd])
-			}
-			kv, vv, stride, off = sc.kb, sc.vb, hd, 0
-		}
-		for r := sg.a; r < sg.b; r++ {
-			pos := rows[r].pos
-			if pos < sp.Start {
-				continue
-			}
+	first := rows[sg.a].pos // positions of the segment's rows are first, first+1, …
+	for k := range ws.spans[s] {
+		sp := &ws.spans[s][k]
+		// The queries that see this block: rows at positions from sp.Start on.
+		q0 := max(0, sp.Start-first) * group
+		n := nq - q0
+		scores := sc.s[:n*sp.Rows]
+		kernels.MatMul(scores, kernels.Matrix{Type: dt, Rows: sp.Rows, Cols: hd, Data: sp.KHead(g)}, sc.q[q0*hd:nq*hd], n)
+		weights := sc.p[:n*bs]
+		for i := range n {
+			qi := q0 + i
+			pos := first + qi/group
 			tn := min(sp.Rows, pos-sp.Start+1)
-			for hh := range group {
-				h := g*group + hh
-				q := ws.q[r*qDim+h*hd : r*qDim+(h+1)*hd]
-				idx := (r-sg.a)*group + hh
-				scores := sc.scores[:tn]
-				mx := float32(math.Inf(-1))
-				for t := range tn {
-					v := kernels.Dot(q, kv[t*stride+off:t*stride+off+hd]) * scale
-					scores[t] = v
-					mx = max(mx, v)
-				}
-				acc := sc.acc[idx*hd : (idx+1)*hd]
-				if mx > sc.mx[idx] {
-					if sc.sum[idx] > 0 {
-						c := fastmath.Exp(sc.mx[idx] - mx)
-						sc.sum[idx] *= c
-						for j := range acc {
-							acc[j] *= c
-						}
+			row := scores[i*sp.Rows : i*sp.Rows+tn]
+			mx := float32(math.Inf(-1))
+			for t, v := range row {
+				v *= scale
+				row[t] = v
+				mx = max(mx, v)
+			}
+			if mx > sc.mx[qi] {
+				if sc.sum[qi] > 0 {
+					c := fastmath.Exp(sc.mx[qi] - mx)
+					sc.sum[qi] *= c
+					acc := sc.acc[qi*hd : (qi+1)*hd]
+					for j := range acc {
+						acc[j] *= c
 					}
-					sc.mx[idx] = mx
 				}
-				mi := sc.mx[idx]
-				sum := sc.sum[idx]
-				for t, v := range scores {
-					w := fastmath.Exp(v - mi)
-					sum += w
-					kernels.Axpy(w, vv[t*stride+off:t*stride+off+hd], acc)
-				}
-				sc.sum[idx] = sum
+				sc.mx[qi] = mx
 			}
+			w := weights[i*bs : (i+1)*bs]
+			var sum float32
+			for t, v := range row {
+				e := fastmath.Exp(v - sc.mx[qi])
+				w[t] = e
+				sum += e
+			}
+			clear(w[tn:])
+			sc.sum[qi] += sum
 		}
+		out := sc.o[:n*hd]
+		kernels.MatMul(out, kernels.Matrix{Type: dt, Rows: hd, Cols: bs, Data: sp.VHead(g)}, weights, n)
+		add(sc.acc[q0*hd:nq*hd], out)
 	}
-	for r := sg.a; r < sg.b; r++ {
-		for hh := range group {
-			h := g*group + hh
-			idx := (r-sg.a)*group + hh
-			inv := 1 / sc.sum[idx]
-			out := ws.att[r*qDim+h*hd : r*qDim+(h+1)*hd]
-			for j, a := range sc.acc[idx*hd : (idx+1)*hd] {
-				out[j] = a * inv
-			}
+	for i := range nq {
+		r := sg.a + i/group
+		h := g*group + i%group
+		inv := 1 / sc.sum[i]
+		dst := ws.att[r*qDim+h*hd : r*qDim+(h+1)*hd]
+		for j, a := range sc.acc[i*hd : (i+1)*hd] {
+			dst[j] = a * inv
 		}
 	}
 }
