@@ -19,7 +19,7 @@ type spmState struct {
 	// two characters that form one of these, so text splits into chunks at every other
 	// pair, and chunks are tokenised (and cached) independently with the same result.
 	pairsOnce  sync.Once
-	asciiPairs [128 * 128 / 64]uint64
+	smallPairs [129*129/64 + 1]uint64 // pairs of ASCII characters and "▁" (see smallCode)
 	pairs      map[string]struct{}
 
 	cache wordCache
@@ -47,9 +47,9 @@ func (t *Tokenizer) initPairs() {
 		for i := 0; i < len(tok); {
 			n := charLen(tok, i)
 			if prev >= 0 {
-				if i-prev == 1 && n == 1 && tok[prev] < 0x80 && tok[i] < 0x80 {
-					k := int(tok[prev])<<7 | int(tok[i])
-					st.asciiPairs[k/64] |= 1 << (k % 64)
+				if x, y := smallCode(tok[prev:i]), smallCode(tok[i:i+n]); x >= 0 && y >= 0 {
+					k := x*129 + y
+					st.smallPairs[k/64] |= 1 << (k % 64)
 				} else {
 					st.pairs[tok[prev:i+n]] = struct{}{}
 				}
@@ -60,12 +60,24 @@ func (t *Tokenizer) initPairs() {
 	}
 }
 
+// smallCode numbers the most common characters of SentencePiece text, ASCII (0–127) and "▁"
+// (128), for a table of pairs faster than a map; other characters get -1.
+func smallCode(ch string) int {
+	if len(ch) == 1 && ch[0] < 0x80 {
+		return int(ch[0])
+	}
+	if ch == spmSpace {
+		return 128
+	}
+	return -1
+}
+
 // mayJoin reports whether the characters text[a:b] and text[b:c] occur next to each other in
 // some vocabulary entry.
 func (st *spmState) mayJoin(text string, a, b, c int) bool {
-	if b-a == 1 && c-b == 1 && text[a] < 0x80 && text[b] < 0x80 {
-		k := int(text[a])<<7 | int(text[b])
-		return st.asciiPairs[k/64]&(1<<(k%64)) != 0
+	if x, y := smallCode(text[a:b]), smallCode(text[b:c]); x >= 0 && y >= 0 {
+		k := x*129 + y
+		return st.smallPairs[k/64]&(1<<(k%64)) != 0
 	}
 	_, ok := st.pairs[text[a:c]]
 	return ok
