@@ -40,16 +40,21 @@ func TestNoAllocationsPerToken(t *testing.T) {
 	row := make([]float32, vocab)
 	c := core.NewCandidates(row)
 	rng := core.NewRand(1, 0)
-	wide := must(processors.NewMinP(1e-4, 1)) // leaves a sparse, unsorted set of many tokens
+	// What comes before: nothing (a dense row), a filter leaving thousands of tokens unsorted,
+	// one leaving a few dozen unsorted, one leaving 100 sorted.
+	before := []core.LogitsProcessor{
+		core.Chain{},
+		must(processors.NewMinP(1e-4, 1)),
+		must(processors.NewMinP(0.05, 1)),
+		must(processors.NewTopK(100)),
+	}
 	for _, p := range procs {
-		for _, sparse := range []bool{false, true} {
+		for _, first := range before {
 			step := func() {
 				copy(row, src)
 				c.Reset(row)
-				if sparse {
-					if err := wide.Process(seq, c); err != nil {
-						t.Fatal(err)
-					}
+				if err := first.Process(seq, c); err != nil {
+					t.Fatal(err)
 				}
 				if err := p.Process(seq, c); err != nil {
 					t.Fatal(err)
@@ -60,8 +65,49 @@ func TestNoAllocationsPerToken(t *testing.T) {
 			}
 			step()
 			if allocs := testing.AllocsPerRun(20, step); allocs != 0 {
-				t.Errorf("%s (sparse %v): %v allocations per token", p.Name(), sparse, allocs)
+				t.Errorf("%s after %s: %v allocations per token", p.Name(), first.Name(), allocs)
 			}
+		}
+	}
+}
+
+// Processors without state are shared by every sequence of every request: used from many
+// goroutines at once, each with its own candidate set, they must not interfere (run with
+// -race) and must give each the same result as alone.
+func TestConcurrentUse(t *testing.T) {
+	const vocab = 3000
+	src := randomRow(rand.New(rand.NewPCG(63, 64)), vocab, 2)
+	chain := core.Chain{
+		must(processors.NewTemperature(0.8)),
+		must(processors.NewTopP(0.9, 1)),
+		must(processors.NewTypicalP(0.95, 1)),
+		must(processors.NewMinP(0.01, 1)),
+		must(processors.NewNoRepeatNGram(2)),
+	}
+	seq := newSeq(t, vocab, []core.TokenID{4, 5, 4})
+	run := func() []int {
+		row := append([]float32(nil), src...)
+		c := core.NewCandidates(row)
+		if err := chain.Process(seq, c); err != nil {
+			t.Error(err)
+			return nil
+		}
+		return kept(c, vocab)
+	}
+	want := run()
+	done := make(chan []int)
+	for range 4 {
+		go func() {
+			var got []int
+			for range 30 {
+				got = run()
+			}
+			done <- got
+		}()
+	}
+	for range 4 {
+		if got := <-done; len(got) != len(want) {
+			t.Fatalf("concurrent run kept %d tokens, alone %d", len(got), len(want))
 		}
 	}
 }

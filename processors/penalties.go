@@ -28,6 +28,7 @@ func ParseScope(s string) (Scope, error) {
 	return 0, &core.ParamError{Param: "scope", Value: s, Reason: `must be "all" or "generated"`}
 }
 
+// String returns the scope as written in pipelines.
 func (s Scope) String() string {
 	if s == ScopeGenerated {
 		return "generated"

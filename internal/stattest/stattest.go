@@ -27,6 +27,7 @@ type Result struct {
 	Impossible int
 }
 
+// String summarises the result for test failure messages.
 func (r Result) String() string {
 	if r.Impossible >= 0 {
 		return fmt.Sprintf("category %d observed but has probability 0", r.Impossible)
