@@ -2,6 +2,7 @@ package processors
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/internal/fastmath"
@@ -13,8 +14,8 @@ import (
 //	keep i ⇔ p(i) ≥ p · max_j p(j) ⇔ logit(i) ≥ max_j logit(j) + ln p
 //
 // It works on logits, so no exponential is computed: on a dense row one pass finds the
-// maximum and one vectorised pass collects the few tokens above the threshold; on a sorted
-// set it cuts the prefix. p = 0 disables it; p = 1 keeps the most likely token(s) only. NaN or
+// maximum and one vectorised pass (fastmath.MaskAbove) collects the tokens above the
+// threshold; on a sorted set it cuts the prefix. p = 0 disables it; p = 1 keeps the most likely token(s) only. NaN or
 // +Inf logits and an all-banned set are errors.
 type MinP struct {
 	p       float64
@@ -74,13 +75,17 @@ func (p *MinP) Process(_ *core.Sequence, c *core.Candidates) error {
 	if row := c.Dense(); row != nil {
 		out := c.Buffer(len(row))
 		w := 0
-		for i := 0; ; i++ {
-			i += fastmath.IndexAbove(row[i:], below)
-			if i >= len(row) {
-				break
+		var words [maskChunk / 64]uint64
+		for base := 0; base < len(row); base += maskChunk {
+			end := min(base+maskChunk, len(row))
+			fastmath.MaskAbove(words[:], row[base:end], below)
+			for k, word := range words[:(end-base+63)/64] {
+				for ; word != 0; word &= word - 1 {
+					i := base + 64*k + bits.TrailingZeros64(word)
+					out[w] = core.Candidate{ID: core.TokenID(i), Logit: row[i]}
+					w++
+				}
 			}
-			out[w] = core.Candidate{ID: core.TokenID(i), Logit: row[i]}
-			w++
 		}
 		if w < p.minKeep {
 			return c.TopK(p.minKeep)
