@@ -39,8 +39,14 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	runs := make([]itemRun, len(batch))
-	seen := make(map[*state]bool, len(batch))
+	ws := m.getWorkspace()
+	defer func() {
+		// Keep no states or logits rows alive through the pool.
+		clear(ws.runs)
+		clear(ws.rows)
+		m.workspaces.Put(ws)
+	}()
+	runs := ws.runs[:0]
 	for i := range batch {
 		it := &batch[i]
 		st, ok := it.State.(*state)
@@ -51,12 +57,14 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 			return fmt.Errorf("llama: batch item %d: state belongs to another model", i)
 		case st.closed:
 			return fmt.Errorf("llama: batch item %d: state is closed", i)
-		case seen[st]:
-			return fmt.Errorf("llama: batch item %d: state appears twice in the batch", i)
 		case len(it.Tokens) == 0:
 			return fmt.Errorf("llama: batch item %d: no tokens", i)
 		}
-		seen[st] = true
+		for j := range i {
+			if batch[j].State == it.State {
+				return fmt.Errorf("llama: batch item %d: state appears twice in the batch (items %d and %d)", i, j, i)
+			}
+		}
 		if n := st.Len() + len(it.Tokens); n > m.p.ContextLength {
 			return fmt.Errorf("llama: batch item %d: %d positions exceed the context length %d", i, n, m.p.ContextLength)
 		}
@@ -65,8 +73,9 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 				return fmt.Errorf("llama: batch item %d: token %d = %d is outside the vocabulary [0, %d)", i, j, id, m.p.VocabSize)
 			}
 		}
-		runs[i] = itemRun{st: st, start: st.Len(), tokens: it.Tokens}
+		runs = append(runs, itemRun{st: st, start: st.Len(), tokens: it.Tokens})
 	}
+	ws.runs = runs
 
 	rollback := func(upTo int) {
 		for i := 0; i < upTo; i++ {
@@ -90,7 +99,7 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 	for i := range runs {
 		total += len(runs[i].tokens)
 	}
-	rows := make([]rowInfo, 0, total)
+	rows := ws.rows[:0]
 	for i := range runs {
 		r := &runs[i]
 		it := &batch[i]
@@ -110,8 +119,7 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 		}
 	}
 
-	ws := m.getWorkspace()
-	defer m.workspaces.Put(ws)
+	ws.rows = rows
 	for c0 := 0; c0 < len(rows); c0 += m.opts.BatchTokens {
 		if err := ctx.Err(); err != nil {
 			rollback(len(runs))
@@ -139,6 +147,8 @@ type workspace struct {
 	cos, sin                          []float32
 	xr, logits                        []float32
 	segs                              []segment
+	runs                              []itemRun
+	rows                              []rowInfo
 	spans                             [][]cache.Span
 	scratch                           []attnScratch
 }
