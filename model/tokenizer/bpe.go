@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/loomlm/loom/core"
 )
@@ -46,13 +45,18 @@ func appendUnmapped(out []byte, s string) []byte {
 }
 
 type bpeState struct {
-	ranks        map[pairKey]int32
+	// merges maps a pair of token ids to the rank of their merge and the id of the result.
+	merges map[uint64]bpeMerge
+	// byteIDs maps a byte to the token of its character, or -1.
+	byteIDs      [256]core.TokenID
 	pre          *pretokenizer
 	ignoreMerges bool
 	cache        wordCache
 }
 
-type pairKey struct{ left, right string }
+type bpeMerge struct{ rank, result core.TokenID }
+
+func pairOf(left, right core.TokenID) uint64 { return uint64(uint32(left))<<32 | uint64(uint32(right)) }
 
 func (t *Tokenizer) initBPE(merges []string) error {
 	if len(merges) == 0 {
@@ -67,7 +71,14 @@ func (t *Tokenizer) initBPE(merges []string) error {
 		return fmt.Errorf("tokenizer: pre-tokenizer %q (tokenizer.ggml.pre) is not supported; supported: %s", t.pre, strings.Join(Pretokenizers(), ", "))
 	}
 	t.pre = name
-	b := &bpeState{ranks: make(map[pairKey]int32, len(merges)), pre: pre, ignoreMerges: pre.ignoreMerges}
+	b := &bpeState{merges: make(map[uint64]bpeMerge, len(merges)), pre: pre, ignoreMerges: pre.ignoreMerges}
+	for c := range 256 {
+		id, ok := t.toID[byteString[c]]
+		if !ok {
+			id = -1
+		}
+		b.byteIDs[c] = id
+	}
 	for rank, m := range merges {
 		// Split at the first space after the first character: pieces never hold a raw space.
 		sp := strings.IndexByte(m[min(1, len(m)):], ' ')
@@ -75,9 +86,16 @@ func (t *Tokenizer) initBPE(merges []string) error {
 			return fmt.Errorf("tokenizer: merge %d %q is not two pieces separated by a space", rank, m)
 		}
 		sp += min(1, len(m))
-		key := pairKey{m[:sp], m[sp+1:]}
-		if _, dup := b.ranks[key]; !dup {
-			b.ranks[key] = int32(rank)
+		// Symbols are always vocabulary entries, so a merge of pieces that are not, or whose
+		// result is not, can never apply.
+		left, okL := t.toID[m[:sp]]
+		right, okR := t.toID[m[sp+1:]]
+		result, okM := t.toID[m[:sp]+m[sp+1:]]
+		if !okL || !okR || !okM {
+			continue
+		}
+		if _, dup := b.merges[pairOf(left, right)]; !dup {
+			b.merges[pairOf(left, right)] = bpeMerge{rank: core.TokenID(rank), result: result}
 		}
 	}
 	t.bpe = b
@@ -100,40 +118,50 @@ type bpeScratch struct {
 	queue []bpeBigram
 }
 
+// bpeSymbol is a token in the linked list of a word's symbols; merged is set once it has been
+// merged into its left neighbour.
 type bpeSymbol struct {
-	start, n   int32
+	id         core.TokenID
 	prev, next int32
+	merged     bool
 }
 
+// bpeBigram is a candidate merge of two adjacent symbols.
 type bpeBigram struct {
 	left, right int32
-	size        int32
-	rank        int32
+	rank        core.TokenID
+	// leftID and rightID are the symbols' ids when the pair was found: if either symbol
+	// has changed since, the candidate is outdated.
+	leftID, rightID core.TokenID
+	result          core.TokenID
 }
 
 func (a bpeBigram) before(b bpeBigram) bool {
 	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
 }
 
-// bpeWord appends the tokens of one pre-tokenized word: its bytes are mapped to characters,
-// then the adjacent pair with the lowest merge rank is merged until no pair has a rank.
+// bpeWord appends the tokens of one pre-tokenized word: each byte starts as the token of its
+// character, then the adjacent pair with the lowest merge rank (the leftmost among equals) is
+// merged until no pair has a merge.
 func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []core.TokenID {
-	sc.text = sc.text[:0]
-	for i := 0; i < len(word); i++ {
-		sc.text = append(sc.text, byteString[word[i]]...)
-	}
-	text := unsafe.String(unsafe.SliceData(sc.text), len(sc.text)) // valid until the next word
-	if t.bpe.ignoreMerges {
-		if id, ok := t.toID[text]; ok {
+	b := t.bpe
+	if b.ignoreMerges {
+		sc.text = sc.text[:0]
+		for i := 0; i < len(word); i++ {
+			sc.text = append(sc.text, byteString[word[i]]...)
+		}
+		if id, ok := t.toID[string(sc.text)]; ok {
 			return append(out, id)
 		}
 	}
 	syms := sc.syms[:0]
-	for i := 0; i < len(text); {
-		_, n := utf8.DecodeRuneInString(text[i:])
+	for i := 0; i < len(word); i++ {
+		id := b.byteIDs[word[i]]
+		if id < 0 {
+			id = t.special.UNK // a vocabulary without this byte's character
+		}
 		k := int32(len(syms))
-		syms = append(syms, bpeSymbol{start: int32(i), n: int32(n), prev: k - 1, next: k + 1})
-		i += n
+		syms = append(syms, bpeSymbol{id: id, prev: k - 1, next: k + 1})
 	}
 	syms[len(syms)-1].next = -1
 
@@ -178,12 +206,15 @@ func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []c
 		if left < 0 || right < 0 {
 			return
 		}
-		l, r := syms[left], syms[right]
-		rank, ok := t.bpe.ranks[pairKey{text[l.start : l.start+l.n], text[r.start : r.start+r.n]}]
+		l, r := syms[left].id, syms[right].id
+		if l < 0 || r < 0 {
+			return
+		}
+		m, ok := b.merges[pairOf(l, r)]
 		if !ok {
 			return
 		}
-		push(bpeBigram{left: left, right: right, size: l.n + r.n, rank: rank})
+		push(bpeBigram{left: left, right: right, rank: m.rank, leftID: l, rightID: r, result: m.result})
 	}
 	for i := 1; i < len(syms); i++ {
 		tryPair(int32(i-1), int32(i))
@@ -191,11 +222,11 @@ func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []c
 	for len(queue) > 0 {
 		bg := pop()
 		l, r := &syms[bg.left], &syms[bg.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != bg.size {
-			continue
+		if l.merged || r.merged || l.next != bg.right || l.id != bg.leftID || r.id != bg.rightID {
+			continue // outdated: one side has merged since
 		}
-		l.n += r.n
-		r.n = 0
+		l.id = bg.result
+		r.merged = true
 		l.next = r.next
 		if r.next >= 0 {
 			syms[r.next].prev = bg.left
@@ -203,23 +234,10 @@ func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []c
 		tryPair(l.prev, bg.left)
 		tryPair(bg.left, l.next)
 	}
-
-	ids := out
 	for i := int32(0); i >= 0; i = syms[i].next {
-		s := syms[i]
-		piece := text[s.start : s.start+s.n]
-		if id, ok := t.toID[piece]; ok {
-			ids = append(ids, id)
-			continue
-		}
-		// Not in the vocabulary (a malformed vocabulary): fall back to the characters.
-		for _, r := range piece {
-			if id, ok := t.toID[string(r)]; ok {
-				ids = append(ids, id)
-			} else if t.special.UNK >= 0 {
-				ids = append(ids, t.special.UNK)
-			}
+		if id := syms[i].id; id >= 0 {
+			out = append(out, id)
 		}
 	}
-	return ids
+	return out
 }
