@@ -147,6 +147,7 @@ type workspace struct {
 	cos, sin                          []float32
 	xr, logits                        []float32
 	segs                              []segment
+	outs                              [][]float32
 	runs                              []itemRun
 	rows                              []rowInfo
 	spans                             [][]cache.Span
@@ -241,9 +242,8 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	for r := range n {
 		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.attnNorm, p.RMSEps)
 	}
-	kernels.MatMul(ws.q, l.wq, ws.xb, n)
-	kernels.MatMul(ws.k, l.wk, ws.xb, n)
-	kernels.MatMul(ws.v, l.wv, ws.xb, n)
+	ws.outs = append(ws.outs[:0], ws.q, ws.k, ws.v)
+	kernels.MatMuls(ws.outs, l.qkv, ws.xb, n)
 	addBias(ws.q, l.bq)
 	addBias(ws.k, l.bk)
 	addBias(ws.v, l.bv)
@@ -266,8 +266,8 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	for r := range n {
 		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
 	}
-	kernels.MatMul(ws.hb, l.wGate, ws.xb, n)
-	kernels.MatMul(ws.hb2, l.wUp, ws.xb, n)
+	ws.outs = append(ws.outs[:0], ws.hb, ws.hb2)
+	kernels.MatMuls(ws.outs, l.gateUp, ws.xb, n)
 	ws.e = grow(ws.e, min(len(ws.hb), 4096))
 	swiGLU(ws.hb, ws.hb2, ws.e)
 	kernels.MatMul(ws.tmp, l.wDown, ws.hb, n)

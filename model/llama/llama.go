@@ -93,6 +93,8 @@ type layer struct {
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        []float32 // nil when absent
 	wGate, wUp, wDown kernels.Matrix
+	// qkv and gateUp group the matrices that multiply the same input, for kernels.MatMuls.
+	qkv, gateUp []kernels.Matrix
 }
 
 // Model is a loaded llama-family model. It implements core.Model.
@@ -420,6 +422,11 @@ func (m *Model) loadTensors() error {
 	}
 	if err := ld.err(); err != nil {
 		return err
+	}
+	for i := range m.layers {
+		l := &m.layers[i]
+		l.qkv = []kernels.Matrix{l.wq, l.wk, l.wv}
+		l.gateUp = []kernels.Matrix{l.wGate, l.wUp}
 	}
 	m.embdRow = m.embd.RowBytes()
 	return nil
