@@ -187,7 +187,7 @@ func printInfo(w io.Writer, info modelInfo) {
 		row("name", "%s", info.Name)
 	}
 	row("architecture", "%s", orNone(info.Architecture))
-	row("parameters", "%s (%d)", count(info.Parameters), info.Parameters)
+	row("parameters", "%s (%d)", humanCount(info.Parameters), info.Parameters)
 	for _, r := range []struct {
 		k string
 		v uint32
@@ -246,8 +246,8 @@ func orNone(s string) string {
 	return s
 }
 
-// count writes n with a K, M or B suffix.
-func count(n int64) string {
+// humanCount writes n with a K, M or B suffix.
+func humanCount(n int64) string {
 	switch {
 	case n >= 1e9:
 		return fmt.Sprintf("%.2fB", float64(n)/1e9)
