@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/ggml"
 	"github.com/loomlm/loom/model/gguf"
 )
 
@@ -267,5 +269,69 @@ func TestUnsupported(t *testing.T) {
 	os.WriteFile(path, buf.Bytes(), 0o644)
 	if _, err := Open(path, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte(`architecture "gpt2" is not supported`)) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestUnsupportedTensorType checks that a weight in a type the kernels lack is refused with
+// an error naming the tensor and its type, and that a missing tensor is named too.
+func TestUnsupportedTensorType(t *testing.T) {
+	src, err := gguf.Open(writeSynthetic(t, "tinyqwen", "f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for _, tc := range []struct {
+		name   string
+		change func(name string) (skip bool, typ ggml.Type)
+		want   []string
+	}{
+		{"Q5_K weight", func(name string) (bool, ggml.Type) {
+			if name == "blk.1.attn_q.weight" {
+				return false, ggml.Q5_K
+			}
+			return false, ggml.F32
+		}, []string{`tensor "blk.1.attn_q.weight": type Q5_K is not supported`}},
+		{"missing weights", func(name string) (bool, ggml.Type) {
+			return name == "blk.0.ffn_up.weight" || name == "output_norm.weight", ggml.F32
+		}, []string{`missing tensor "blk.0.ffn_up.weight"`, `missing tensor "output_norm.weight"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := gguf.NewWriter()
+			for _, kv := range src.Metadata {
+				if err := w.Set(kv.Key, kv.Value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, ti := range src.Tensors {
+				skip, typ := tc.change(ti.Name)
+				if skip {
+					continue
+				}
+				data, _ := src.TensorData(ti.Name)
+				if typ != ti.Type {
+					n, err := typ.RowBytes(int(ti.Elements()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					data = make([]byte, n)
+				}
+				if err := w.AddTensor(ti.Name, typ, ti.Dims, data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := w.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, Options{})
+			if err == nil {
+				t.Fatal("Open succeeded")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
 	}
 }
