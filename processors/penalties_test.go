@@ -422,3 +422,20 @@ func ExampleBadWords() {
 	fmt.Println(tok.Piece(dog), c.Dense()[dog])
 	// Output: dog -Inf
 }
+
+func ExampleNewFrequencyPenalty() {
+	m, tok := testmodel.Default()
+	pipe := &core.Pipeline{Model: m, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	s, _ := core.NewSession(context.Background(), pipe, core.Request{PromptTokens: []core.TokenID{4, 4}, MaxNewTokens: 3})
+	seq, _ := s.Prefill()
+	_ = s.Append(seq, core.Choice{ID: 5})
+	_ = s.Append(seq, core.Choice{ID: 5})
+
+	// Counting generated tokens only (vLLM's and OpenAI's convention), the prompt's two 4s do
+	// not count: only token 5, generated twice, is penalised.
+	p, _ := processors.NewFrequencyPenalty(0.5, processors.Window{Scope: processors.ScopeGenerated})
+	c := core.NewCandidates([]float32{0, 0, 0, 0, 1, 1})
+	_ = p.Process(seq, c)
+	fmt.Println(c.Dense()[4:])
+	// Output: [1 0]
+}

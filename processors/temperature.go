@@ -7,9 +7,9 @@ import (
 	"github.com/loomlm/loom/internal/fastmath"
 )
 
-// Temperature rescales the logits: logit' = logit / t (computed as logit · (1/t)), so that
-// softmax(logit') ∝ p^(1/t). t < 1 sharpens the distribution, t > 1 flattens it, t = 1 leaves
-// it unchanged.
+// Temperature rescales the logits: logit' = logit / t (a true division, as llama.cpp and
+// transformers compute it), so that softmax(logit') ∝ p^(1/t). t < 1 sharpens the
+// distribution, t > 1 flattens it, t = 1 leaves it unchanged.
 //
 // t = 0 means greedy: only the most likely token is kept (the lowest id among equal logits),
 // so any strategy then picks it. NaN and +Inf logits are then an error, as is a row with every
@@ -19,10 +19,10 @@ import (
 // A sorted set stays sorted. Cost: one vectorised pass over a dense row, or over the kept
 // items of a sparse set.
 type Temperature struct {
-	t, inv float32
+	t float32
 }
 
-// minTemperature keeps 1/t finite in float32.
+// minTemperature keeps t a normal float32 and 1/t finite.
 const minTemperature = 1e-30
 
 // NewTemperature returns a temperature processor; t must be 0 or a finite number ≥ 1e-30.
@@ -33,11 +33,7 @@ func NewTemperature(t float64) (*Temperature, error) {
 	if t > 0 && t < minTemperature {
 		return nil, &core.ParamError{Param: "t", Value: t, Reason: "must be 0 (greedy) or at least 1e-30"}
 	}
-	p := &Temperature{t: float32(t)}
-	if t > 0 {
-		p.inv = float32(1 / t)
-	}
-	return p, nil
+	return &Temperature{t: float32(t)}, nil
 }
 
 // Name implements core.LogitsProcessor.
@@ -60,12 +56,12 @@ func (p *Temperature) Process(_ *core.Sequence, c *core.Candidates) error {
 		return nil
 	}
 	if row := c.Dense(); row != nil {
-		fastmath.Scale(row, p.inv)
+		fastmath.Divide(row, p.t)
 		return nil
 	}
 	items := c.Items()
 	for i := range items {
-		items[i].Logit *= p.inv
+		items[i].Logit /= p.t
 	}
 	return nil
 }

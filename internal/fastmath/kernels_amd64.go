@@ -54,6 +54,14 @@ func scaleBlocks(xs []float32, s float32) {
 	scaleGeneric(xs, s)
 }
 
+func divideBlocks(xs []float32, d float32) {
+	if useAVX2 {
+		divideAVX2(xs, d)
+		return
+	}
+	divideGeneric(xs, d)
+}
+
 func maskAboveBlocks(dst []uint64, xs []float32, t float32) {
 	if useAVX2 {
 		maskAboveAVX2(dst, xs, t)
@@ -76,6 +84,9 @@ func indexAboveAVX2(xs []float32, t float32) int
 
 //go:noescape
 func scaleAVX2(xs []float32, s float32)
+
+//go:noescape
+func divideAVX2(xs []float32, d float32)
 
 //go:noescape
 func maskAboveAVX2(dst []uint64, xs []float32, t float32)

@@ -231,6 +231,35 @@ done:
 	VZEROUPPER
 	RET
 
+// func divideAVX2(xs []float32, d float32)
+TEXT ·divideAVX2(SB), NOSPLIT, $0-28
+	MOVQ         xs_base+0(FP), SI
+	MOVQ         xs_len+8(FP), CX
+	VBROADCASTSS d+24(FP), Y15
+	XORQ         AX, AX
+
+loop:
+	CMPQ    AX, CX
+	JAE     done
+	VMOVUPS 0(SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS 64(SI)(AX*4), Y2
+	VMOVUPS 96(SI)(AX*4), Y3
+	VDIVPS  Y15, Y0, Y0
+	VDIVPS  Y15, Y1, Y1
+	VDIVPS  Y15, Y2, Y2
+	VDIVPS  Y15, Y3, Y3
+	VMOVUPS Y0, 0(SI)(AX*4)
+	VMOVUPS Y1, 32(SI)(AX*4)
+	VMOVUPS Y2, 64(SI)(AX*4)
+	VMOVUPS Y3, 96(SI)(AX*4)
+	ADDQ    $32, AX
+	JMP     loop
+
+done:
+	VZEROUPPER
+	RET
+
 // MASK8 puts the 8-bit mask of !(t >= x) for the 8 values at off(SI), shifted left by sh,
 // into R9 and ORs it into R8.
 #define MASK8(off, sh) \

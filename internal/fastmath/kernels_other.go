@@ -19,3 +19,5 @@ func indexAboveBlocks(xs []float32, t float32) int { return indexAboveGeneric(xs
 func scaleBlocks(xs []float32, s float32) { scaleGeneric(xs, s) }
 
 func maskAboveBlocks(dst []uint64, xs []float32, t float32) { maskAboveGeneric(dst, xs, t) }
+
+func divideBlocks(xs []float32, d float32) { divideGeneric(xs, d) }

@@ -176,6 +176,23 @@ func TestIndexAbove(t *testing.T) {
 	}
 }
 
+func TestDivide(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, n := range lengths {
+		xs := testRow(r, n, 3, true)
+		a := append([]float32(nil), xs...)
+		b := append([]float32(nil), xs...)
+		Divide(a, 0.7)
+		withGeneric(func() { Divide(b, 0.7) })
+		for i := range xs {
+			want := xs[i] / 0.7
+			if !sameBits(a[i], want) || !sameBits(b[i], want) {
+				t.Fatalf("n=%d: element %d: %v and %v, want %v", n, i, a[i], b[i], want)
+			}
+		}
+	}
+}
+
 func TestMaskAbove(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, n := range append(lengths, 64, 127, 128, 129, 4096) {
@@ -247,6 +264,13 @@ func BenchmarkMaskAbove151936(b *testing.B) {
 	dst := make([]uint64, (len(xs)+63)/64)
 	for b.Loop() {
 		MaskAbove(dst, xs, 2)
+	}
+}
+
+func BenchmarkDivide151936(b *testing.B) {
+	xs := benchRow()
+	for b.Loop() {
+		Divide(xs, 1)
 	}
 }
 

@@ -85,6 +85,22 @@ func scaleGeneric(xs []float32, s float32) {
 	}
 }
 
+// Divide divides every value of xs by d in place (a true division, not a multiplication by
+// 1/d, so results are those of x / d exactly).
+func Divide(xs []float32, d float32) {
+	n := len(xs) &^ 31
+	if n > 0 {
+		divideBlocks(xs[:n], d)
+	}
+	divideGeneric(xs[n:], d)
+}
+
+func divideGeneric(xs []float32, d float32) {
+	for i := range xs {
+		xs[i] /= d
+	}
+}
+
 // MaskAbove sets bit i%64 of dst[i/64] when xs[i] is not ≤ t — above t, or NaN — and clears it
 // otherwise; dst must hold at least ⌈len(xs)/64⌉ words (bits past len(xs) are cleared).
 // Collecting the values of a row above a threshold then costs one vectorised pass plus a few
