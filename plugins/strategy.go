@@ -304,7 +304,9 @@ func (ss *sessionServer) Append(_ context.Context, r *pluginpb.AppendRequest) (*
 	if err := ss.s.Append(q, core.Choice{ID: r.Choice.Id, Logprob: r.Choice.Logprob}); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return infos(q), nil
+	out := infos(q)
+	out.Sequences[0].LastLogprob = r.Choice.Logprob
+	return out, nil
 }
 
 func (ss *sessionServer) Step(_ context.Context, r *pluginpb.SelectRequest) (*pluginpb.Sequences, error) {
@@ -318,6 +320,7 @@ func (ss *sessionServer) Step(_ context.Context, r *pluginpb.SelectRequest) (*pl
 		return nil, ss.hostError(err)
 	}
 	live := core.Live(nil, qs)
+	chosen := map[int]float32{}
 	if len(live) > 0 {
 		chs, err := ss.choose(live, r.Mode)
 		if err != nil {
@@ -327,9 +330,14 @@ func (ss *sessionServer) Step(_ context.Context, r *pluginpb.SelectRequest) (*pl
 			if err := ss.s.Append(q, chs[i]); err != nil {
 				return nil, ss.hostError(err)
 			}
+			chosen[q.Index()] = chs[i].Logprob
 		}
 	}
-	return infos(qs...), nil
+	out := infos(qs...)
+	for _, in := range out.Sequences {
+		in.LastLogprob = chosen[int(in.Index)]
+	}
+	return out, nil
 }
 
 func (ss *sessionServer) Finish(_ context.Context, r *pluginpb.FinishRequest) (*pluginpb.Empty, error) {

@@ -54,13 +54,18 @@ func rpcErr(err error) error {
 	return err
 }
 
-func (s *Session) update(infos []*pluginpb.SequenceInfo) []*Sequence {
+// update refreshes sequences from the host's answer; appended says whether the call appended
+// a token to each (so that its log-probability counts).
+func (s *Session) update(infos []*pluginpb.SequenceInfo, appended bool) []*Sequence {
 	out := make([]*Sequence, 0, len(infos))
 	for _, in := range infos {
 		q := s.seqs[int(in.Index)]
 		if q == nil {
 			q = &Sequence{index: int(in.Index), promptLen: len(s.req.Prompt)}
 			s.seqs[q.index] = q
+		}
+		if appended && len(in.Tokens) > q.NumGenerated() {
+			q.sum += float64(in.LastLogprob)
 		}
 		q.tokens = append(append(q.tokens[:0], s.req.Prompt...), in.Tokens...)
 		q.text = append(q.text[:0], in.Text...)
@@ -84,7 +89,7 @@ func (s *Session) Start(n int) ([]*Sequence, error) {
 	if err != nil {
 		return nil, rpcErr(err)
 	}
-	return s.update(r.Sequences), nil
+	return s.update(r.Sequences, false), nil
 }
 
 // Fork returns a new sequence that continues from q.
@@ -96,7 +101,9 @@ func (s *Session) Fork(q *Sequence) (*Sequence, error) {
 	if len(r.Sequences) != 1 {
 		return nil, errors.New("host returned no forked sequence")
 	}
-	return s.update(r.Sequences)[0], nil
+	f := s.update(r.Sequences, false)[0]
+	f.sum = q.sum
+	return f, nil
 }
 
 // Forward runs the pending tokens of the sequences through the model in one batch.
@@ -151,7 +158,7 @@ func (s *Session) Append(q *Sequence, ch Choice) error {
 	if err != nil {
 		return rpcErr(err)
 	}
-	s.update(r.Sequences)
+	s.update(r.Sequences, true)
 	return nil
 }
 
@@ -160,7 +167,7 @@ func (s *Session) step(mode pluginpb.SelectMode, qs []*Sequence) error {
 	if err != nil {
 		return rpcErr(err)
 	}
-	s.update(r.Sequences)
+	s.update(r.Sequences, true)
 	return nil
 }
 
@@ -190,7 +197,8 @@ func (s *Session) Truncate(q *Sequence, generated int) error {
 	if err != nil {
 		return rpcErr(err)
 	}
-	s.update(r.Sequences)
+	q.sum = 0
+	s.update(r.Sequences, false)
 	return nil
 }
 
@@ -218,6 +226,6 @@ func (s *Session) Refresh(qs ...*Sequence) error {
 	if err != nil {
 		return rpcErr(err)
 	}
-	s.update(r.Sequences)
+	s.update(r.Sequences, false)
 	return nil
 }

@@ -24,6 +24,7 @@ type Sequence struct {
 	promptLen int
 	text      []byte
 	finish    FinishReason
+	sum       float64
 }
 
 // Index is the sequence's index in its request (sample i of n, or beam i).
@@ -49,6 +50,10 @@ func (q *Sequence) FinishReason() FinishReason { return q.finish }
 
 // Finished reports whether the sequence has ended (strategies only).
 func (q *Sequence) Finished() bool { return q.finish != "" }
+
+// SumLogprob is the summed log-probability of the tokens a strategy appended to the sequence
+// through its Session (a fork starts with its parent's sum; Truncate resets it to 0).
+func (q *Sequence) SumLogprob() float64 { return q.sum }
 
 // Processor is a logits processor, the plugin-side counterpart of core.LogitsProcessor: it
 // reshapes one sequence's next-token distribution at one step.

@@ -1629,12 +1629,14 @@ func (x *StartRequest) GetN() uint32 {
 // SequenceInfo is a sequence's state after a call. tokens is only the generated tokens;
 // text the generated text (cut at a stop string).
 type SequenceInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Tokens        []int32                `protobuf:"varint,2,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
-	Text          []byte                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
-	FinishReason  string                 `protobuf:"bytes,4,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	FinishDetail  string                 `protobuf:"bytes,5,opt,name=finish_detail,json=finishDetail,proto3" json:"finish_detail,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Index        int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Tokens       []int32                `protobuf:"varint,2,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	Text         []byte                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	FinishReason string                 `protobuf:"bytes,4,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	FinishDetail string                 `protobuf:"bytes,5,opt,name=finish_detail,json=finishDetail,proto3" json:"finish_detail,omitempty"`
+	// last_logprob is the log-probability of the token Step or Append just appended.
+	LastLogprob   float32 `protobuf:"fixed32,6,opt,name=last_logprob,json=lastLogprob,proto3" json:"last_logprob,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1702,6 +1704,13 @@ func (x *SequenceInfo) GetFinishDetail() string {
 		return x.FinishDetail
 	}
 	return ""
+}
+
+func (x *SequenceInfo) GetLastLogprob() float32 {
+	if x != nil {
+		return x.LastLogprob
+	}
+	return 0
 }
 
 type Sequences struct {
@@ -2371,13 +2380,14 @@ const file_loom_plugin_proto_rawDesc = "" +
 	"\aSeqRefs\x12\x18\n" +
 	"\aindices\x18\x01 \x03(\x05R\aindices\"\x1c\n" +
 	"\fStartRequest\x12\f\n" +
-	"\x01n\x18\x01 \x01(\rR\x01n\"\x9a\x01\n" +
+	"\x01n\x18\x01 \x01(\rR\x01n\"\xbd\x01\n" +
 	"\fSequenceInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x16\n" +
 	"\x06tokens\x18\x02 \x03(\x05R\x06tokens\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\fR\x04text\x12#\n" +
 	"\rfinish_reason\x18\x04 \x01(\tR\ffinishReason\x12#\n" +
-	"\rfinish_detail\x18\x05 \x01(\tR\ffinishDetail\"G\n" +
+	"\rfinish_detail\x18\x05 \x01(\tR\ffinishDetail\x12!\n" +
+	"\flast_logprob\x18\x06 \x01(\x02R\vlastLogprob\"G\n" +
 	"\tSequences\x12:\n" +
 	"\tsequences\x18\x01 \x03(\v2\x1c.loom.plugin.v1.SequenceInfoR\tsequences\"8\n" +
 	"\fTokenLogprob\x12\x0e\n" +
