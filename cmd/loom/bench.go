@@ -47,6 +47,7 @@ type benchResult struct {
 	TokensPerS float64   `json:"tokens_per_second"`
 	StdDev     float64   `json:"stddev"`
 	Samples    []float64 `json:"samples"`
+	KVPerToken int64     `json:"kv_bytes_per_token"`
 	Threads    int       `json:"threads"`
 	Kernels    string    `json:"kernels"`
 }
@@ -113,6 +114,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-3s | %-6s | %16s |\n", "model", "size", "params", "kv", "test", "t/s")
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s | %s: |\n", strings.Repeat("-", 28), strings.Repeat("-", 9), strings.Repeat("-", 7), "---", "------", strings.Repeat("-", 15))
 	}
+	var kvPerToken int64
 	for _, tg := range targets {
 		opts := llama.Options{KVType: kvType, NoPrefixCache: true, BatchTokens: max(f.prompt, 1)}
 		if loader.IsTerminal(os.Stderr) {
@@ -157,7 +159,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			}
 			res := benchResult{
 				Model: label, Type: typ, SizeBytes: m.WeightBytes(), Params: params, KV: f.kv,
-				Test: test.name, Tokens: test.n, Threads: runtime.GOMAXPROCS(0), Kernels: kernels.Implementation(),
+				Test: test.name, Tokens: test.n, KVPerToken: m.Cache().BytesPerToken(),
+				Threads: runtime.GOMAXPROCS(0), Kernels: kernels.Implementation(),
 			}
 			for range f.reps {
 				d, err := test.run(m, test.n)
@@ -178,10 +181,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				truncate(res.Model+" "+res.Type, 28), float64(res.SizeBytes)/(1<<20), float64(res.Params)/1e6,
 				res.KV, res.Test, res.TokensPerS, res.StdDev)
 		}
+		kvPerToken = m.Cache().BytesPerToken()
 		m.Close()
 	}
 	if !f.jsonOut {
-		fmt.Fprintf(stdout, "\n%d threads, %s kernels; pp: one forward pass over the prompt; tg: one token per forward pass from an empty context\n",
+		fmt.Fprintf(stdout, "\nKV cache (%s): %.1f KiB per token", f.kv, float64(kvPerToken)/1024)
+		if len(targets) > 1 {
+			fmt.Fprint(stdout, " (last model)")
+		}
+		fmt.Fprintf(stdout, "; %d threads, %s kernels; pp: one forward pass over the prompt; tg: one token per forward pass from an empty context\n",
 			runtime.GOMAXPROCS(0), kernels.Implementation())
 	}
 	return nil
