@@ -147,6 +147,7 @@ type workspace struct {
 	cos, sin                          []float32
 	xr, logits                        []float32
 	segs                              []segment
+	tasks                             []attnTask
 	outs                              [][]float32
 	runs                              []itemRun
 	rows                              []rowInfo

@@ -89,25 +89,45 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 		ws.spans[s] = runs[sg.item].st.seq.Spans(li, end, ws.spans[s][:0])
 		work += (sg.b - sg.a) * end
 	}
-	tasks := len(ws.segs) * p.KVHeads
+	// Tasks: (segment, key/value head), the segments' rows split further when that alone
+	// gives the workers too little to share (few key/value heads, one long prompt).
+	split := 1
+	if n := len(ws.segs) * p.KVHeads; n < 2*m.workers {
+		split = (2*m.workers + n - 1) / n
+	}
+	ws.tasks = ws.tasks[:0]
+	for s, sg := range ws.segs {
+		parts := min(split, sg.b-sg.a)
+		for g := range p.KVHeads {
+			for k := range parts {
+				a := sg.a + k*(sg.b-sg.a)/parts
+				b := sg.a + (k+1)*(sg.b-sg.a)/parts
+				ws.tasks = append(ws.tasks, attnTask{seg: s, g: g, a: a, b: b})
+			}
+		}
+	}
 	fn := func(task, worker int) {
-		m.attendTask(ws, &ws.scratch[worker], rows, task/p.KVHeads, task%p.KVHeads)
+		m.attendTask(ws, &ws.scratch[worker], rows, ws.tasks[task])
 	}
 	// Small work is not worth waking other goroutines for.
 	if work*p.Heads*p.HeadDim < 1<<15 {
-		for t := range tasks {
+		for t := range ws.tasks {
 			fn(t, 0)
 		}
 		return
 	}
-	m.parallel(tasks, fn)
+	m.parallel(len(ws.tasks), fn)
 }
 
-// attendTask computes the attention output of the query heads of key/value head g for the
-// rows of segment s.
-func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, s, g int) {
+// attnTask is the attention of key/value head g for rows [a, b) of segment seg.
+type attnTask struct{ seg, g, a, b int }
+
+// attendTask computes the attention output of the query heads of key/value head task.g for
+// rows [task.a, task.b) of a segment.
+func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
-	sg := ws.segs[s]
+	sg := segment{a: task.a, b: task.b}
+	g, s := task.g, task.seg
 	hd := p.HeadDim
 	qDim := p.Heads * hd
 	group := p.Heads / p.KVHeads
@@ -141,6 +161,9 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, s, g 
 		sp := &ws.spans[s][k]
 		// The queries that see this block: rows at positions from sp.Start on.
 		q0 := max(0, sp.Start-first) * group
+		if q0 >= nq {
+			break // past the last row of the task
+		}
 		n := nq - q0
 		scores := sc.s[:n*sp.Rows]
 		kernels.MatMul(scores, kernels.Matrix{Type: dt, Rows: sp.Rows, Cols: hd, Data: sp.KHead(g)}, sc.q[q0*hd:nq*hd], n)

@@ -14,6 +14,11 @@ import (
 	"github.com/loomlm/loom/model/gguf"
 )
 
+func init() {
+	// One key/value head: attention splits rows across tasks.
+	Shapes["tinymqa"] = Shape{Architecture: "llama", Dim: 64, Layers: 2, Heads: 4, KVHeads: 1, FFNDim: 128, VocabSize: 320, ContextLength: 128}
+}
+
 // writeSynthetic writes a synthetic model to a temporary file and returns its path.
 func writeSynthetic(t testing.TB, shape, ftype string) string {
 	t.Helper()
@@ -200,6 +205,7 @@ func TestSyntheticAgainstNaive(t *testing.T) {
 		{"tinyqwen", "q4_k", 0.05},
 		{"tinyqwen", "q6_k", 0.02},
 		{"tinyqwen", "q4_k_m", 0.05},
+		{"tinymqa", "f32", 1e-4},
 	} {
 		t.Run(tc.shape+"/"+tc.ftype, func(t *testing.T) {
 			path := writeSynthetic(t, tc.shape, tc.ftype)
