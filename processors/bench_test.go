@@ -46,8 +46,7 @@ func benchEach(b *testing.B, build func(vocab int) core.LogitsProcessor, sample 
 		b.Run(fmt.Sprintf("vocab=%d", vocab), func(b *testing.B) {
 			e := newBenchEnv(b, vocab)
 			p := build(vocab)
-			b.ReportAllocs()
-			for b.Loop() {
+			step := func() {
 				c := e.fresh()
 				if err := p.Process(e.seq, c); err != nil {
 					b.Fatal(err)
@@ -57,6 +56,11 @@ func benchEach(b *testing.B, build func(vocab int) core.LogitsProcessor, sample 
 						b.Fatal(err)
 					}
 				}
+			}
+			step() // the first step sizes the buffers; steady state allocates nothing
+			b.ReportAllocs()
+			for b.Loop() {
+				step()
 			}
 		})
 	}
