@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/processors"
 )
 
 // BeamConfig configures beam search.
@@ -47,7 +48,10 @@ type BeamConfig struct {
 // finished sequence, the others become the next beams until NumBeams are live. New beams fork
 // their parent (the cache shares the prefix copy-on-write) and run as rows of one batched
 // forward. A beam finished by a stopping criterion or the token limit is set aside too.
-type Beam struct{ cfg BeamConfig }
+type Beam struct {
+	cfg      BeamConfig
+	noRepeat *processors.NoRepeatNGram
+}
 
 // NewBeam validates cfg and returns the strategy.
 func NewBeam(cfg BeamConfig) (*Beam, error) {
@@ -66,7 +70,14 @@ func NewBeam(cfg BeamConfig) (*Beam, error) {
 	if cfg.NoRepeatNGram < 0 {
 		return nil, &core.ParamError{Param: "no_repeat_ngram_size", Value: cfg.NoRepeatNGram, Reason: "must not be negative"}
 	}
-	return &Beam{cfg: cfg}, nil
+	b := &Beam{cfg: cfg}
+	if cfg.NoRepeatNGram > 0 {
+		var err error
+		if b.noRepeat, err = processors.NewNoRepeatNGram(cfg.NoRepeatNGram); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // Name implements core.Strategy.
@@ -125,14 +136,14 @@ func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 		}
 		cands = cands[:0]
 		for i, c := range processed {
-			if b.cfg.NoRepeatNGram > 0 {
-				banRepeatedNGrams(beams[i].seq.Tokens(), b.cfg.NoRepeatNGram, c)
+			if b.noRepeat != nil {
+				if err := b.noRepeat.Process(beams[i].seq, c); err != nil {
+					return fmt.Errorf("beam %d: %w", i, err)
+				}
 			}
-			probs, _, err := c.Probs()
-			if err != nil {
+			if cands, err = topCandidates(cands, c, i, beams[i].sum, 2*B); err != nil {
 				return fmt.Errorf("beam %d: %w", i, err)
 			}
-			cands = topCandidates(cands, c, probs, i, beams[i].sum, 2*B)
 		}
 		if b.cfg.DoSample {
 			cands = sampleCandidates(cands, 2*B, rng.Float64)
@@ -303,28 +314,24 @@ func compareCandidates(x, y beamCandidate) int {
 	return int(x.id) - int(y.id)
 }
 
-// topCandidates appends the n most probable tokens of c (probs aligned with it) as candidates
-// of beam parent.
-func topCandidates(dst []beamCandidate, c *core.Candidates, probs []float32, parent int, sum float64, n int) []beamCandidate {
-	top := make([]int, 0, n) // indices into probs, most probable first
-	for i, p := range probs {
-		if p <= 0 || (len(top) == n && p <= probs[top[n-1]]) {
+// topCandidates appends the n most probable tokens of c as candidates of beam parent, with
+// their log-probabilities under the whole of c.
+func topCandidates(dst []beamCandidate, c *core.Candidates, parent int, sum float64, n int) ([]beamCandidate, error) {
+	_, logZ, err := c.Probs()
+	if err != nil {
+		return dst, err
+	}
+	if err := c.TopK(n); err != nil {
+		return dst, err
+	}
+	for _, it := range c.Items() {
+		if math.IsInf(float64(it.Logit), -1) {
 			continue
 		}
-		if len(top) < n {
-			top = append(top, i)
-		} else {
-			top[n-1] = i
-		}
-		for j := len(top) - 1; j > 0 && probs[top[j]] > probs[top[j-1]]; j-- {
-			top[j], top[j-1] = top[j-1], top[j]
-		}
+		lp := float64(it.Logit - logZ)
+		dst = append(dst, beamCandidate{parent: parent, id: it.ID, logp: float32(lp), sum: sum + lp})
 	}
-	for _, i := range top {
-		lp := math.Log(float64(probs[i]))
-		dst = append(dst, beamCandidate{parent: parent, id: c.ID(i), logp: float32(lp), sum: sum + lp})
-	}
-	return dst
+	return dst, nil
 }
 
 // sampleCandidates draws n candidates without replacement with probability proportional to
@@ -362,32 +369,4 @@ func sampleCandidates(cands []beamCandidate, n int, uniform func() float64) []be
 		w[pick] = 0
 	}
 	return out
-}
-
-// banRepeatedNGrams sets to -Inf every token that would complete an n-gram already present in
-// tokens.
-func banRepeatedNGrams(tokens []core.TokenID, n int, c *core.Candidates) {
-	if len(tokens) < n {
-		return
-	}
-	prefix := tokens[len(tokens)-n+1:]
-	for i := 0; i+n <= len(tokens); i++ {
-		if slices.Equal(tokens[i:i+n-1], prefix) {
-			banToken(c, tokens[i+n-1])
-		}
-	}
-}
-
-func banToken(c *core.Candidates, id core.TokenID) {
-	ninf := float32(math.Inf(-1))
-	if d := c.Dense(); d != nil {
-		d[id] = ninf
-		return
-	}
-	items := c.Items()
-	for i := range items {
-		if items[i].ID == id {
-			items[i].Logit = ninf
-		}
-	}
 }
