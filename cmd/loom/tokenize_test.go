@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/model/ggml"
 	"github.com/loomlm/loom/model/gguf"
 )
@@ -20,28 +22,11 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-// fixture returns the path of a file of the shared reference fixtures (../shared/testdata
-// beside the repository root), skipping the test where they are absent.
+// fixture returns the path of a file of the shared reference fixtures, skipping the test
+// where they are absent.
 func fixture(t *testing.T, rel string) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("no go.mod above the test's directory: reference fixtures not located")
-		}
-		dir = filepath.Dir(dir)
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("reference fixture %s is absent (CI has it beside the repository)", p)
-	}
-	return p
+	return fixtures.Path(t, rel)
 }
 
 // tinyModel writes a small GGUF file: a llama architecture with two tensors and a

@@ -2,50 +2,17 @@ package gguf
 
 import (
 	"encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/model/ggml"
 )
 
-// locateTestdata returns the project's reference fixtures folder, ../shared/testdata beside
-// the repository root (the folder holding go.mod above the working directory).
-func locateTestdata() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-	td := filepath.Join(dir, "..", "shared", "testdata")
-	if _, err := os.Stat(td); err != nil {
-		return "", fmt.Errorf("%s is absent (CI has it beside the repository)", td)
-	}
-	return td, nil
-}
-
-// sharedTestdata returns the reference fixtures folder, skipping the test where it is absent.
-func sharedTestdata(t testing.TB) string {
-	t.Helper()
-	td, err := locateTestdata()
-	if err != nil {
-		t.Skipf("reference fixtures not found: %v", err)
-	}
-	return td
-}
-
 func TestStories260K(t *testing.T) {
-	dir := filepath.Join(sharedTestdata(t), "models")
+	dir := filepath.Join(fixtures.Path(t), "models")
 	f32, err := Open(filepath.Join(dir, "stories260K-f32.gguf"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +80,7 @@ func TestStories260K(t *testing.T) {
 // TestRewriteReal reads the real files, writes them again with Writer and checks that the copy
 // reads back the same.
 func TestRewriteReal(t *testing.T) {
-	td := sharedTestdata(t)
+	td := fixtures.Path(t)
 	for _, name := range []string{"models/stories260K-f16.gguf", "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-spm.gguf"} {
 		t.Run(name, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(td, name))

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/core"
 )
 
@@ -14,7 +16,7 @@ import (
 // frequencies from the English words of the GPT-2 vocabulary, with punctuation, numbers, line
 // breaks and some non-Latin text.
 func benchText(b *testing.B, n int) string {
-	gpt2, err := Load(filepath.Join(sharedTestdata(b), "vocab", "ggml-vocab-gpt-2.gguf"))
+	gpt2, err := Load(filepath.Join(fixtures.Path(b), "vocab", "ggml-vocab-gpt-2.gguf"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func benchText(b *testing.B, n int) string {
 }
 
 func benchmarkEncode(b *testing.B, vocab string, cold bool) {
-	tok, err := Load(filepath.Join(sharedTestdata(b), "vocab", vocab))
+	tok, err := Load(filepath.Join(fixtures.Path(b), "vocab", vocab))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func BenchmarkEncodeBPE(b *testing.B) {
 
 // BenchmarkDecode decodes the tokens of 1 MB of text.
 func BenchmarkDecode(b *testing.B) {
-	tok, err := Load(filepath.Join(sharedTestdata(b), "vocab", "ggml-vocab-gpt-2.gguf"))
+	tok, err := Load(filepath.Join(fixtures.Path(b), "vocab", "ggml-vocab-gpt-2.gguf"))
 	if err != nil {
 		b.Fatal(err)
 	}

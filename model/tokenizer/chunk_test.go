@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/fixtures"
 )
 
 // TestSPMChunksAreExact checks that tokenising SentencePiece text chunk by chunk gives what
 // the merge algorithm gives on the whole text at once.
 func TestSPMChunksAreExact(t *testing.T) {
 	toks := []*Tokenizer{mustNew(t, spmVocab(true, testPieces, nil))}
-	if td, err := locateTestdata(); err == nil {
+	if td, err := fixtures.Dir(); err == nil {
 		tok, err := Load(filepath.Join(td, "vocab", "ggml-vocab-llama-spm.gguf"))
 		if err != nil {
 			t.Fatal(err)

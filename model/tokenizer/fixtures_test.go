@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/core"
 )
 
@@ -52,7 +54,7 @@ func idString(ids []core.TokenID) string {
 }
 
 func TestVocabFixtures(t *testing.T) {
-	dir := filepath.Join(sharedTestdata(t), "vocab")
+	dir := filepath.Join(fixtures.Path(t), "vocab")
 	for _, name := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, name)

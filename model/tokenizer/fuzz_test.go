@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/fixtures"
 )
 
 // FuzzEncode tokenises arbitrary bytes with the fixture vocabularies (or, without them, the
@@ -15,7 +16,7 @@ import (
 // chunking agrees with the merge algorithm run on the whole text.
 func FuzzEncode(f *testing.F) {
 	var toks []*Tokenizer
-	if td, err := locateTestdata(); err == nil {
+	if td, err := fixtures.Dir(); err == nil {
 		for _, name := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
 			path := filepath.Join(td, "vocab", name)
 			tok, err := Load(path)

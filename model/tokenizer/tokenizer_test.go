@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/gguf"
 )
@@ -361,7 +363,7 @@ func TestFromGGUF(t *testing.T) {
 }
 
 func TestStories260K(t *testing.T) {
-	tok, err := Load(filepath.Join(sharedTestdata(t), "models", "stories260K-f32.gguf"))
+	tok, err := Load(filepath.Join(fixtures.Path(t), "models", "stories260K-f32.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
