@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"unsafe"
+
+	"github.com/loomlm/loom/model/ggml"
 )
 
 // dotFunc is the signature every dot kernel shares, assembly or Go. For r in [0, rows) and i in
@@ -107,7 +109,7 @@ func decodeF16(dst []float32, src []byte) {
 func decodeBF16(dst []float32, src []byte) {
 	src = src[:2*len(dst)]
 	for i := range dst {
-		dst[i] = bf16ToFloat(le16(src[2*i:]))
+		dst[i] = ggml.BF16ToFloat32(le16(src[2*i:]))
 	}
 }
 
@@ -122,7 +124,7 @@ func dotBlocksQ8_0(wr, xr []byte, b0, b1 int) float32 {
 		for j := 0; j < 32; j++ {
 			s += int32(int8(wb[2+j])) * int32(int8(q[j]))
 		}
-		sum += float32(s) * (halfToFloat(le16(wb)) * xd)
+		sum += float32(s) * (ggml.HalfToFloat32(le16(wb)) * xd)
 	}
 	return sum
 }
@@ -138,7 +140,7 @@ func dotBlocksQ4_0(wr, xr []byte, b0, b1 int) float32 {
 			s += int32(wb[2+j]&15) * int32(int8(q[j]))
 			s += int32(wb[2+j]>>4) * int32(int8(q[j+16]))
 		}
-		sum += float32(s) * (halfToFloat(le16(wb)) * xd)
+		sum += float32(s) * (ggml.HalfToFloat32(le16(wb)) * xd)
 	}
 	return sum
 }
@@ -178,7 +180,7 @@ func dotRowQ4_K(wr, xr []byte) float32 {
 			m += mn[k] * int32(int16(le16(xb[actKSum32+2*k:])))
 		}
 		xd := lef32(xb)
-		sum += float32(s)*(halfToFloat(le16(wb))*xd) - float32(m)*(halfToFloat(le16(wb[2:]))*xd)
+		sum += float32(s)*(ggml.HalfToFloat32(le16(wb))*xd) - float32(m)*(ggml.HalfToFloat32(le16(wb[2:]))*xd)
 	}
 	return sum
 }
@@ -208,7 +210,7 @@ func dotRowQ6_K(wr, xr []byte) float32 {
 				s += int32(int8(sc[k])) * (g[k] - 32*sum16)
 			}
 		}
-		sum += float32(s) * (halfToFloat(le16(wb[208:])) * lef32(xb))
+		sum += float32(s) * (ggml.HalfToFloat32(le16(wb[208:])) * lef32(xb))
 	}
 	return sum
 }

@@ -489,7 +489,7 @@ func TestMatMulPanicsOnBadLengths(t *testing.T) {
 
 func TestHalfToFloat(t *testing.T) {
 	for h := 0; h < 1<<16; h++ {
-		got, want := halfToFloat(uint16(h)), refHalf(uint16(h))
+		got, want := ggml.HalfToFloat32(uint16(h)), refHalf(uint16(h))
 		if math.IsNaN(want) {
 			if !math.IsNaN(float64(got)) {
 				t.Fatalf("%#04x: %g, want NaN", h, got)

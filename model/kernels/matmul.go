@@ -260,9 +260,9 @@ func floatTail(out []float32, m Matrix, x []float32, n, r0, r1, tail int) {
 				case ggml.F32:
 					w = lef32(row[4*c:])
 				case ggml.F16:
-					w = halfToFloat(le16(row[2*c:]))
+					w = ggml.HalfToFloat32(le16(row[2*c:]))
 				case ggml.BF16:
-					w = bf16ToFloat(le16(row[2*c:]))
+					w = ggml.BF16ToFloat32(le16(row[2*c:]))
 				}
 				s += w * x[i*m.Cols+c]
 			}
