@@ -16,7 +16,9 @@ import (
 // BenchmarkProcessorOverhead measures one processor step (all rows of a batch) through a plugin
 // against the same processor in process. "scale" reads and rewrites the whole row (the worst
 // case: the row crosses twice and is checked for NaN); "ban" declares that it reads only the
-// history and answers with a ban list. The overhead per token is (plugin − inproc) / batch.
+// history and answers with a ban list. Transports: "shm" (shared memory and the doorbell, the
+// default), "shm-stream" (shared memory, each step a message on the gRPC stream), "grpc"
+// (everything inside the messages). The overhead per token is (plugin − inproc) / batch.
 //
 //	go test ./plugins -run '^$' -bench ProcessorOverhead -benchtime 2000x
 func BenchmarkProcessorOverhead(b *testing.B) {
@@ -34,7 +36,7 @@ func BenchmarkProcessorOverhead(b *testing.B) {
 				for _, tr := range []struct {
 					name string
 					t    plugins.Transport
-				}{{"shm", plugins.SharedMemory}, {"grpc", plugins.GRPC}} {
+				}{{"shm", plugins.SharedMemory}, {"shm-stream", plugins.SharedMemoryStream}, {"grpc", plugins.GRPC}} {
 					b.Run(name+"/"+tr.name, func(b *testing.B) {
 						p, closeHost := pluginProcessor(b, tr.t, "tp."+part, m, tok)
 						defer closeHost()

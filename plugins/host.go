@@ -23,12 +23,17 @@ import (
 type Transport int
 
 const (
-	// SharedMemory puts tokens, text and logits in a memory file shared with the plugin, and
-	// falls back to GRPC for a plugin that does not map it. The default.
+	// SharedMemory puts tokens, text and logits in a memory file shared with the plugin and
+	// hands each step over through a mailbox in it, woken by a pipe (the doorbell). A plugin
+	// without doorbell support gets each step on the gRPC stream, one without shared memory
+	// support everything inline. The default.
 	SharedMemory Transport = iota
 	// GRPC sends everything inside the gRPC messages (for comparison, and for plugins that
 	// cannot map memory).
 	GRPC
+	// SharedMemoryStream is SharedMemory without the doorbell: each step is a message on the
+	// gRPC stream (for comparison).
+	SharedMemoryStream
 )
 
 // Options configure a Host. The zero value is usable.

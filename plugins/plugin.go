@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,6 +21,7 @@ import (
 	"github.com/loomlm/loom/sdk/pluginpb"
 	"github.com/loomlm/loom/sdk/shm"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // Plugin is one declared plugin: its verified binary, the parts it serves and its current
@@ -87,6 +89,14 @@ func (pl *Plugin) SharedMemory() bool {
 	return pl.proc != nil && pl.proc.region != nil
 }
 
+// Doorbell reports whether the running process takes its steps through the shared memory's
+// mailbox rather than the gRPC stream.
+func (pl *Plugin) Doorbell() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.proc != nil && pl.proc.bell != nil
+}
+
 // Parts lists the parts the plugin serves.
 func (pl *Plugin) Parts() []PartInfo {
 	counts := map[pluginpb.Kind]int{}
@@ -133,6 +143,7 @@ type process struct {
 	broker *plugin.GRPCBroker
 	rpc    pluginpb.PluginClient
 	region *shm.Region // nil when the plugin does not map it
+	bell   *hostBell   // nil when steps go through the gRPC stream
 
 	stream       pluginpb.Plugin_StepsClient
 	streamCancel context.CancelFunc
@@ -180,7 +191,7 @@ func (pl *Plugin) startProcess() (*process, error) {
 	r := &procRunner{name: pl.name, path: pl.bin, args: pl.spec.Args, checksum: pl.checksum, log: pl.log, tail: &tail{}}
 	proc.runner = r
 	env := pl.environ()
-	if opts.Transport == SharedMemory {
+	if opts.Transport != GRPC {
 		region, err := shm.Create("loom-plugin-"+pl.name, 1<<20)
 		if err != nil {
 			pl.log.Warn("no shared memory; using plain gRPC", "error", err)
@@ -188,6 +199,12 @@ func (pl *Plugin) startProcess() (*process, error) {
 			proc.region = region
 			r.extra = []*os.File{region.File()}
 			env = append(env, shm.EnvFD+"=3")
+			if bell, theirs, err := newHostBell(); err == nil && opts.Transport == SharedMemory {
+				proc.bell = bell
+				r.extra = append(r.extra, theirs...)
+				r.closeAfterStart = theirs
+				env = append(env, shm.EnvDoorbell+"=4,5")
+			}
 		}
 	}
 	pl.starts++
@@ -247,6 +264,10 @@ func (pl *Plugin) startProcess() (*process, error) {
 	if !desc.SharedMemory && proc.region != nil {
 		proc.region.Close()
 		proc.region = nil
+	}
+	if (!desc.Doorbell || proc.region == nil) && proc.bell != nil {
+		proc.bell.close()
+		proc.bell = nil
 	}
 	cr, err := proc.rpc.Configure(ctx, &pluginpb.ConfigureRequest{ConfigJson: pl.config, PluginName: pl.name})
 	if err != nil {
@@ -357,8 +378,10 @@ func (pl *Plugin) with(f func(proc *process) error) error {
 	return f(proc)
 }
 
-// roundTrip sends one step and waits for its reply, within the plugin's deadline.
-func (proc *process) roundTrip(req *pluginpb.StepRequest) (*pluginpb.StepReply, error) {
+// roundTrip sends one step and waits for its reply, within the plugin's deadline. With a
+// doorbell and a mailbox of mailboxCap bytes reserved at the start of the region (0: none),
+// the step goes through shared memory; otherwise over the gRPC stream.
+func (proc *process) roundTrip(req *pluginpb.StepRequest, mailboxCap uint64) (*pluginpb.StepReply, error) {
 	proc.nextID++
 	req.Id = proc.nextID
 	if proc.region != nil {
@@ -368,13 +391,22 @@ func (proc *process) roundTrip(req *pluginpb.StepRequest) (*pluginpb.StepReply, 
 		proc.timedOut.Store(true)
 		proc.runner.killGroup()
 	})
-	err := proc.stream.Send(req)
 	var reply *pluginpb.StepReply
-	if err == nil {
-		reply, err = proc.stream.Recv()
+	var err error
+	if proc.bell != nil && mailboxCap > 0 && uint64(proto.Size(req)) <= mailboxCap {
+		reply, err = proc.mailboxTrip(req, mailboxCap)
+	} else {
+		err = proc.stream.Send(req)
+		if err == nil {
+			reply, err = proc.stream.Recv()
+		}
 	}
 	timer.Stop()
 	if err != nil {
+		var m *malformedError
+		if errors.As(err, &m) {
+			return nil, proc.malformed("%s", m.msg)
+		}
 		return nil, proc.failed(err)
 	}
 	if reply.Id != req.Id {
@@ -384,6 +416,73 @@ func (proc *process) roundTrip(req *pluginpb.StepRequest) (*pluginpb.StepReply, 
 		return nil, fmt.Errorf("plugin %q: %s", proc.pl.name, clean([]byte(reply.Error)))
 	}
 	return reply, nil
+}
+
+type malformedError struct{ msg string }
+
+func (e *malformedError) Error() string { return e.msg }
+
+// mailboxTrip writes the request into the mailbox, rings, waits for the plugin's ring and
+// reads its reply from the mailbox.
+func (proc *process) mailboxTrip(req *pluginpb.StepRequest, mailboxCap uint64) (*pluginpb.StepReply, error) {
+	reg := proc.region
+	buf, err := proto.MarshalOptions{}.MarshalAppend(proc.bell.buf[:0], req)
+	if err != nil {
+		return nil, err
+	}
+	proc.bell.buf = buf
+	mb, err := reg.Mailbox(len(buf))
+	if err != nil {
+		return nil, err
+	}
+	copy(mb, buf)
+	reg.SetMailbox(uint64(len(buf)), mailboxCap)
+	if err := shm.Ring(proc.bell.req); err != nil {
+		return nil, err
+	}
+	if err := shm.Wait(proc.bell.rep); err != nil {
+		return nil, err
+	}
+	n, _ := reg.MailboxLen()
+	if n > mailboxCap {
+		return nil, &malformedError{fmt.Sprintf("a reply of %d bytes in a mailbox of %d", n, mailboxCap)}
+	}
+	mb, err = reg.Mailbox(int(n))
+	if err != nil {
+		return nil, &malformedError{err.Error()}
+	}
+	reply := &pluginpb.StepReply{}
+	if err := proto.Unmarshal(mb, reply); err != nil {
+		return nil, &malformedError{"undecodable reply: " + err.Error()}
+	}
+	return reply, nil
+}
+
+// hostBell is the host's ends of the doorbell pipes.
+type hostBell struct {
+	req, rep int
+	buf      []byte
+}
+
+// newHostBell makes the two pipes; theirs are the plugin's ends, for ExtraFiles (fd 4: it
+// reads requests, fd 5: it writes replies), to be closed in the host once it runs.
+func newHostBell() (*hostBell, []*os.File, error) {
+	var a, b [2]int
+	if err := syscall.Pipe2(a[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, err
+	}
+	if err := syscall.Pipe2(b[:], syscall.O_CLOEXEC); err != nil {
+		syscall.Close(a[0])
+		syscall.Close(a[1])
+		return nil, nil, err
+	}
+	theirs := []*os.File{os.NewFile(uintptr(a[0]), "doorbell-in"), os.NewFile(uintptr(b[1]), "doorbell-out")}
+	return &hostBell{req: a[1], rep: b[0]}, theirs, nil
+}
+
+func (b *hostBell) close() {
+	syscall.Close(b.req)
+	syscall.Close(b.rep)
 }
 
 // failed records a transport failure: the process is killed and the error says what happened
@@ -452,6 +551,10 @@ func (proc *process) close() {
 	if proc.region != nil {
 		proc.region.Close()
 		proc.region = nil
+	}
+	if proc.bell != nil {
+		proc.bell.close()
+		proc.bell = nil
 	}
 	proc.dead.Store(true)
 }

@@ -78,7 +78,7 @@ func sameSequences(t *testing.T, what string, got, want *core.Result) {
 // The same processors, strategy and seed give the same output in a plugin as in process, over
 // shared memory and over plain gRPC, for one sequence and for batches.
 func TestSameOutputAsInProcess(t *testing.T) {
-	for _, transport := range []plugins.Transport{plugins.SharedMemory, plugins.GRPC} {
+	for _, transport := range []plugins.Transport{plugins.SharedMemory, plugins.SharedMemoryStream, plugins.GRPC} {
 		for _, strat := range []string{"sample", "tp.greedy"} {
 			name := fmt.Sprintf("transport%d/%s", transport, strat)
 			t.Run(name, func(t *testing.T) {
@@ -101,8 +101,11 @@ type = "tp.ban"
 type = "tp.top"
 `)
 				b := e.mustBuild(p)
-				if got := e.plugin().SharedMemory(); got != (transport == plugins.SharedMemory) {
+				if got := e.plugin().SharedMemory(); got != (transport != plugins.GRPC) {
 					t.Fatalf("shared memory: %v", got)
+				}
+				if got := e.plugin().Doorbell(); got != (transport == plugins.SharedMemory) {
+					t.Fatalf("doorbell: %v", got)
 				}
 				m, tok := testmodel.Default()
 				var st core.Strategy = strategies.Ancestral{}

@@ -58,20 +58,29 @@ func (p *processor) ProcessBatch(seqs []*core.Sequence, cands []*core.Candidates
 }
 
 // headerSize is the region's first bytes, never used for data (offset 0 means "inline").
-const headerSize = 64
+const headerSize = shm.MailboxOffset
+
+// mailboxFor is the mailbox a step of rows reserves: room for any reply, even one that biases
+// every token of every row.
+func mailboxFor(proc *process, rows, vocab int) uint64 {
+	if proc.bell == nil {
+		return 0
+	}
+	return shm.AlignUp(uint64(64<<10 + rows*(10*vocab+256)))
+}
 
 func (p *processor) step(proc *process, seqs []*core.Sequence, cands []*core.Candidates) error {
 	rows := p.prepareRows(len(seqs))
-	shared := proc.region != nil
-	if shared {
-		if err := p.layout(proc, seqs, cands, rows); err != nil {
+	mailbox := mailboxFor(proc, len(seqs), p.vocab)
+	if proc.region != nil {
+		if err := p.layout(proc, seqs, cands, rows, headerSize+mailbox); err != nil {
 			return err
 		}
 	} else {
 		p.inline(seqs, cands, rows)
 	}
 	req := &pluginpb.StepRequest{Call: &pluginpb.StepRequest_Process{Process: &pluginpb.ProcessCall{Part: p.part, Rows: rows}}}
-	reply, err := proc.roundTrip(req)
+	reply, err := proc.roundTrip(req, mailbox)
 	if err != nil {
 		return err
 	}
@@ -105,9 +114,9 @@ func (p *processor) fillTop(i int, c *core.Candidates) []core.Candidate {
 }
 
 // layout writes the rows' data into the shared region and sets their offsets.
-func (p *processor) layout(proc *process, seqs []*core.Sequence, cands []*core.Candidates, rows []*pluginpb.Row) error {
+func (p *processor) layout(proc *process, seqs []*core.Sequence, cands []*core.Candidates, rows []*pluginpb.Row, start uint64) error {
 	// First the sizes, so that the region grows (and is remapped) at most once.
-	off := uint64(headerSize)
+	off := start
 	for i, q := range seqs {
 		r, c := rows[i], cands[i]
 		r.Index, r.PromptLen = int32(q.Index()), uint32(q.PromptLen())

@@ -33,6 +33,8 @@ type procRunner struct {
 	args     []string
 	env      []string
 	extra    []*os.File
+	// closeAfterStart are descriptors only the plugin keeps (its ends of the doorbell).
+	closeAfterStart []*os.File
 	checksum []byte
 	log      hclog.Logger
 	tail     *tail
@@ -82,6 +84,9 @@ func (r *procRunner) Start(context.Context) error {
 	err = spawn(r.cmd)
 	outW.Close()
 	errW.Close()
+	for _, f := range r.closeAfterStart {
+		f.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()

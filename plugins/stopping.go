@@ -44,8 +44,12 @@ func (s *stopping) Check(seq *core.Sequence) core.Stop {
 		r.Reset()
 		r.Index, r.PromptLen = int32(seq.Index()), uint32(seq.PromptLen())
 		r.NumTokens, r.TextLen = uint32(len(seq.Tokens())), uint32(len(seq.Text()))
+		var mailbox uint64
+		if proc.bell != nil {
+			mailbox = 64 << 10
+		}
 		if reg := proc.region; reg != nil {
-			r.TokensOff = headerSize
+			r.TokensOff = headerSize + mailbox
 			r.TextOff = shm.AlignUp(headerSize + 4*uint64(r.NumTokens))
 			if end := int(r.TextOff) + int(r.TextLen); end > reg.Size() {
 				if err := reg.Grow(max(end, 2*reg.Size())); err != nil {
@@ -59,7 +63,7 @@ func (s *stopping) Check(seq *core.Sequence) core.Stop {
 		} else {
 			r.Tokens, r.Text = seq.Tokens(), seq.Text()
 		}
-		reply, err := proc.roundTrip(&pluginpb.StepRequest{Call: &pluginpb.StepRequest_Stop{Stop: &pluginpb.StopCall{Part: s.part, Row: r}}})
+		reply, err := proc.roundTrip(&pluginpb.StepRequest{Call: &pluginpb.StepRequest_Stop{Stop: &pluginpb.StopCall{Part: s.part, Row: r}}}, mailbox)
 		if err != nil {
 			return err
 		}

@@ -92,6 +92,9 @@ func Serve(parts ...any) {
 	if stdoutFD >= 0 {
 		os.Stdout = os.NewFile(uintptr(stdoutFD), "/dev/stdout")
 	}
+	if srv.bell != nil {
+		go srv.serveDoorbell()
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: plugin.HandshakeConfig{
 			ProtocolVersion:  ProtocolVersion,

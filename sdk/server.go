@@ -6,13 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/hashicorp/go-plugin"
 	"github.com/loomlm/loom/sdk/pluginpb"
 	"github.com/loomlm/loom/sdk/shm"
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 )
 
 // sdkName identifies this library in Describe replies.
@@ -37,13 +43,109 @@ type server struct {
 	region *shm.Region
 	vocab  *Vocabulary
 
+	// bell, when the host gave one, serves steps through the mailbox (see shm).
+	bell *doorbell
+
 	// per-step scratch, reused (the host sends one step at a time)
 	seqs  []*Sequence
 	cands []*Candidates
 }
 
+type doorbell struct {
+	in, out int
+	req     pluginpb.StepRequest
+	buf     []byte
+}
+
+// openDoorbell returns the doorbell the host handed over, or nil.
+func openDoorbell() *doorbell {
+	v := os.Getenv(shm.EnvDoorbell)
+	a, b, ok := strings.Cut(v, ",")
+	if !ok {
+		return nil
+	}
+	in, err1 := strconv.Atoi(a)
+	out, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || in < 3 || out < 3 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(in, &st) != nil || unix.Fstat(out, &st) != nil {
+		return nil
+	}
+	return &doorbell{in: in, out: out}
+}
+
+// serveDoorbell answers the steps the host rings for, until the host goes away.
+func (s *server) serveDoorbell() {
+	runtime.LockOSThread()
+	for {
+		if err := shm.Wait(s.bell.in); err != nil {
+			return
+		}
+		s.mailboxStep()
+		if err := shm.Ring(s.bell.out); err != nil {
+			return
+		}
+	}
+}
+
+// mailboxStep reads the request in the mailbox and writes the reply over it.
+func (s *server) mailboxStep() {
+	b := s.bell
+	reply := &pluginpb.StepReply{}
+	err := s.mapHeader()
+	var n, capacity uint64
+	if err == nil {
+		n, capacity = s.region.MailboxLen()
+		if err = s.region.Ensure(int(shm.MailboxOffset + capacity)); err == nil {
+			var msg []byte
+			if msg, err = s.region.Mailbox(int(n)); err == nil {
+				b.req.Reset()
+				err = proto.Unmarshal(msg, &b.req)
+			}
+		}
+	}
+	if err == nil {
+		reply.Id = b.req.Id
+		if err := safely(func() error { return s.step(&b.req, reply) }); err != nil {
+			reply.Error = err.Error()
+			reply.Rows, reply.Stop = nil, nil
+		}
+	} else {
+		reply.Error = "reading the mailbox: " + err.Error()
+	}
+	out, err := proto.MarshalOptions{}.MarshalAppend(b.buf[:0], reply)
+	if err == nil && uint64(len(out)) > capacity {
+		err = fmt.Errorf("reply of %d bytes exceeds the mailbox's %d", len(out), capacity)
+	}
+	if err != nil {
+		out, _ = proto.Marshal(&pluginpb.StepReply{Id: reply.Id, Error: err.Error()})
+	}
+	b.buf = out
+	if mb, err := s.region.Mailbox(len(out)); err == nil {
+		copy(mb, out)
+		s.region.SetMailboxLen(uint64(len(out)))
+	}
+}
+
+// mapHeader makes sure the region's header is mapped.
+func (s *server) mapHeader() error {
+	if s.region.Size() >= shm.MailboxOffset {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(s.region.File().Fd()), &st); err != nil {
+		return err
+	}
+	return s.region.Ensure(int(st.Size))
+}
+
 func newServer(values []any) (*server, error) {
 	s := &server{region: shm.OpenFromEnv()}
+	if s.region != nil {
+		s.bell = openDoorbell()
+	}
 	if len(values) == 0 {
 		return nil, errors.New("Serve needs at least one part")
 	}
@@ -81,7 +183,7 @@ func (s *server) close() {
 }
 
 func (s *server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.DescribeReply, error) {
-	r := &pluginpb.DescribeReply{SharedMemory: s.region != nil, Sdk: sdkName}
+	r := &pluginpb.DescribeReply{SharedMemory: s.region != nil, Doorbell: s.bell != nil, Sdk: sdkName}
 	for _, p := range s.parts {
 		d := &pluginpb.Part{Kind: p.kind, Name: p.name}
 		if doc, ok := p.value.(Documented); ok {

@@ -113,8 +113,11 @@ func checkFile(file string, stdout io.Writer) error {
 	}
 	for _, pl := range h.Plugins() {
 		transport := "plain gRPC"
-		if pl.SharedMemory() {
-			transport = "shared memory"
+		switch {
+		case pl.Doorbell():
+			transport = "shared memory, doorbell"
+		case pl.SharedMemory():
+			transport = "shared memory, gRPC stream"
 		}
 		fmt.Fprintf(stdout, "%s: plugin %s: ok (%s; checksum verified, handshake done, pid %d, %s)\n", file, pl.Name(), pl.Path(), pl.PID(), transport)
 		for _, part := range pl.Parts() {

@@ -370,7 +370,11 @@ type DescribeReply struct {
 	// shared_memory is true when the plugin found the host's memory descriptor and maps it.
 	SharedMemory bool `protobuf:"varint,2,opt,name=shared_memory,json=sharedMemory,proto3" json:"shared_memory,omitempty"`
 	// sdk names the library that serves the protocol, for diagnostics ("loom-sdk-go v1").
-	Sdk           string `protobuf:"bytes,3,opt,name=sdk,proto3" json:"sdk,omitempty"`
+	Sdk string `protobuf:"bytes,3,opt,name=sdk,proto3" json:"sdk,omitempty"`
+	// doorbell is true when the plugin serves steps through the shared memory's mailbox, woken
+	// by the pipes of LOOM_DOORBELL_FDS (see sdk/shm); the Steps stream then stays for
+	// requests too large for the mailbox.
+	Doorbell      bool `protobuf:"varint,4,opt,name=doorbell,proto3" json:"doorbell,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +428,13 @@ func (x *DescribeReply) GetSdk() string {
 		return x.Sdk
 	}
 	return ""
+}
+
+func (x *DescribeReply) GetDoorbell() bool {
+	if x != nil {
+		return x.Doorbell
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -2282,11 +2293,12 @@ const file_loom_plugin_proto_rawDesc = "" +
 	"\x03doc\x18\x03 \x01(\tR\x03doc\x12+\n" +
 	"\x05needs\x18\x04 \x01(\x0e2\x15.loom.plugin.v1.NeedsR\x05needs\x12\x13\n" +
 	"\x05top_n\x18\x05 \x01(\rR\x04topN\x12\x1b\n" +
-	"\thold_back\x18\x06 \x01(\rR\bholdBack\"r\n" +
+	"\thold_back\x18\x06 \x01(\rR\bholdBack\"\x8e\x01\n" +
 	"\rDescribeReply\x12*\n" +
 	"\x05parts\x18\x01 \x03(\v2\x14.loom.plugin.v1.PartR\x05parts\x12#\n" +
 	"\rshared_memory\x18\x02 \x01(\bR\fsharedMemory\x12\x10\n" +
-	"\x03sdk\x18\x03 \x01(\tR\x03sdk\"T\n" +
+	"\x03sdk\x18\x03 \x01(\tR\x03sdk\x12\x1a\n" +
+	"\bdoorbell\x18\x04 \x01(\bR\bdoorbell\"T\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x1f\n" +

@@ -193,3 +193,81 @@ func (r *Region) Items(off uint64, n int) ([]Item, error) {
 
 // AlignUp rounds n up to a multiple of Align.
 func AlignUp(n uint64) uint64 { return (n + Align - 1) &^ (Align - 1) }
+
+// The doorbell: a faster way than a gRPC stream to hand one step to the plugin and get its
+// answer. The host passes the plugin two pipes (EnvDoorbell = "<read fd>,<write fd>", the
+// plugin's ends), and reserves the start of the region as a mailbox:
+//
+//	bytes 0–8    length of the message in the mailbox (little-endian uint64)
+//	bytes 8–16   capacity of the mailbox
+//	bytes 64–    the mailbox: a StepRequest from the host, then the plugin's StepReply
+//
+// The host writes the request, then one byte to the plugin's read pipe; the plugin decodes
+// the request, writes its reply over it, then one byte to its write pipe. A closed pipe means
+// the other side is gone.
+const (
+	EnvDoorbell   = "LOOM_DOORBELL_FDS"
+	MailboxOffset = 64
+)
+
+// MailboxLen returns the length and capacity fields of the header.
+func (r *Region) MailboxLen() (length, capacity uint64) {
+	if len(r.mem) < MailboxOffset {
+		return 0, 0
+	}
+	return le64(r.mem[0:8]), le64(r.mem[8:16])
+}
+
+// SetMailbox writes the header's length and capacity fields.
+func (r *Region) SetMailbox(length, capacity uint64) {
+	put64(r.mem[0:8], length)
+	put64(r.mem[8:16], capacity)
+}
+
+// SetMailboxLen writes the header's length field.
+func (r *Region) SetMailboxLen(length uint64) { put64(r.mem[0:8], length) }
+
+// Mailbox returns the mailbox's first n bytes.
+func (r *Region) Mailbox(n int) ([]byte, error) { return r.Bytes(MailboxOffset, n) }
+
+func le64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func put64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+// Ring writes one byte to fd, retrying on EINTR.
+func Ring(fd int) error {
+	one := []byte{1}
+	for {
+		_, err := unix.Write(fd, one)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// ErrHungUp is returned by Wait when the other side closed its end.
+var ErrHungUp = errors.New("the other side closed the doorbell")
+
+// Wait blocks until one byte arrives on fd.
+func Wait(fd int) error {
+	var b [1]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return ErrHungUp
+		}
+		return nil
+	}
+}
