@@ -28,16 +28,16 @@ import (
 // read the plugin's stdout and stderr itself, so that nothing a plugin prints (junk before the
 // handshake, malformed JSON log lines) can confuse or crash the host.
 type procRunner struct {
-	name     string // the plugin's name in the pipeline
-	path     string
-	args     []string
-	env      []string
-	extra    []*os.File
+	name  string // the plugin's name in the pipeline
+	path  string
+	args  []string
+	env   []string
+	extra []*os.File
 	// closeAfterStart are descriptors only the plugin keeps (its ends of the doorbell).
 	closeAfterStart []*os.File
-	checksum []byte
-	log      hclog.Logger
-	tail     *tail
+	checksum        []byte
+	log             hclog.Logger
+	tail            *tail
 
 	cmd       *exec.Cmd
 	handshake *io.PipeReader
