@@ -66,9 +66,8 @@ func swiGLU(gate, up, tmp []float32) {
 
 // attnScratch is one worker's buffers for attention.
 type attnScratch struct {
-	q, s, p, o []float32
-	mx, sum    []float32
-	acc        []float32
+	q, s, p, tmp []float32
+	sum, acc     []float32
 }
 
 // attention computes ws.att for every row: for each query head, the softmax-weighted sum of
@@ -119,98 +118,114 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 	m.parallel(len(ws.tasks), fn)
 }
 
+// maxAttnScores bounds the scores a task holds at once (a variable for tests).
+var maxAttnScores = 1 << 20
+
 // attnTask is the attention of key/value head g for rows [a, b) of segment seg.
 type attnTask struct{ seg, g, a, b int }
 
 // attendTask computes the attention output of the query heads of key/value head task.g for
-// rows [task.a, task.b) of a segment.
+// rows [task.a, task.b) of a segment, in two passes over the sequence's blocks: one matrix
+// product per block gives every query's scores against the block's keys; each query's row of
+// scores becomes its softmax (one vectorised exp-sum over the row); one matrix product per
+// block then adds the block's values weighted by their probabilities. Queries are taken in
+// chunks that bound the scores buffer.
 func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
-	sg := segment{a: task.a, b: task.b}
-	g, s := task.g, task.seg
+	g := task.g
+	spans := ws.spans[task.seg]
 	hd := p.HeadDim
 	qDim := p.Heads * hd
 	group := p.Heads / p.KVHeads
-	nq := (sg.b - sg.a) * group // query i is row sg.a + i/group, head g·group + i%group
+	nq := (task.b - task.a) * group // query i is row task.a + i/group, head g·group + i%group
 	bs := m.pool.Config().BlockSize
-	dt := ggml.F32
+	dt, dtSize := ggml.F32, 4
 	if m.pool.Config().DType == cache.Float16 {
-		dt = ggml.F16
+		dt, dtSize = ggml.F16, 2
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	first := rows[task.a].pos // the rows' positions are first, first+1, …
+	end := rows[task.b-1].pos + 1
 
 	sc.q = grow(sc.q, nq*hd)
-	for r := sg.a; r < sg.b; r++ {
-		i := (r - sg.a) * group
+	for r := task.a; r < task.b; r++ {
+		i := (r - task.a) * group
 		copy(sc.q[i*hd:(i+group)*hd], ws.q[r*qDim+g*group*hd:r*qDim+(g+1)*group*hd])
 	}
-	sc.mx = grow(sc.mx, nq)
-	sc.sum = grow(sc.sum, nq)
-	sc.acc = grow(sc.acc, nq*hd)
-	sc.s = grow(sc.s, nq*bs)
-	sc.p = grow(sc.p, nq*bs)
-	sc.o = grow(sc.o, nq*hd)
-	for i := range sc.mx {
-		sc.mx[i] = float32(math.Inf(-1))
-		sc.sum[i] = 0
-	}
-	clear(sc.acc)
+	qc := max(group, min(nq, maxAttnScores/end/group*group))
+	sc.tmp = grow(sc.tmp, qc*max(bs, hd))
+	sc.p = grow(sc.p, qc*bs)
+	sc.acc = grow(sc.acc, qc*hd)
+	sc.sum = grow(sc.sum, qc)
 
-	first := rows[sg.a].pos // positions of the segment's rows are first, first+1, …
-	for k := range ws.spans[s] {
-		sp := &ws.spans[s][k]
-		// The queries that see this block: rows at positions from sp.Start on.
-		q0 := max(0, sp.Start-first) * group
-		if q0 >= nq {
-			break // past the last row of the task
+	for c0 := 0; c0 < nq; c0 += qc {
+		c1 := min(nq, c0+qc)
+		n := c1 - c0
+		cEnd := first + (c1-1)/group + 1 // positions the chunk's last query sees
+		sc.s = grow(sc.s, n*cEnd)
+		scores := sc.s[:n*cEnd]
+		// seen returns the first query of the chunk that sees position start.
+		seen := func(start int) int { return max(c0, (start-first)*group) }
+
+		for k := range spans {
+			sp := &spans[k]
+			if sp.Start >= cEnd {
+				break
+			}
+			q0 := seen(sp.Start)
+			cnt := c1 - q0
+			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
+			out := sc.tmp[:cnt*nr]
+			keys := sp.KHead(g)[:nr*hd*dtSize]
+			kernels.MatMul(out, kernels.Matrix{Type: dt, Rows: nr, Cols: hd, Data: keys}, sc.q[q0*hd:c1*hd], cnt)
+			for i := range cnt {
+				o := (q0 - c0 + i) * cEnd
+				copy(scores[o+sp.Start:o+sp.Start+nr], out[i*nr:(i+1)*nr])
+			}
 		}
-		n := nq - q0
-		scores := sc.s[:n*sp.Rows]
-		kernels.MatMul(scores, kernels.Matrix{Type: dt, Rows: sp.Rows, Cols: hd, Data: sp.KHead(g)}, sc.q[q0*hd:nq*hd], n)
-		weights := sc.p[:n*bs]
 		for i := range n {
-			qi := q0 + i
-			pos := first + qi/group
-			tn := min(sp.Rows, pos-sp.Start+1)
-			row := scores[i*sp.Rows : i*sp.Rows+tn]
+			pos := first + (c0+i)/group
+			row := scores[i*cEnd : i*cEnd+pos+1]
 			mx := float32(math.Inf(-1))
 			for t, v := range row {
 				v *= scale
 				row[t] = v
 				mx = max(mx, v)
 			}
-			if mx > sc.mx[qi] {
-				if sc.sum[qi] > 0 {
-					c := fastmath.Exp(sc.mx[qi] - mx)
-					sc.sum[qi] *= c
-					acc := sc.acc[qi*hd : (qi+1)*hd]
-					for j := range acc {
-						acc[j] *= c
-					}
-				}
-				sc.mx[qi] = mx
-			}
-			w := weights[i*bs : (i+1)*bs]
-			var sum float32
-			for t, v := range row {
-				e := fastmath.Exp(v - sc.mx[qi])
-				w[t] = e
-				sum += e
-			}
-			clear(w[tn:])
-			sc.sum[qi] += sum
+			sc.sum[i] = float32(fastmath.ExpShiftSum(row, row, mx))
+			clear(scores[i*cEnd+pos+1 : (i+1)*cEnd]) // later positions weigh nothing
 		}
-		out := sc.o[:n*hd]
-		kernels.MatMul(out, kernels.Matrix{Type: dt, Rows: hd, Cols: bs, Data: sp.VHead(g)}, weights, n)
-		add(sc.acc[q0*hd:nq*hd], out)
-	}
-	for i := range nq {
-		r := sg.a + i/group
-		h := g*group + i%group
-		inv := 1 / sc.sum[i]
-		dst := ws.att[r*qDim+h*hd : r*qDim+(h+1)*hd]
-		for j, a := range sc.acc[i*hd : (i+1)*hd] {
-			dst[j] = a * inv
+
+		acc := sc.acc[:n*hd]
+		clear(acc)
+		for k := range spans {
+			sp := &spans[k]
+			if sp.Start >= cEnd {
+				break
+			}
+			q0 := seen(sp.Start)
+			cnt := c1 - q0
+			nr := min(sp.Rows, cEnd-sp.Start)
+			weights := sc.p[:cnt*bs]
+			for i := range cnt {
+				o := (q0 - c0 + i) * cEnd
+				w := weights[i*bs : (i+1)*bs]
+				copy(w, scores[o+sp.Start:o+sp.Start+nr])
+				clear(w[nr:])
+			}
+			out := sc.tmp[:cnt*hd]
+			kernels.MatMul(out, kernels.Matrix{Type: dt, Rows: hd, Cols: bs, Data: sp.VHead(g)}, weights, cnt)
+			add(acc[(q0-c0)*hd:], out)
+		}
+		for i := range n {
+			qi := c0 + i
+			r := task.a + qi/group
+			h := g*group + qi%group
+			inv := 1 / sc.sum[i]
+			dst := ws.att[r*qDim+h*hd : r*qDim+(h+1)*hd]
+			for j, a := range acc[i*hd : (i+1)*hd] {
+				dst[j] = a * inv
+			}
 		}
 	}
 }

@@ -241,6 +241,34 @@ func TestSyntheticAgainstNaive(t *testing.T) {
 	}
 }
 
+// TestAttentionChunks repeats a comparison with the naive implementation with attention
+// taking its queries a few at a time.
+func TestAttentionChunks(t *testing.T) {
+	defer func(v int) { maxAttnScores = v }(maxAttnScores)
+	maxAttnScores = 40
+	path := writeSynthetic(t, "tinymqa", "f32")
+	m, err := Open(path, Options{BlockSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tokens := []int32{1, 300, 17, 250, 42, 42, 99, 5, 260, 7, 8, 9, 10, 11}
+	st, _ := m.NewState()
+	defer st.Close()
+	batch := []core.ForwardItem{{State: st, Tokens: tokens, AllLogits: true}}
+	if err := m.Forward(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 5, 14} {
+		want := naiveLogits(t, path, tokens[:n])
+		for i, w := range want {
+			if d := math.Abs(float64(batch[0].Logits[n-1][i]) - w); d > 1e-5 {
+				t.Fatalf("after %d tokens: logit %d differs by %.3g", n, i, d)
+			}
+		}
+	}
+}
+
 func TestWriteSyntheticErrors(t *testing.T) {
 	var buf bytes.Buffer
 	for _, tc := range []struct {
