@@ -482,3 +482,31 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestProgress checks the reports of loading and of a prefill that takes several passes.
+func TestProgress(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	opts := Options{BatchTokens: 16, Progress: func(stage string, done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s %d/%d", stage, done, total))
+	}}
+	m := openStories(t, "stories260K-f32.gguf", opts)
+	if len(got) == 0 || got[len(got)-1] != fmt.Sprintf("load %d/%d", m.WeightBytes(), m.WeightBytes()) {
+		t.Fatalf("load reports %v", got)
+	}
+	got = nil
+	st, _ := m.NewState()
+	defer st.Close()
+	forward1(t, m, st, testTokens[:30])
+	want := []string{"prefill 16/30", "prefill 30/30"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("prefill reports %v, want %v", got, want)
+	}
+	got = nil
+	forward1(t, m, st, testTokens[30:31])
+	if len(got) != 0 {
+		t.Fatalf("a one-pass forward reported %v", got)
+	}
+}
