@@ -239,8 +239,7 @@ func (p *processor) apply(proc *process, r *pluginpb.Row, rr *pluginpb.RowReply,
 			return proc.malformed("sequence %d: %d logits for a vocabulary of %d", seq, len(src), c.Len())
 		}
 		dst := c.Dense()
-		copy(dst, src)
-		if j := firstInvalid(dst); j >= 0 {
+		if j := copyChecked(dst, src); j >= 0 {
 			return proc.malformed("sequence %d: logit of token %d is %v", seq, j, dst[j])
 		}
 		return nil

@@ -49,6 +49,12 @@ type procRunner struct {
 var _ runner.Runner = (*procRunner)(nil)
 
 func (r *procRunner) Start(context.Context) error {
+	// The plugin's own descriptors are needed in the host only until the fork.
+	defer func() {
+		for _, f := range r.closeAfterStart {
+			f.Close()
+		}
+	}()
 	// go-plugin's SecureConfig, checked here, immediately before the exec.
 	sc := &plugin.SecureConfig{Checksum: r.checksum, Hash: sha256.New()}
 	ok, err := sc.Check(r.path)
@@ -84,9 +90,6 @@ func (r *procRunner) Start(context.Context) error {
 	err = spawn(r.cmd)
 	outW.Close()
 	errW.Close()
-	for _, f := range r.closeAfterStart {
-		f.Close()
-	}
 	if err != nil {
 		outR.Close()
 		errR.Close()

@@ -34,6 +34,58 @@ func TestFirstInvalid(t *testing.T) {
 	}
 }
 
+func TestCopyChecked(t *testing.T) {
+	for _, n := range []int{0, 1, 31, 32, 33, 64, 100, 1000, 1029} {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = float32(i) - 7
+		}
+		dst := make([]float32, n)
+		if i := copyChecked(dst, src); i != -1 || !slices.Equal(dst, src) {
+			t.Fatalf("n=%d: %d, copied %v", n, i, slices.Equal(dst, src))
+		}
+		for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), math.Float32frombits(0xff800001)} {
+			for _, pos := range []int{0, n / 2, n - 1} {
+				if n == 0 {
+					continue
+				}
+				old := src[pos]
+				src[pos] = v
+				clear(dst)
+				if i := copyChecked(dst, src); i != pos || math.Float32bits(dst[pos]) != math.Float32bits(v) {
+					t.Fatalf("n=%d: %v at %d found at %d", n, v, pos, i)
+				}
+				src[pos] = old
+			}
+		}
+		if n > 0 {
+			src[n-1] = float32(math.Inf(-1))
+			if i := copyChecked(dst, src); i != -1 {
+				t.Fatalf("n=%d: -Inf flagged at %d", n, i)
+			}
+		}
+	}
+}
+
+func BenchmarkCopyChecked(b *testing.B) {
+	src := make([]float32, 151936)
+	dst := make([]float32, len(src))
+	b.SetBytes(int64(4 * len(src)))
+	for b.Loop() {
+		copyChecked(dst, src)
+	}
+}
+
+func BenchmarkCopyThenCheck(b *testing.B) {
+	src := make([]float32, 151936)
+	dst := make([]float32, len(src))
+	b.SetBytes(int64(4 * len(src)))
+	for b.Loop() {
+		copy(dst, src)
+		firstInvalid(dst)
+	}
+}
+
 func TestTopCandidates(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	row := make([]float32, 500)
