@@ -90,7 +90,7 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 		}
 		if err := r.st.seq.Grow(r.tokens); err != nil {
 			rollback(i + 1)
-			return fmt.Errorf("llama: batch item %d: %w", i, err)
+			return fmt.Errorf("llama: batch item %d: %w (the budget is set by Options.KVBudget, the model option kv_budget_mb)", i, err)
 		}
 	}
 
