@@ -18,6 +18,19 @@ import (
 //
 // and renormalises over the kept tokens (p'(i) ∝ p(i)). p = 1 disables it.
 //
+// Engines differ only when a prefix sums to exactly p; Boundary chooses (NewTopPBoundary):
+//
+//   - Inclusive (the default, NewTopP): a prefix whose sum equals p is enough — Σ ≥ p above.
+//     llama.cpp (cum_sum >= p), Hugging Face transformers' TopPLogitsWarper (it removes the
+//     tail whose ascending cumulative sum is ≤ 1 − p) and vLLM (the same mask) do this.
+//   - Exclusive: the kept mass must exceed p — Σ > p above — so at exact equality one more
+//     token is kept. This is the classic top_k_top_p_filtering recipe (remove where the
+//     descending cumulative sum is > p, shifted right by one) of older transformers releases
+//     and of many hand-written sampling loops.
+//
+// With real logits exact equality is rare; it happens with tied logits, e.g. four equal ones
+// and p = 0.5: inclusive keeps two tokens, exclusive three.
+//
 // On a sorted set (after top-k) it walks the prefix, O(kept). On a dense row it never sorts
 // the vocabulary: a histogram of the probabilities locates the cut and only the tokens in the
 // boundary bucket are sorted (see nucleus): a maximum, an exponential pass, one scalar
@@ -25,19 +38,67 @@ import (
 // then sparse and in id order, not sorted. NaN or +Inf logits and an all-banned set are
 // errors.
 type TopP struct {
-	p       float64
-	minKeep int
+	p         float64
+	minKeep   int
+	exclusive bool
 }
 
-// NewTopP returns a top-p processor; p must be in (0, 1] and minKeep ≥ 1.
+// Boundary says whether a top-p prefix whose probability equals p exactly is enough.
+type Boundary int
+
+const (
+	// Inclusive keeps the shortest prefix with Σ ≥ p (llama.cpp, transformers, vLLM).
+	Inclusive Boundary = iota
+	// Exclusive keeps the shortest prefix with Σ > p (the classic top_k_top_p_filtering).
+	Exclusive
+)
+
+// ParseBoundary reads a boundary as written in pipelines: "inclusive" or "exclusive".
+func ParseBoundary(s string) (Boundary, error) {
+	switch s {
+	case "inclusive":
+		return Inclusive, nil
+	case "exclusive":
+		return Exclusive, nil
+	}
+	return 0, &core.ParamError{Param: "boundary", Value: s, Reason: `must be "inclusive" or "exclusive"`}
+}
+
+// String returns the boundary as written in pipelines.
+func (b Boundary) String() string {
+	if b == Exclusive {
+		return "exclusive"
+	}
+	return "inclusive"
+}
+
+// NewTopP returns a top-p processor with the inclusive boundary; p must be in (0, 1] and
+// minKeep ≥ 1.
 func NewTopP(p float64, minKeep int) (*TopP, error) {
+	return NewTopPBoundary(p, minKeep, Inclusive)
+}
+
+// NewTopPBoundary returns a top-p processor with the given boundary.
+func NewTopPBoundary(p float64, minKeep int, b Boundary) (*TopP, error) {
 	if !(p > 0 && p <= 1) {
 		return nil, &core.ParamError{Param: "p", Value: p, Reason: "must be in (0, 1]"}
 	}
 	if minKeep < 1 {
 		return nil, &core.ParamError{Param: "min_keep", Value: minKeep, Reason: "must be ≥ 1"}
 	}
-	return &TopP{p: p, minKeep: minKeep}, nil
+	if b != Inclusive && b != Exclusive {
+		return nil, &core.ParamError{Param: "boundary", Value: int(b), Reason: "unknown boundary"}
+	}
+	return &TopP{p: p, minKeep: minKeep, exclusive: b == Exclusive}, nil
+}
+
+// reached reports whether a cumulative probability cum has reached target: cum ≥ target, or
+// with the exclusive boundary cum > target.
+func reached(cum, target float64, exclusive bool) bool {
+	if exclusive {
+		return cum > target
+	}
+	return cum >= target
 }
 
 // Name implements core.LogitsProcessor.
@@ -60,7 +121,7 @@ func (p *TopP) Process(_ *core.Sequence, c *core.Candidates) error {
 		var cum float64
 		for i, q := range probs {
 			cum += float64(q)
-			if cum >= p.p && i+1 >= p.minKeep {
+			if reached(cum, p.p, p.exclusive) && i+1 >= p.minKeep {
 				c.SetItems(c.Items()[:i+1], true)
 				break
 			}
@@ -74,7 +135,7 @@ func (p *TopP) Process(_ *core.Sequence, c *core.Candidates) error {
 	}
 	e := c.ScratchFloats(n)
 	total := fastmath.ExpShiftSum(e, logits, m)
-	nucleus(c, e, p.p*total, p.minKeep)
+	nucleus(c, e, p.p*total, p.minKeep, p.exclusive)
 	return nil
 }
 
@@ -101,10 +162,10 @@ func eBucket(e float32) int {
 func ePast(b int) float32 { return math.Float32frombits(uint32(oneBits - b<<eBucketBits)) }
 
 // nucleus keeps the smallest set of entries of c that, in descending order of e (ties: the
-// lower id), reaches target and has at least minKeep entries. e holds the weights aligned with
-// c (dense or sparse, unsorted). Banned entries are never kept from the boundary bucket; when
-// the whole set is needed c is left unchanged.
-func nucleus(c *core.Candidates, e []float32, target float64, minKeep int) {
+// lower id), reaches target (see reached) and has at least minKeep entries. e holds the
+// weights aligned with c (dense or sparse, unsorted). Banned entries are never kept from the
+// boundary bucket; when the whole set is needed c is left unchanged.
+func nucleus(c *core.Candidates, e []float32, target float64, minKeep int, exclusive bool) {
 	var h massHist
 	for _, v := range e {
 		b := eBucket(v)
@@ -114,7 +175,7 @@ func nucleus(c *core.Candidates, e []float32, target float64, minKeep int) {
 	var cum float64
 	before, bnd := 0, -1
 	for b := range histBuckets {
-		if cum+h.mass[b] >= target && before+int(h.count[b]) >= minKeep {
+		if reached(cum+h.mass[b], target, exclusive) && before+int(h.count[b]) >= minKeep {
 			bnd = b
 			break
 		}
@@ -180,7 +241,7 @@ func nucleus(c *core.Candidates, e []float32, target float64, minKeep int) {
 		return int(id(x.ID)) - int(id(y.ID))
 	})
 	n := 0
-	for n < len(boundary) && (cum < target || before+n < minKeep) {
+	for n < len(boundary) && (!reached(cum, target, exclusive) || before+n < minKeep) {
 		cum += float64(boundary[n].Logit)
 		n++
 	}
