@@ -392,3 +392,67 @@ type = "tp"
 		return err
 	}, 2)
 }
+
+// A strategy plugin that stops calling the session is killed after its timeout; one that
+// crashes fails its request; both are restarted for the next.
+func TestStrategyFailures(t *testing.T) {
+	for _, c := range []struct{ mode, want string }{
+		{"hang", "no answer within 400ms"},
+		{"crash", "crashed"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			e := newEnv(t)
+			b := e.mustBuild(e.pipelineFile("testplugin", "tp", `timeout = "400ms"
+[plugins.config]
+once = "`+e.dir+`/once"
+misbehave = "`+c.mode+`"
+after = 3
+
+[strategy]
+type = "tp.greedy"
+`))
+			_, err := generate(b, "the cat", nil)
+			wantErr(t, err, `plugin "tp"`, c.want)
+			recovers(t, e, b, func() error { _, err := generate(b, "the cat", nil); return err }, 2)
+		})
+	}
+}
+
+// Requests running at once share a plugin by taking turns, and get what they would alone.
+func TestConcurrentRequests(t *testing.T) {
+	e := newEnv(t)
+	b := e.mustBuild(e.pipelineFile("testplugin", "tp", `[plugins.config]
+t = 0.9
+ban = [4]
+
+[[processors]]
+type = "tp.scale"
+
+[[processors]]
+type = "tp.ban"
+`))
+	prompts := []string{"the cat", "a dog", "the sun", "she said"}
+	want := make([]string, len(prompts))
+	for i, p := range prompts {
+		res, err := generate(b, p, func(r *core.Request) { r.N = 2 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = res.Sequences[0].Text + "|" + res.Sequences[1].Text
+	}
+	errs := make(chan error, len(prompts))
+	for i, p := range prompts {
+		go func() {
+			res, err := generate(b, p, func(r *core.Request) { r.N = 2 })
+			if err == nil && res.Sequences[0].Text+"|"+res.Sequences[1].Text != want[i] {
+				err = fmt.Errorf("%q: concurrent output differs", p)
+			}
+			errs <- err
+		}()
+	}
+	for range prompts {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
