@@ -52,33 +52,45 @@ func (p *TopNSigma) Process(_ *core.Sequence, c *core.Candidates) error {
 }
 
 // stdDev returns the population standard deviation of the logits above -Inf, m being their
-// maximum. Moments are taken of logit − m so that large offsets cost no precision.
+// maximum. Moments are taken of logit − m, so large offsets cost no precision; blocks of 256 are
+// summed in float32 over four independent lanes (no lane waits on another's additions) and the
+// block sums in float64.
 func stdDev(logits []float32, m float32) float64 {
-	// Four independent accumulators keep the loop from waiting on one addition chain.
-	var s1, s2 [4]float64
-	var n [4]int
-	i := 0
-	for ; i+4 <= len(logits); i += 4 {
-		for k := range 4 {
-			if x := logits[i+k]; x > negInf {
-				d := float64(x) - float64(m)
-				s1[k] += d
-				s2[k] += d * d
-				n[k]++
+	var sum1, sum2 float64
+	count := 0
+	for base := 0; base < len(logits); base += 256 {
+		block := logits[base:min(base+256, len(logits))]
+		var a1, b1, c1, d1, a2, b2, c2, d2 float32
+		i := 0
+		for ; i+4 <= len(block); i += 4 {
+			x0, x1, x2, x3 := block[i], block[i+1], block[i+2], block[i+3]
+			if x0 > negInf && x1 > negInf && x2 > negInf && x3 > negInf {
+				e0, e1, e2, e3 := x0-m, x1-m, x2-m, x3-m
+				a1, b1, c1, d1 = a1+e0, b1+e1, c1+e2, d1+e3
+				a2, b2, c2, d2 = a2+e0*e0, b2+e1*e1, c2+e2*e2, d2+e3*e3
+				count += 4
+				continue
+			}
+			for _, x := range block[i : i+4] {
+				if x > negInf {
+					e := x - m
+					a1 += e
+					a2 += e * e
+					count++
+				}
 			}
 		}
-	}
-	for k := 0; i < len(logits); i, k = i+1, k+1 {
-		if x := logits[i]; x > negInf {
-			d := float64(x) - float64(m)
-			s1[k] += d
-			s2[k] += d * d
-			n[k]++
+		for _, x := range block[i:] {
+			if x > negInf {
+				e := x - m
+				a1 += e
+				a2 += e * e
+				count++
+			}
 		}
+		sum1 += float64(a1) + float64(b1) + float64(c1) + float64(d1)
+		sum2 += float64(a2) + float64(b2) + float64(c2) + float64(d2)
 	}
-	sum1 := s1[0] + s1[1] + s1[2] + s1[3]
-	sum2 := s2[0] + s2[1] + s2[2] + s2[3]
-	count := float64(n[0] + n[1] + n[2] + n[3])
-	mean := sum1 / count
-	return math.Sqrt(max(sum2/count-mean*mean, 0))
+	mean := sum1 / float64(count)
+	return math.Sqrt(max(sum2/float64(count)-mean*mean, 0))
 }
