@@ -242,4 +242,3 @@ func printSummary(w io.Writer, tok core.Tokenizer, res *core.Result) {
 	fmt.Fprintf(w, "[%d prompt tokens, %.1f tok/s prefill; %d generated, %.1f tok/s; finish: %s; seed %d]\n",
 		len(res.PromptTokens), t.PrefillTokensPerSecond, res.GeneratedTokens, t.DecodeTokensPerSecond, strings.Join(reasons, ", "), res.Seed)
 }
-
