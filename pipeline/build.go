@@ -142,11 +142,14 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 	if v := buildPart(el, reg, Strategy, spec.Strategy, env); v != nil {
 		p.Strategy = v.(core.Strategy)
 	}
+	var procTypes []string
 	for _, ps := range spec.Processors {
 		if v := buildPart(el, reg, Processor, ps, env); v != nil {
 			p.Processors = append(p.Processors, v.(core.LogitsProcessor))
+			procTypes = append(procTypes, ps.Type)
 		}
 	}
+	p.Processors = orderProcessors(spec.Order, p.Processors, procTypes)
 	for _, ps := range spec.Stopping {
 		if v := buildPart(el, reg, Stopping, ps, env); v != nil {
 			p.Stopping = append(p.Stopping, v.(core.StoppingCriterion))
@@ -263,4 +266,49 @@ func applyOverrides(spec *Spec, o Overrides) {
 	if o.N != nil {
 		spec.Generation.N = *o.N
 	}
+}
+
+// Orders are the processor order presets a pipeline's top-level order key accepts:
+//
+//   - "file" (the default): the processors run as written.
+//   - "hf": Hugging Face transformers' (and vLLM's) order — logit shaping (penalties, biases,
+//     bans, DRY), then temperature, then truncation, then mirostat.
+//   - "llama.cpp": llama.cpp's default sampler order — logit shaping, then truncation, then
+//     temperature, then mirostat.
+//
+// A preset sorts the processors stably by class (see ProcessorClass), so processors of one
+// class keep their file order.
+var Orders = []string{"file", "hf", "llama.cpp"}
+
+func orderNames() string {
+	quoted := make([]string, len(Orders))
+	for i, o := range Orders {
+		quoted[i] = `"` + o + `"`
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// orderProcessors reorders procs (of the given types) for an order preset.
+func orderProcessors(order string, procs []core.LogitsProcessor, types []string) []core.LogitsProcessor {
+	var rank [4]int
+	switch order {
+	case "hf":
+		rank = [4]int{ClassShaping: 0, ClassTemperature: 1, ClassTruncation: 2, ClassFinal: 3}
+	case "llama.cpp":
+		rank = [4]int{ClassShaping: 0, ClassTruncation: 1, ClassTemperature: 2, ClassFinal: 3}
+	default:
+		return procs
+	}
+	idx := make([]int, len(procs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return rank[ProcessorClass(types[a])] - rank[ProcessorClass(types[b])]
+	})
+	out := make([]core.LogitsProcessor, len(procs))
+	for i, j := range idx {
+		out[i] = procs[j]
+	}
+	return out
 }

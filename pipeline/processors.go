@@ -44,9 +44,15 @@ func processorParts() []*Part {
 			Params: []Param{
 				{Name: "p", Type: Float, Default: 0.95, Doc: "cumulative probability in (0, 1]; 1 disables"},
 				minKeepParam,
+				{Name: "boundary", Type: String, Default: "inclusive",
+					Doc: `when a prefix sums to exactly p: "inclusive" (it is enough: llama.cpp, transformers, vLLM) or "exclusive" (one more token: the classic top_k_top_p_filtering)`},
 			},
 			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
-				return processors.NewTopP(a.Float("p"), a.Int("min_keep"))
+				b, err := processors.ParseBoundary(a.String("boundary"))
+				if err != nil && a.Err() == nil {
+					return nil, err
+				}
+				return processors.NewTopPBoundary(a.Float("p"), a.Int("min_keep"), b)
 			},
 		},
 		{
@@ -69,6 +75,108 @@ func processorParts() []*Part {
 			},
 			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
 				return processors.NewTypicalP(a.Float("p"), a.Int("min_keep"))
+			},
+		},
+		{
+			Kind: Processor, Type: "top_n_sigma",
+			Doc: "Keeps the tokens whose logit is within n standard deviations of the largest (top-nσ).",
+			Params: []Param{{Name: "n", Type: Float, Default: 1.0,
+				Doc: "standard deviations ≥ 0; 0 disables (llama.cpp's -1)"}},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				return processors.NewTopNSigma(a.Float("n"))
+			},
+		},
+		{
+			Kind: Processor, Type: "epsilon_cutoff",
+			Doc: "Epsilon sampling: removes the tokens less likely than epsilon (transformers' epsilon_cutoff).",
+			Params: []Param{
+				{Name: "epsilon", Type: Float, Default: 3e-4, Doc: "probability cutoff in (0, 1); the paper suggests 3e-4"},
+				minKeepParam,
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				return processors.NewEpsilonCutoff(a.Float("epsilon"), a.Int("min_keep"))
+			},
+		},
+		{
+			Kind: Processor, Type: "eta_cutoff",
+			Doc: "Eta sampling: removes the tokens less likely than min(ε, √ε·e^−H), H the entropy (transformers' eta_cutoff).",
+			Params: []Param{
+				{Name: "epsilon", Type: Float, Default: 2e-3, Doc: "ε in (0, 1); the paper suggests 3e-4 to 4e-3"},
+				minKeepParam,
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				return processors.NewEtaCutoff(a.Float("epsilon"), a.Int("min_keep"))
+			},
+		},
+		{
+			Kind: Processor, Type: "xtc",
+			Doc: "Exclude top choices: at random steps, removes every token at least threshold likely except the least likely of them.",
+			Params: []Param{
+				{Name: "threshold", Type: Float, Default: 0.1, Doc: "probability in (0, 1]; above 0.5 disables"},
+				{Name: "probability", Type: Float, Default: 0.5, Doc: "chance of acting at a step, in [0, 1]; 0 disables"},
+				minKeepParam,
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				return processors.NewXTC(a.Float("threshold"), a.Float("probability"), a.Int("min_keep"))
+			},
+		},
+		{
+			Kind: Processor, Type: "mirostat",
+			Doc: "Mirostat: truncates adaptively so that the chosen tokens' surprise tracks tau; put it last (the strategy draws from what it keeps).",
+			Params: []Param{
+				{Name: "version", Type: Int, Default: int64(2), Doc: "1 (Basu et al.) or 2 (llama.cpp's simplified variant)"},
+				{Name: "tau", Type: Float, Default: 5.0, Doc: "target surprise in bits, ≥ 0"},
+				{Name: "eta", Type: Float, Default: 0.1, Doc: "learning rate of the threshold mu, ≥ 0"},
+				{Name: "m", Type: Int, Default: int64(100), Doc: "version 1: tokens used to estimate the Zipf exponent, ≥ 2"},
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				cfg := processors.MirostatConfig{Version: a.Int("version"), Tau: a.Float("tau"), Eta: a.Float("eta"), M: a.Int("m")}
+				if cfg.Version == 1 {
+					vocab, err := vocabSize(a)
+					if err != nil {
+						return nil, err
+					}
+					cfg.VocabSize = vocab
+				}
+				return processors.NewMirostat(cfg)
+			},
+		},
+		{
+			Kind: Processor, Type: "dynamic_temperature",
+			Doc: "Entropy-scaled temperature between t − delta and t + delta (llama.cpp's dynatemp).",
+			Params: []Param{
+				{Name: "t", Type: Float, Default: 0.8, Doc: "centre temperature ≥ 0"},
+				{Name: "delta", Type: Float, Default: 0.5, Doc: "half-range ≥ 0 (llama.cpp's dynatemp_range); 0: plain temperature t"},
+				{Name: "exponent", Type: Float, Default: 1.0, Doc: "≥ 0; above 1 keeps the temperature low until the entropy is high"},
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				return processors.NewDynamicTemperature(a.Float("t"), a.Float("delta"), a.Float("exponent"))
+			},
+		},
+		{
+			Kind: Processor, Type: "dry",
+			Doc: "DRY: penalises tokens that would extend a repetition, by multiplier·base^(length − allowed_length).",
+			Params: []Param{
+				{Name: "multiplier", Type: Float, Default: 0.8, Doc: "penalty scale ≥ 0; 0 disables"},
+				{Name: "base", Type: Float, Default: 1.75, Doc: "growth per repeated token, ≥ 1"},
+				{Name: "allowed_length", Type: Int, Default: int64(2), Doc: "longest repetition left unpenalised, ≥ 0"},
+				{Name: "penalty_last_n", Type: Int, Default: int64(-1),
+					Doc: "tokens searched (prompt included): -1 the whole sequence, 0 disables"},
+				{Name: "sequence_breakers", Type: StringList, Default: breakerDefaults(),
+					Doc: "strings a repetition cannot run across, matched on the text across token boundaries"},
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				breakers := a.Strings("sequence_breakers")
+				if a.Err() != nil {
+					return nil, a.Err()
+				}
+				if len(breakers) > 0 && a.Env.Tokenizer == nil {
+					return nil, errors.New("sequence_breakers need the pipeline's tokenizer")
+				}
+				return processors.NewDRY(processors.DRYConfig{
+					Multiplier: a.Float("multiplier"), Base: a.Float("base"), AllowedLength: a.Int("allowed_length"),
+					LastN: a.Int("penalty_last_n"), SequenceBreakers: breakers,
+				}, a.Env.Tokenizer)
 			},
 		},
 		{
@@ -241,3 +349,38 @@ func vocabSize(a *Args) (int, error) {
 	}
 	return 0, errors.New("needs the pipeline's model to check token ids")
 }
+
+func breakerDefaults() []any {
+	out := make([]any, len(processors.DefaultSequenceBreakers))
+	for i, b := range processors.DefaultSequenceBreakers {
+		out[i] = b
+	}
+	return out
+}
+
+// Class is what a processor does, for the order presets (see Orders).
+type Class int
+
+const (
+	// ClassShaping adjusts logits from the history or from fixed lists: penalties, biases,
+	// bans, DRY. Processor types without a class (plugins) count as shaping.
+	ClassShaping Class = iota
+	// ClassTemperature rescales the whole distribution: temperature, dynamic temperature.
+	ClassTemperature
+	// ClassTruncation removes tokens by their probability: top-k, top-p, min-p, typical-p,
+	// top-nσ, epsilon, eta, XTC.
+	ClassTruncation
+	// ClassFinal chooses the set the strategy draws from, adaptively: mirostat.
+	ClassFinal
+)
+
+var processorClasses = map[string]Class{
+	"temperature": ClassTemperature, "dynamic_temperature": ClassTemperature,
+	"top_k": ClassTruncation, "top_p": ClassTruncation, "min_p": ClassTruncation,
+	"typical_p": ClassTruncation, "top_n_sigma": ClassTruncation, "epsilon_cutoff": ClassTruncation,
+	"eta_cutoff": ClassTruncation, "xtc": ClassTruncation,
+	"mirostat": ClassFinal,
+}
+
+// ProcessorClass returns the class of a processor type; unknown types are ClassShaping.
+func ProcessorClass(typ string) Class { return processorClasses[typ] }

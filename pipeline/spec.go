@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,6 +26,9 @@ type Spec struct {
 	Processors []PartSpec
 	Stopping   []PartSpec
 	Plugins    []PluginSpec
+	// Order is the processor order preset: "file" (the default: as written), "hf" or
+	// "llama.cpp" (see Orders).
+	Order string
 
 	loc *locator
 }
@@ -119,8 +123,18 @@ func Parse(name string, src []byte) (*Spec, error) {
 			if _, ok := v.(string); !ok {
 				el.add(k, "must be a string")
 			}
+		case "order":
+			o, ok := v.(string)
+			switch {
+			case !ok:
+				el.add(k, " = %v: must be a string: %s", v, orderNames())
+			case !slices.Contains(Orders, o):
+				el.add(k, " = %q: unknown order (known: %s)", o, orderNames())
+			default:
+				s.Order = o
+			}
 		default:
-			el.add(k, "unknown table or key (known: model, draft_model, generation, strategy, processors, stopping, plugins, name, description)")
+			el.add(k, "unknown table or key (known: model, draft_model, generation, strategy, processors, stopping, plugins, order, name, description)")
 		}
 	}
 	if _, ok := raw["model"]; !ok {
@@ -128,6 +142,9 @@ func Parse(name string, src []byte) (*Spec, error) {
 	}
 	if _, ok := raw["generation"]; !ok {
 		s.Generation = Generation{MaxNewTokens: DefaultMaxNewTokens, N: 1}
+	}
+	if s.Order == "" {
+		s.Order = "file"
 	}
 	if s.Strategy.Type == "" && s.Strategy.Path == "" {
 		s.Strategy = PartSpec{Type: "sample", Path: "strategy", Params: map[string]any{}}
