@@ -151,3 +151,32 @@ func TestProcessorClasses(t *testing.T) {
 		}
 	}
 }
+
+// The example pipeline with DRY and XTC builds in llama.cpp's order and generates the same
+// samples from the same seed.
+func TestDRYXTCExample(t *testing.T) {
+	run := func() *core.Result {
+		b, err := pipeline.LoadAndBuild("../pipelines/dry-xtc.toml", pipeline.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if got := names(b.Pipeline.Processors); got != "dry min_p xtc temperature" {
+			t.Fatalf("processors %s, want dry min_p xtc temperature", got)
+		}
+		res, err := core.Generate(context.Background(), b.Pipeline, b.Request("the cat sat on the mat and the dog sat on the mat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b := run(), run()
+	if len(a.Sequences) != 2 {
+		t.Fatalf("%d sequences, want 2", len(a.Sequences))
+	}
+	for i := range a.Sequences {
+		if a.Sequences[i].Text != b.Sequences[i].Text || len(a.Sequences[i].Tokens) == 0 {
+			t.Fatalf("sample %d: %q then %q", i, a.Sequences[i].Text, b.Sequences[i].Text)
+		}
+	}
+}
