@@ -236,8 +236,9 @@ type dryBreakers struct {
 	strs [][]byte
 	tok  core.Tokenizer
 	// inside: the token's bytes contain a breaker. tail: a non-empty prefix of its bytes is a
-	// proper suffix of a breaker, so a breaker begun in earlier tokens may end in it.
-	inside, tail bitset
+	// proper suffix of a breaker, so a breaker begun in earlier tokens may end in it. either:
+	// inside or tail, the one bit the scan back over the window tests for most tokens.
+	inside, tail, either bitset
 }
 
 func newDRYBreakers(strs []string, tok core.Tokenizer) *dryBreakers {
@@ -246,7 +247,7 @@ func newDRYBreakers(strs []string, tok core.Tokenizer) *dryBreakers {
 		b.strs = append(b.strs, []byte(s))
 	}
 	n := tok.VocabSize()
-	b.inside, b.tail = newBitset(n), newBitset(n)
+	b.inside, b.tail, b.either = newBitset(n), newBitset(n), newBitset(n)
 	for id := range n {
 		t := tok.TokenBytes(core.TokenID(id))
 		for _, s := range b.strs {
@@ -260,6 +261,9 @@ func newDRYBreakers(strs []string, tok core.Tokenizer) *dryBreakers {
 			}
 		}
 	}
+	for i := range b.either {
+		b.either[i] = b.inside[i] | b.tail[i]
+	}
 	return b
 }
 
@@ -268,7 +272,7 @@ func newDRYBreakers(strs []string, tok core.Tokenizer) *dryBreakers {
 func (b *dryBreakers) tokensAfterLast(toks []core.TokenID, start int) int {
 	for j := len(toks) - 1; j >= start; j-- {
 		id := toks[j]
-		if b.inside.has(id) || (b.tail.has(id) && b.endsAcross(toks, j)) {
+		if b.either.has(id) && (b.inside.has(id) || b.endsAcross(toks, j)) {
 			return len(toks) - 1 - j
 		}
 	}
