@@ -171,16 +171,39 @@ func heapDown(h []core.Candidate, i, n int) {
 
 // entropy returns H = −Σ p log p (nats) of the set whose weights e = exp(logit − m) sum to s,
 // and how many entries are not banned: with log p(i) = logit(i) − m − ln s,
-// H = ln s − (1/s) Σ e(i)·(logit(i) − m). Banned entries (e = 0) contribute nothing.
+// H = ln s − (1/s) Σ e(i)·(logit(i) − m). Banned entries (e = 0) contribute nothing. Blocks of
+// 256 are summed in float32 over four independent lanes, the block sums in float64.
 func entropy(logits, e []float32, m float32, s float64) (h float64, finite int) {
 	var acc float64
-	for i, x := range logits {
-		if x > negInf {
-			finite++
-			if e[i] > 0 {
-				acc += float64(e[i]) * float64(x-m)
+	e = e[:len(logits)]
+	for base := 0; base < len(logits); base += 256 {
+		end := min(base+256, len(logits))
+		x, w := logits[base:end], e[base:end]
+		var a0, a1, a2, a3 float32
+		i := 0
+		for ; i+4 <= len(x); i += 4 {
+			if x[i] > negInf && x[i+1] > negInf && x[i+2] > negInf && x[i+3] > negInf {
+				a0 += w[i] * (x[i] - m)
+				a1 += w[i+1] * (x[i+1] - m)
+				a2 += w[i+2] * (x[i+2] - m)
+				a3 += w[i+3] * (x[i+3] - m)
+				finite += 4
+				continue
+			}
+			for k := i; k < i+4; k++ {
+				if x[k] > negInf {
+					a0 += w[k] * (x[k] - m)
+					finite++
+				}
 			}
 		}
+		for ; i < len(x); i++ {
+			if x[i] > negInf {
+				a0 += w[i] * (x[i] - m)
+				finite++
+			}
+		}
+		acc += float64(a0) + float64(a1) + float64(a2) + float64(a3)
 	}
 	return math.Log(s) - acc/s, finite
 }
