@@ -34,17 +34,19 @@ type MirostatConfig struct {
 //
 //	μ ← μ − η · (−log₂ q(chosen) − τ)
 //
-// Design: a processor that truncates, not a strategy that draws. llama.cpp's mirostat samplers
-// draw the token themselves; here Process leaves exactly the set llama.cpp draws from (sparse,
-// sorted) and the strategy draws from it — with the sequence's own random stream when it
+// Design: a processor that truncates, not one that draws. llama.cpp's mirostat samplers draw
+// the token themselves. Here Process leaves exactly the set llama.cpp draws from (sparse; sorted
+// for v1) and the strategy draws from it — with the sequence's own random stream when it
 // samples, so a request keeps one random scheme — and Accept updates μ from the token the
-// strategy chose. Place it last in the chain: then sampling draws from q exactly as llama.cpp
-// does, greedy decoding takes its most likely token, beam search ranks beams by log q, and
-// speculative decoding verifies against it, all with μ following each sequence and each beam
-// (the session clones the processor per sequence and per fork, and a speculative rollback
-// restores μ). Processors placed after it change the draw but not the update, which always
-// uses q. A token Accept sees that the last Process did not keep (a forced token) leaves μ
-// unchanged.
+// strategy chose. Owning the draw (cutting the set to the one drawn token) would need a second
+// random stream, would report every chosen token with probability 1 (scores of 0), and would
+// hide q from the strategies that need a distribution: beam search ranks beams by log q and
+// speculative decoding verifies drafts against q. Place it last in the chain: then sampling
+// draws from q exactly as llama.cpp does, greedy decoding takes its most likely token, and μ
+// follows each sequence and each beam (the session clones the processor per sequence and per
+// fork, and a speculative rollback restores μ). Processors placed after it change the draw but
+// not the update, which always uses q. A token Accept sees that the last Process did not keep
+// (a forced token) leaves μ unchanged.
 //
 // Cost: v2 is a maximum, an exponential pass and a vectorised cut at log Z − μ ln 2 (no sort);
 // v1 selects the m most likely tokens (one pass with a heap) and then cuts the top k like

@@ -10,7 +10,9 @@ import (
 type Scope int
 
 const (
-	// ScopeAll counts prompt and generated tokens, as llama.cpp and transformers do.
+	// ScopeAll counts prompt and generated tokens, as llama.cpp (its server and CLI feed the
+	// prompt to the sampler, then keep the last repeat_last_n = 64), transformers
+	// (repetition_penalty over the whole input) and vLLM's repetition_penalty do.
 	ScopeAll Scope = iota
 	// ScopeGenerated counts generated tokens only, as vLLM's (and OpenAI's) frequency and
 	// presence penalties do.
@@ -37,7 +39,8 @@ func (s Scope) String() string {
 }
 
 // Window selects the tokens a penalty counts: those of Scope, and of them only the last LastN
-// (0: all of them).
+// (0: all of them). llama.cpp's repeat_last_n differs in its special values: there 0 disables
+// the penalties and -1 means the whole context; its default, 64, is last_n = 64 here.
 type Window struct {
 	Scope Scope
 	LastN int
