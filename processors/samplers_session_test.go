@@ -248,3 +248,39 @@ func TestXTCWithBeamIsReproducible(t *testing.T) {
 		}
 	}
 }
+
+// Speculative decoding runs the chain on draft rows, rolls the processors back and verifies on
+// the target's rows: the committed tokens must still see each stateful sampler exactly as plain
+// sampling would — DRY on the committed tokens, one XTC coin per committed token from the
+// sequence's stream, μ updated by committed tokens only.
+func TestStatefulSamplersUnderSpeculativeDecoding(t *testing.T) {
+	m := sessionModel()
+	draft, _ := testmodel.New(testmodel.Config{Words: []string{}, VocabSize: 24, Order: 1, Seed: 12, Scale: 2.5, ContextLength: 512})
+	for _, greedy := range []bool{false, true} {
+		spec, err := strategies.NewSpeculative(strategies.SpeculativeConfig{Draft: draft, K: 3, Greedy: greedy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const seed = 13
+		procs := func() []core.LogitsProcessor {
+			return []core.LogitsProcessor{
+				must(processors.NewDRY(processors.DRYConfig{Multiplier: 0.8, Base: 1.75, AllowedLength: 2, LastN: -1}, nil)),
+				must(processors.NewXTC(0.1, 0.5, 1)),
+				must(processors.NewMirostat(processors.MirostatConfig{Version: 2, Tau: 2.5, Eta: 0.2}))}
+		}
+		res, prompt := generate(t, m, procs(), spec, 2, seed)
+		if res.Stats.Accepted == 0 {
+			t.Fatalf("greedy=%v: no draft accepted, the test does not exercise rollbacks", greedy)
+		}
+		for i, s := range res.Sequences {
+			replay(t, m, prompt, s, []refProc{refDRYProc{0.8, 1.75, 2, -1},
+				refXTCProc{0.1, 0.5, core.DeriveStream(seed, i, "xtc")}, &refMirostatProc{tau: 2.5, eta: 0.2, mu: 5}})
+		}
+		again, _ := generate(t, m, procs(), spec, 2, seed)
+		for i := range res.Sequences {
+			if !slices.Equal(res.Sequences[i].Tokens, again.Sequences[i].Tokens) {
+				t.Fatalf("greedy=%v: sequence %d differs between runs", greedy, i)
+			}
+		}
+	}
+}
