@@ -1,6 +1,7 @@
 package processors_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -428,4 +429,55 @@ func ExampleNewTopPBoundary() {
 	// Output:
 	// inclusive 2
 	// exclusive 3
+}
+
+// The new samplers report what the set cannot be sampled from, in every form, and never panic.
+func TestNewSamplersOnInvalidRows(t *testing.T) {
+	procs := []core.LogitsProcessor{
+		must(processors.NewTopNSigma(1)),
+		must(processors.NewEpsilonCutoff(0.01, 1)),
+		must(processors.NewEtaCutoff(0.01, 2)),
+		must(processors.NewDynamicTemperature(0.8, 0.5, 1)),
+		must(processors.NewXTC(0.1, 1, 1)),
+		must(processors.NewMirostat(processors.MirostatConfig{Version: 2, Tau: 3, Eta: 0.1})),
+		must(processors.NewMirostat(processors.MirostatConfig{Version: 1, Tau: 3, Eta: 0.1, M: 100, VocabSize: 5})),
+	}
+	rows := []struct {
+		name string
+		row  []float32
+		want error
+	}{
+		{"NaN", []float32{1, 2, nan, 0, 3}, core.ErrInvalidLogits},
+		{"+Inf", []float32{1, inf, 2, 0, 3}, core.ErrInvalidLogits},
+		{"all banned", []float32{ninf, ninf, ninf, ninf, ninf}, core.ErrNoCandidates},
+	}
+	for _, p := range procs {
+		for _, r := range rows {
+			for _, f := range forms {
+				if f == sparseSorted && r.name == "NaN" {
+					continue // sorting a NaN row gives no meaningful order
+				}
+				if err := p.Process(nil, candidates(r.row, f)); !errors.Is(err, r.want) {
+					t.Errorf("%s on %s row (%s): err = %v, want %v", p.Name(), r.name, f, err, r.want)
+				}
+			}
+		}
+		c := core.NewCandidates(nil)
+		c.SetItems(c.Buffer(0), false)
+		if err := p.Process(nil, c); err == nil {
+			if _, err := core.SampleFrom(c, 0.5); !errors.Is(err, core.ErrNoCandidates) {
+				t.Errorf("%s on an empty set: then sampling gives %v", p.Name(), err)
+			}
+		}
+	}
+	// DRY shifts a few logits and passes NaN and ±Inf through.
+	seq := newSeq(t, 5, []core.TokenID{3, 4, 3})
+	dry := must(processors.NewDRY(processors.DRYConfig{Multiplier: 1, Base: 2, AllowedLength: 1, LastN: -1}, nil))
+	c := candidates([]float32{nan, inf, ninf, 0, 1}, dense)
+	if err := dry.Process(seq, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Dense(); got[0] == got[0] || got[1] != inf || got[2] != ninf || got[4] != 0 {
+		t.Fatalf("dry on NaN/Inf: %v (token 4 follows the earlier 3: 1 − 2^0 = 0)", got)
+	}
 }
