@@ -169,10 +169,14 @@ func (p *Mirostat) Accept(_ *core.Sequence, id core.TokenID) {
 	}
 }
 
-// Clone implements core.StatefulProcessor.
+// Clone implements core.StatefulProcessor. The kept set is copied only while an Accept may
+// still need it (a fork between Process and Accept, as beam search makes).
 func (p *Mirostat) Clone() core.StatefulProcessor {
 	c := *p
-	c.kept = append([]core.Candidate(nil), p.kept...)
+	c.kept = nil
+	if p.valid {
+		c.kept = append([]core.Candidate(nil), p.kept...)
+	}
 	return &c
 }
 
