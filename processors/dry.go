@@ -54,11 +54,11 @@ const maxBreakerLen = 64
 // bytes of earlier tokens only for the rare tokens that could end a breaker spread over tokens.
 //
 // The window is the last LastN tokens of the sequence, prompt included (llama.cpp's server and
-// CLI feed the prompt to the sampler too); LastN = -1 is the whole sequence. text-generation-
-// webui's DRY is the same except that it caps matches at 50 tokens instead of clamping the
-// exponent, and that llama.cpp with allowed length 0 also penalises every token of the window
-// that follows a non-matching position (here, as in text-generation-webui, only matches of at
-// least one token count).
+// CLI feed the prompt to the sampler too); LastN = -1 is the whole sequence. Two differences
+// remain at the edges: text-generation-webui caps matches at 50 tokens instead of clamping the
+// exponent, and llama.cpp with allowed length 0 also penalises every token of the window that
+// follows a non-matching position (here, as in text-generation-webui, only matches of at least
+// one token count).
 //
 // The matches are a Z-function over the reversed window, so a step costs O(L) whatever the
 // repetitions, plus O(penalised tokens) on a dense row or O(kept) on a sparse one. DRY reads the
