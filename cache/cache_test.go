@@ -114,6 +114,15 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 				h, e := j/hd, j%hd
 				sk := elem(sp.KHead(h), r*hd+e)
 				sv := elem(sp.VHead(h), e*cfg.BlockSize+r)
+				var tk, tv float32 // through the typed views
+				if cfg.DType == Float16 {
+					tk, tv = ggml.HalfToFloat32(sp.KHalf(h)[r*hd+e]), ggml.HalfToFloat32(sp.VHalf(h)[e*cfg.BlockSize+r])
+				} else {
+					tk, tv = sp.KFloat32(h)[r*hd+e], sp.VFloat32(h)[e*cfg.BlockSize+r]
+				}
+				if tk != sk || tv != sv {
+					t.Fatalf("typed views give %v, %v; bytes give %v, %v", tk, tv, sk, sv)
+				}
 				if sk != wk || sv != wv {
 					t.Fatalf("layer %d position %d element %d: span K, V = %v, %v, want %v, %v", l, pos, j, sk, sv, wk, wv)
 				}

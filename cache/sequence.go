@@ -273,6 +273,38 @@ func (sp *Span) VHead(h int) []byte {
 	return sp.V[h*hb : (h+1)*hb]
 }
 
+// KFloat32 returns KHead(h) as float32 values, nil unless DType is Float32.
+func (sp *Span) KFloat32(h int) []float32 {
+	if sp.DType != Float32 {
+		return nil
+	}
+	return floats(sp.KHead(h))
+}
+
+// VFloat32 returns VHead(h) as float32 values, nil unless DType is Float32.
+func (sp *Span) VFloat32(h int) []float32 {
+	if sp.DType != Float32 {
+		return nil
+	}
+	return floats(sp.VHead(h))
+}
+
+// KHalf returns KHead(h) as IEEE half-precision bits, nil unless DType is Float16.
+func (sp *Span) KHalf(h int) []uint16 {
+	if sp.DType != Float16 {
+		return nil
+	}
+	return halves(sp.KHead(h))
+}
+
+// VHalf returns VHead(h) as IEEE half-precision bits, nil unless DType is Float16.
+func (sp *Span) VHalf(h int) []uint16 {
+	if sp.DType != Float16 {
+		return nil
+	}
+	return halves(sp.VHead(h))
+}
+
 // Spans appends to dst the spans covering positions [0, end) of layer, in order, and returns
 // it. end must not exceed Len; positions reserved by Grow but not yet written read as zeros or
 // as the values the block held before.
