@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/loomlm/loom/pipeline"
 )
@@ -34,13 +35,15 @@ func runParts(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s\n\n", sec.title)
 		for _, p := range reg.Parts(sec.kind) {
 			fmt.Fprintf(stdout, "  %s\n      %s\n", p.Type, p.Doc)
+			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 			for _, prm := range p.Params {
 				def := "required"
 				if prm.Default != nil {
 					def = "default " + formatDefault(prm.Default)
 				}
-				fmt.Fprintf(stdout, "      %-12s %-26s %s (%s)\n", prm.Name, prm.Type, prm.Doc, def)
+				fmt.Fprintf(tw, "      %s\t%s\t%s (%s)\n", prm.Name, prm.Type, prm.Doc, def)
 			}
+			tw.Flush()
 			fmt.Fprintln(stdout)
 		}
 	}
