@@ -120,3 +120,16 @@ func TestRunTrace(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errs)
 	}
 }
+
+func TestProcessorsListsEveryBuiltIn(t *testing.T) {
+	code, out, _ := loom(t, "processors")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"temperature", "top_k", "top_p", "min_p", "typical_p", "penalties", "dry", "xtc", "mirostat",
+		"stop_strings", "max_time", "greedy", "sample", "beam", "speculative", "prompt_lookup", "default 0.95"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("loom processors does not mention %q", want)
+		}
+	}
+}
