@@ -754,3 +754,36 @@ func BenchmarkDecodeHalf(b *testing.B) {
 		DecodeHalf(dst, src)
 	}
 }
+
+func TestCopy(t *testing.T) {
+	for _, dt := range dtypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			p := newTestPool(t, Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt, NoPrefixCache: true})
+			a := p.NewSequence()
+			base := seqTokens(1, 10)
+			if err := fill(t, a, base); err != nil {
+				t.Fatal(err)
+			}
+			c, err := a.Copy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkInvariants(t, p, []*Sequence{a, c})
+			if st := p.Stats(); st.Allocated != 6 || st.Copies != 3 {
+				t.Fatalf("a copy of 3 blocks: %+v", st)
+			}
+			wc := append(append([]int32(nil), base...), seqTokens(60, 3)...)
+			if err := fill(t, c, wc[10:]); err != nil {
+				t.Fatal(err)
+			}
+			verify(t, a, base)
+			verify(t, c, wc)
+			if st := p.Stats(); st.Copies != 3 {
+				t.Fatalf("growing a copy copied again: %+v", st)
+			}
+			a.Close()
+			c.Close()
+			checkInvariants(t, p, nil)
+		})
+	}
+}

@@ -385,6 +385,31 @@ func (s *Sequence) Fork() *Sequence {
 	return f
 }
 
+// Copy returns a new sequence with the same positions in blocks of its own: every block is
+// copied now instead of shared. It exists to measure what copy-on-write forks save; it fails
+// with ErrBudget when the pool cannot provide the blocks.
+func (s *Sequence) Copy() (*Sequence, error) {
+	s.checkOpen()
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if have := p.available(); len(s.blocks) > have {
+		return nil, p.budgetError(len(s.blocks), have)
+	}
+	c := &Sequence{
+		pool:      p,
+		blocks:    make([]*block, len(s.blocks), cap(s.blocks)),
+		hashes:    append([]uint64(nil), s.hashes...),
+		n:         s.n,
+		committed: s.committed,
+	}
+	for i, b := range s.blocks {
+		c.blocks[i] = p.take()
+		p.copyBlock(c.blocks[i], b)
+	}
+	return c, nil
+}
+
 // Truncate rolls the sequence back to its first n positions, 0 ≤ n ≤ Len, releasing the blocks
 // past them.
 func (s *Sequence) Truncate(n int) error {

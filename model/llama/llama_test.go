@@ -377,6 +377,17 @@ func TestCacheOperationsExact(t *testing.T) {
 			got = forward1(t, m, fork, []int32{tok})
 		}
 		check("truncate", got, recompute(prompt, append(append([]int32(nil), cont[:2]...), alt...)))
+
+		// Copy: a fork whose blocks are copied at once continues like recomputation too.
+		copied, err := fork.(core.StateCopier).Copy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range cont {
+			got = forward1(t, m, copied, []int32{tok})
+		}
+		check("copy", got, recompute(prompt, append(append(append([]int32(nil), cont[:2]...), alt...), cont...)))
+		copied.Close()
 		fork.Close()
 		base.Close()
 

@@ -33,6 +33,18 @@ func (s *state) Fork() (core.State, error) {
 	return &state{m: s.m, seq: s.seq.Fork()}, nil
 }
 
+// Copy implements core.StateCopier: a fork whose cache blocks are all copied at once.
+func (s *state) Copy() (core.State, error) {
+	if s.closed {
+		return nil, errors.New("llama: copy of a closed state")
+	}
+	c, err := s.seq.Copy()
+	if err != nil {
+		return nil, err
+	}
+	return &state{m: s.m, seq: c}, nil
+}
+
 func (s *state) Truncate(n int) error {
 	if s.closed {
 		return errors.New("llama: truncate of a closed state")
