@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -77,14 +76,7 @@ func pluginsCheck(args []string, stdout, stderr io.Writer) error {
 	for _, f := range files {
 		if err := checkFile(f, stdout); err != nil {
 			failed = true
-			var es pipeline.Errors
-			if errors.As(err, &es) {
-				for _, e := range es {
-					fmt.Fprintln(stderr, e)
-				}
-			} else {
-				fmt.Fprintf(stderr, "%s: %v\n", f, err)
-			}
+			printFileErrors(stderr, f, err)
 		}
 	}
 	if failed {

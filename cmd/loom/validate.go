@@ -31,14 +31,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		b, err := pipeline.LoadAndBuild(f, pipeline.Options{StartPlugins: startPlugins})
 		if err != nil {
 			failed = true
-			var es pipeline.Errors
-			if errors.As(err, &es) {
-				for _, e := range es {
-					fmt.Fprintln(stderr, e)
-				}
-			} else {
-				fmt.Fprintf(stderr, "%s: %v\n", f, err)
-			}
+			printFileErrors(stderr, f, err)
 			continue
 		}
 		if err := b.Close(); err != nil {
@@ -54,4 +47,17 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// printFileErrors prints the errors of one pipeline file, one a line: each pipeline error
+// already names its file and line; any other error is prefixed with the file.
+func printFileErrors(w io.Writer, file string, err error) {
+	var es pipeline.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			fmt.Fprintln(w, e)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", file, err)
 }
