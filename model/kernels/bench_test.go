@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/loomlm/loom/model/ggml"
 )
 
 // Shapes of the rand110M model of shared/baselines.md (rows×cols): attention projections,
@@ -87,5 +89,27 @@ func BenchmarkParallelFor(b *testing.B) {
 	var sink [64]float32
 	for b.Loop() {
 		parallelFor(64, 16, func(lo, hi int) { sink[lo]++ })
+	}
+}
+
+// BenchmarkSmallMatMul is attention's per-block products: the scores of a few queries against
+// a cache block of 16 keys (16×64) and the weighted sum of its values (64×16), for an F32 and
+// an F16 cache.
+func BenchmarkSmallMatMul(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16} {
+		for _, sh := range []struct{ rows, cols int }{{16, 64}, {64, 16}} {
+			m := randomMatrix(r, typ, sh.rows, sh.cols)
+			for _, n := range []int{1, 4} {
+				x := randomActivations(r, n, sh.cols)
+				out := make([]float32, n*sh.rows)
+				b.Run(fmt.Sprintf("%v/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						MatMul(out, m, x, n)
+					}
+				})
+			}
+		}
 	}
 }

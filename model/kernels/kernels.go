@@ -45,12 +45,14 @@ func NewMatrix(t ggml.Type, rows, cols int, data []byte) (Matrix, error) {
 
 // Supported reports whether the kernels compute on weights of type t.
 func Supported(t ggml.Type) bool {
-	_, ok := typeKernels[t]
-	return ok
+	return kernelOf(t) != nil
 }
 
 // RowBytes returns the bytes one row takes (0 for an invalid matrix).
 func (m Matrix) RowBytes() int {
+	if tk := kernelOf(m.Type); tk != nil && m.Cols > 0 && m.Cols%tk.typeBlock == 0 {
+		return m.Cols / tk.typeBlock * tk.typeBytes()
+	}
 	n, err := m.Type.RowBytes(m.Cols)
 	if err != nil {
 		return 0
@@ -71,6 +73,10 @@ func (m Matrix) Slice(r0, r1 int) Matrix {
 // Validate checks that the type is supported, that Cols is a whole number of blocks and that
 // Data holds exactly Rows rows.
 func (m Matrix) Validate() error {
+	if tk := kernelOf(m.Type); tk != nil && m.Rows >= 0 && m.Cols > 0 && m.Cols%tk.typeBlock == 0 &&
+		len(m.Data) == m.Rows*(m.Cols/tk.typeBlock*tk.typeBytes()) {
+		return nil
+	}
 	if !Supported(m.Type) {
 		return fmt.Errorf("kernels: tensor type %v is not supported", m.Type)
 	}
@@ -108,7 +114,18 @@ func MatMul(out []float32, m Matrix, x []float32, n int) {
 	if n == 0 || m.Rows == 0 {
 		return
 	}
-	matMul([][]float32{out}, []Matrix{m}, x, n, currentImpl())
+	im := currentImpl()
+	if rb := m.RowBytes(); !parallelWorth(m.Rows*rb, n) {
+		// A small product (attention's per-block products, say) runs here, allocating
+		// nothing.
+		tk := kernelOf(m.Type)
+		a := prepare(im, tk.act, x, n, m.Cols)
+		p := product{out: out, m: m, tk: *tk, kern: &im.dot[tk.kind], a: a, rb: rb}
+		p.rows(n, 0, m.Rows)
+		a.release()
+		return
+	}
+	matMul([][]float32{out}, []Matrix{m}, x, n, im)
 }
 
 // MatMuls computes several products of the same activation rows in one pass:

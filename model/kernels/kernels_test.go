@@ -572,3 +572,24 @@ func TestMatMuls(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallMatMulAllocs checks that a product too small to share out to the workers (attention
+// runs thousands per token) allocates nothing, for every type. (The pure-Go float kernels
+// decode each weight row into a buffer of their own.)
+func TestSmallMatMulAllocs(t *testing.T) {
+	if Implementation() == "generic" {
+		t.Skip("the pure-Go kernels allocate their float row buffer")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, typ := range testTypes {
+		m := randomMatrix(r, typ, 16, 256)
+		for _, n := range []int{1, 3, 5} {
+			x := randomActivations(r, n, 256)
+			out := make([]float32, n*16)
+			MatMul(out, m, x, n) // fill the scratch pool
+			if a := testing.AllocsPerRun(20, func() { MatMul(out, m, x, n) }); a != 0 {
+				t.Errorf("%v 16×256, %d rows: %v allocations per MatMul", typ, n, a)
+			}
+		}
+	}
+}

@@ -38,16 +38,29 @@ type typeKernel struct {
 	blockElems int // elements per kernel block
 	wBlock     int // weight bytes per kernel block
 	typeBlock  int // elements per block of the storage type
+	ok         bool
 }
 
-var typeKernels = map[ggml.Type]typeKernel{
-	ggml.F32:  {kF32, actFloat, 8, 32, 1},
-	ggml.F16:  {kF16, actFloat, 8, 16, 1},
-	ggml.BF16: {kBF16, actFloat, 8, 16, 1},
-	ggml.Q8_0: {kQ8_0, act32, 128, 4 * 34, 32},
-	ggml.Q4_0: {kQ4_0, act32, 128, 4 * 18, 32},
-	ggml.Q4_K: {kQ4_K, actK, 256, 144, 256},
-	ggml.Q6_K: {kQ6_K, actK, 256, 210, 256},
+// typeBytes returns the bytes of one block of the storage type.
+func (tk *typeKernel) typeBytes() int { return tk.wBlock * tk.typeBlock / tk.blockElems }
+
+// typeKernels is indexed by ggml.Type (an array, not a map: it is read on every call).
+var typeKernels = [ggml.BF16 + 1]typeKernel{
+	ggml.F32:  {kF32, actFloat, 8, 32, 1, true},
+	ggml.F16:  {kF16, actFloat, 8, 16, 1, true},
+	ggml.BF16: {kBF16, actFloat, 8, 16, 1, true},
+	ggml.Q8_0: {kQ8_0, act32, 128, 4 * 34, 32, true},
+	ggml.Q4_0: {kQ4_0, act32, 128, 4 * 18, 32, true},
+	ggml.Q4_K: {kQ4_K, actK, 256, 144, 256, true},
+	ggml.Q6_K: {kQ6_K, actK, 256, 210, 256, true},
+}
+
+// kernelOf returns the kernel description of t, nil if t is not supported.
+func kernelOf(t ggml.Type) *typeKernel {
+	if int(t) >= len(typeKernels) || !typeKernels[t].ok {
+		return nil
+	}
+	return &typeKernels[t]
 }
 
 // impl is one implementation of all kernels.
@@ -146,13 +159,13 @@ type product struct {
 	m    Matrix
 	tk   typeKernel
 	kern *[4]dotFunc
-	a    *acts
+	a    acts
 	rb   int
 }
 
 // rows computes rows [r0, r1) of the product for all n activation rows.
 func (p *product) rows(n, r0, r1 int) {
-	m, a, rb := p.m, p.a, p.rb
+	m, a, rb := p.m, &p.a, p.rb
 	nBlocks := m.Cols / p.tk.blockElems
 	tail := m.Cols % p.tk.blockElems // float columns, or Q8_0/Q4_0 blocks past the last group
 	if nBlocks == 0 {                // only a tail, which adds to out
@@ -188,12 +201,12 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 	ps := make([]product, len(ms))
 	total, work := 0, 0
 	for k, m := range ms {
-		tk := typeKernels[m.Type]
+		tk := *kernelOf(m.Type)
 		if prepared[tk.act] == nil {
 			a := prepare(im, tk.act, x, n, m.Cols)
 			prepared[tk.act] = &a
 		}
-		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], a: prepared[tk.act], rb: m.RowBytes()}
+		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], a: *prepared[tk.act], rb: m.RowBytes()}
 		total += m.Rows
 		work += m.Rows * ps[k].rb
 	}
@@ -208,7 +221,7 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 			start = end
 		}
 	}
-	if work*(1+n/4) < 2*minChunkBytes || total == 0 {
+	if !parallelWorth(work, n) || total == 0 {
 		run(0, total)
 	} else {
 		parallelFor(total, rowChunk(total, max(1, work/total)), run)
@@ -219,6 +232,10 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 		}
 	}
 }
+
+// parallelWorth reports whether a product streaming work weight bytes against n activation
+// rows is worth sharing out to the workers.
+func parallelWorth(work, n int) bool { return work*(1+n/4) >= 2*minChunkBytes }
 
 // minChunkBytes is the least weight data a parallel chunk gets.
 const minChunkBytes = 32 << 10
