@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"os"
+
 	"golang.org/x/sys/cpu"
 )
 
@@ -12,7 +14,7 @@ func init() {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return
 	}
-	asmImpl = &impl{
+	avx2 := &impl{
 		name: "avx2",
 		dot: [numKinds][4]dotFunc{
 			kF32:  {dotF32x1, dotF32x2, dotF32x3, dotF32x4},
@@ -34,5 +36,21 @@ func init() {
 				quantK(&x[0], len(x)/256, &dst[0])
 			}
 		},
+	}
+	asmImpl = avx2
+	impls = append(impls, avx2)
+	// With AVX-512 the float types' products run on 16-wide registers; the quantised types
+	// keep their AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
+	if !cpu.X86.HasAVX512F {
+		return
+	}
+	avx512 := *avx2
+	avx512.name = "avx512"
+	avx512.dot[kF32] = [4]dotFunc{dotF32x1AVX512, dotF32x2AVX512, dotF32x3AVX512, dotF32x4AVX512}
+	avx512.dot[kF16] = [4]dotFunc{dotF16x1AVX512, dotF16x2AVX512, dotF16x3AVX512, dotF16x4AVX512}
+	avx512.dot[kBF16] = [4]dotFunc{dotBF16x1AVX512, dotBF16x2AVX512, dotBF16x3AVX512, dotBF16x4AVX512}
+	impls = append(impls, &avx512)
+	if os.Getenv("LOOM_KERNELS") != "avx2" {
+		asmImpl = &avx512
 	}
 }

@@ -88,6 +88,42 @@ func dotQ4_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 // dotQ6_Kx4 computes 4 activation row(s) against rows weight rows.
 func dotQ6_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotF32x1AVX512 computes 1 activation row(s) against rows weight rows (AVX-512).
+func dotF32x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x1AVX512 computes 1 activation row(s) against rows weight rows (AVX-512).
+func dotF16x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x1AVX512 computes 1 activation row(s) against rows weight rows (AVX-512).
+func dotBF16x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF32x2AVX512 computes 2 activation row(s) against rows weight rows (AVX-512).
+func dotF32x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x2AVX512 computes 2 activation row(s) against rows weight rows (AVX-512).
+func dotF16x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x2AVX512 computes 2 activation row(s) against rows weight rows (AVX-512).
+func dotBF16x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF32x3AVX512 computes 3 activation row(s) against rows weight rows (AVX-512).
+func dotF32x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x3AVX512 computes 3 activation row(s) against rows weight rows (AVX-512).
+func dotF16x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x3AVX512 computes 3 activation row(s) against rows weight rows (AVX-512).
+func dotBF16x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF32x4AVX512 computes 4 activation row(s) against rows weight rows (AVX-512).
+func dotF32x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x4AVX512 computes 4 activation row(s) against rows weight rows (AVX-512).
+func dotF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x4AVX512 computes 4 activation row(s) against rows weight rows (AVX-512).
+func dotBF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
 

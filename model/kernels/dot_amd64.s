@@ -4130,6 +4130,1201 @@ done:
 	VZEROUPPER
 	RET
 
+// func dotF32x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·dotF32x1AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+
+dotF32x1AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF32x1AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   n+24(FP), R8
+
+dotF32x1AVX512_pairs:
+	CMPQ        R8, $0x04
+	JB          dotF32x1AVX512_single
+	VMOVUPS     (BX), Z2
+	VFMADD231PS (DI)(SI*1), Z2, Z0
+	VMOVUPS     64(BX), Z2
+	VFMADD231PS 64(DI)(SI*1), Z2, Z1
+	ADDQ        $0x00000080, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R8
+	JMP         dotF32x1AVX512_pairs
+
+dotF32x1AVX512_single:
+	CMPQ        R8, $0x02
+	JB          dotF32x1AVX512_eight
+	VMOVUPS     (BX), Z2
+	VFMADD231PS (DI)(SI*1), Z2, Z0
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R8
+
+dotF32x1AVX512_eight:
+	TESTQ   R8, R8
+	JZ      dotF32x1AVX512_store
+	VMOVUPS (BX), Y2
+	VMULPS  (DI)(SI*1), Y2, Y3
+	VADDPS  Z3, Z0, Z0
+
+dotF32x1AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X3
+	VADDPS        X2, X3, X3
+	VPERMILPS     $0x4e, X3, X2
+	VADDPS        X2, X3, X3
+	VPERMILPS     $0xb1, X3, X2
+	VADDSS        X2, X3, X3
+	VMOVSS        X3, (BX)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF32x1AVX512_row
+
+dotF32x1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF16x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dotF16x1AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+
+dotF16x1AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF16x1AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   n+24(FP), R8
+
+dotF16x1AVX512_pairs:
+	CMPQ        R8, $0x04
+	JB          dotF16x1AVX512_single
+	VCVTPH2PS   (BX), Z2
+	VFMADD231PS (DI)(SI*1), Z2, Z0
+	VCVTPH2PS   32(BX), Z2
+	VFMADD231PS 64(DI)(SI*1), Z2, Z1
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R8
+	JMP         dotF16x1AVX512_pairs
+
+dotF16x1AVX512_single:
+	CMPQ        R8, $0x02
+	JB          dotF16x1AVX512_eight
+	VCVTPH2PS   (BX), Z2
+	VFMADD231PS (DI)(SI*1), Z2, Z0
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R8
+
+dotF16x1AVX512_eight:
+	TESTQ     R8, R8
+	JZ        dotF16x1AVX512_store
+	VCVTPH2PS (BX), Y2
+	VMULPS    (DI)(SI*1), Y2, Y3
+	VADDPS    Z3, Z0, Z0
+
+dotF16x1AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X3
+	VADDPS        X2, X3, X3
+	VPERMILPS     $0x4e, X3, X2
+	VADDPS        X2, X3, X3
+	VPERMILPS     $0xb1, X3, X2
+	VADDSS        X2, X3, X3
+	VMOVSS        X3, (BX)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF16x1AVX512_row
+
+dotF16x1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dotBF16x1AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+
+dotBF16x1AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotBF16x1AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   n+24(FP), R8
+
+dotBF16x1AVX512_pairs:
+	CMPQ        R8, $0x04
+	JB          dotBF16x1AVX512_single
+	VPMOVZXWD   (BX), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VFMADD231PS (DI)(SI*1), Z2, Z0
+	VPMOVZXWD   32(BX), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VFMADD231PS 64(DI)(SI*1), Z2, Z1
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R8
+	JMP         dotBF16x1AVX512_pairs
+
+dotBF16x1AVX512_single:
+	CMPQ        R8, $0x02
+	JB          dotBF16x1AVX512_eight
+	VPMOVZXWD   (BX), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VFMADD231PS (DI)(SI*1), Z2, Z0
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R8
+
+dotBF16x1AVX512_eight:
+	TESTQ     R8, R8
+	JZ        dotBF16x1AVX512_store
+	VPMOVZXWD (BX), Y2
+	VPSLLD    $0x10, Y2, Y2
+	VMULPS    (DI)(SI*1), Y2, Y3
+	VADDPS    Z3, Z0, Z0
+
+dotBF16x1AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X3
+	VADDPS        X2, X3, X3
+	VPERMILPS     $0x4e, X3, X2
+	VADDPS        X2, X3, X3
+	VPERMILPS     $0xb1, X3, X2
+	VADDSS        X2, X3, X3
+	VMOVSS        X3, (BX)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotBF16x1AVX512_row
+
+dotBF16x1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF32x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·dotF32x2AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+
+dotF32x2AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF32x2AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   n+24(FP), R9
+
+dotF32x2AVX512_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x2AVX512_single
+	VMOVUPS     (BX), Z4
+	VFMADD231PS (DI)(SI*1), Z4, Z0
+	VFMADD231PS (R8)(SI*1), Z4, Z2
+	VMOVUPS     64(BX), Z4
+	VFMADD231PS 64(DI)(SI*1), Z4, Z1
+	VFMADD231PS 64(R8)(SI*1), Z4, Z3
+	ADDQ        $0x00000080, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R9
+	JMP         dotF32x2AVX512_pairs
+
+dotF32x2AVX512_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x2AVX512_eight
+	VMOVUPS     (BX), Z4
+	VFMADD231PS (DI)(SI*1), Z4, Z0
+	VFMADD231PS (R8)(SI*1), Z4, Z2
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R9
+
+dotF32x2AVX512_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x2AVX512_store
+	VMOVUPS (BX), Y4
+	VMULPS  (DI)(SI*1), Y4, Y5
+	VADDPS  Z5, Z0, Z0
+	VMULPS  (R8)(SI*1), Y4, Y5
+	VADDPS  Z5, Z2, Z2
+
+dotF32x2AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF32x2AVX512_row
+
+dotF32x2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF16x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dotF16x2AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+
+dotF16x2AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF16x2AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   n+24(FP), R9
+
+dotF16x2AVX512_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x2AVX512_single
+	VCVTPH2PS   (BX), Z4
+	VFMADD231PS (DI)(SI*1), Z4, Z0
+	VFMADD231PS (R8)(SI*1), Z4, Z2
+	VCVTPH2PS   32(BX), Z4
+	VFMADD231PS 64(DI)(SI*1), Z4, Z1
+	VFMADD231PS 64(R8)(SI*1), Z4, Z3
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R9
+	JMP         dotF16x2AVX512_pairs
+
+dotF16x2AVX512_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x2AVX512_eight
+	VCVTPH2PS   (BX), Z4
+	VFMADD231PS (DI)(SI*1), Z4, Z0
+	VFMADD231PS (R8)(SI*1), Z4, Z2
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R9
+
+dotF16x2AVX512_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x2AVX512_store
+	VCVTPH2PS (BX), Y4
+	VMULPS    (DI)(SI*1), Y4, Y5
+	VADDPS    Z5, Z0, Z0
+	VMULPS    (R8)(SI*1), Y4, Y5
+	VADDPS    Z5, Z2, Z2
+
+dotF16x2AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF16x2AVX512_row
+
+dotF16x2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dotBF16x2AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+
+dotBF16x2AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotBF16x2AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   n+24(FP), R9
+
+dotBF16x2AVX512_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x2AVX512_single
+	VPMOVZXWD   (BX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (DI)(SI*1), Z4, Z0
+	VFMADD231PS (R8)(SI*1), Z4, Z2
+	VPMOVZXWD   32(BX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 64(DI)(SI*1), Z4, Z1
+	VFMADD231PS 64(R8)(SI*1), Z4, Z3
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R9
+	JMP         dotBF16x2AVX512_pairs
+
+dotBF16x2AVX512_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x2AVX512_eight
+	VPMOVZXWD   (BX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (DI)(SI*1), Z4, Z0
+	VFMADD231PS (R8)(SI*1), Z4, Z2
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R9
+
+dotBF16x2AVX512_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x2AVX512_store
+	VPMOVZXWD (BX), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VMULPS    (DI)(SI*1), Y4, Y5
+	VADDPS    Z5, Z0, Z0
+	VMULPS    (R8)(SI*1), Y4, Y5
+	VADDPS    Z5, Z2, Z2
+
+dotBF16x2AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotBF16x2AVX512_row
+
+dotBF16x2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF32x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·dotF32x3AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+
+dotF32x3AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF32x3AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R10
+
+dotF32x3AVX512_pairs:
+	CMPQ        R10, $0x04
+	JB          dotF32x3AVX512_single
+	VMOVUPS     (BX), Z6
+	VFMADD231PS (DI)(SI*1), Z6, Z0
+	VFMADD231PS (R8)(SI*1), Z6, Z2
+	VFMADD231PS (R9)(SI*1), Z6, Z4
+	VMOVUPS     64(BX), Z6
+	VFMADD231PS 64(DI)(SI*1), Z6, Z1
+	VFMADD231PS 64(R8)(SI*1), Z6, Z3
+	VFMADD231PS 64(R9)(SI*1), Z6, Z5
+	ADDQ        $0x00000080, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R10
+	JMP         dotF32x3AVX512_pairs
+
+dotF32x3AVX512_single:
+	CMPQ        R10, $0x02
+	JB          dotF32x3AVX512_eight
+	VMOVUPS     (BX), Z6
+	VFMADD231PS (DI)(SI*1), Z6, Z0
+	VFMADD231PS (R8)(SI*1), Z6, Z2
+	VFMADD231PS (R9)(SI*1), Z6, Z4
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R10
+
+dotF32x3AVX512_eight:
+	TESTQ   R10, R10
+	JZ      dotF32x3AVX512_store
+	VMOVUPS (BX), Y6
+	VMULPS  (DI)(SI*1), Y6, Y7
+	VADDPS  Z7, Z0, Z0
+	VMULPS  (R8)(SI*1), Y6, Y7
+	VADDPS  Z7, Z2, Z2
+	VMULPS  (R9)(SI*1), Y6, Y7
+	VADDPS  Z7, Z4, Z4
+
+dotF32x3AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VADDPS        Y2, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y4, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF32x3AVX512_row
+
+dotF32x3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF16x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dotF16x3AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+
+dotF16x3AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF16x3AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R10
+
+dotF16x3AVX512_pairs:
+	CMPQ        R10, $0x04
+	JB          dotF16x3AVX512_single
+	VCVTPH2PS   (BX), Z6
+	VFMADD231PS (DI)(SI*1), Z6, Z0
+	VFMADD231PS (R8)(SI*1), Z6, Z2
+	VFMADD231PS (R9)(SI*1), Z6, Z4
+	VCVTPH2PS   32(BX), Z6
+	VFMADD231PS 64(DI)(SI*1), Z6, Z1
+	VFMADD231PS 64(R8)(SI*1), Z6, Z3
+	VFMADD231PS 64(R9)(SI*1), Z6, Z5
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R10
+	JMP         dotF16x3AVX512_pairs
+
+dotF16x3AVX512_single:
+	CMPQ        R10, $0x02
+	JB          dotF16x3AVX512_eight
+	VCVTPH2PS   (BX), Z6
+	VFMADD231PS (DI)(SI*1), Z6, Z0
+	VFMADD231PS (R8)(SI*1), Z6, Z2
+	VFMADD231PS (R9)(SI*1), Z6, Z4
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R10
+
+dotF16x3AVX512_eight:
+	TESTQ     R10, R10
+	JZ        dotF16x3AVX512_store
+	VCVTPH2PS (BX), Y6
+	VMULPS    (DI)(SI*1), Y6, Y7
+	VADDPS    Z7, Z0, Z0
+	VMULPS    (R8)(SI*1), Y6, Y7
+	VADDPS    Z7, Z2, Z2
+	VMULPS    (R9)(SI*1), Y6, Y7
+	VADDPS    Z7, Z4, Z4
+
+dotF16x3AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VADDPS        Y2, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y4, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF16x3AVX512_row
+
+dotF16x3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dotBF16x3AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+
+dotBF16x3AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotBF16x3AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R10
+
+dotBF16x3AVX512_pairs:
+	CMPQ        R10, $0x04
+	JB          dotBF16x3AVX512_single
+	VPMOVZXWD   (BX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS (DI)(SI*1), Z6, Z0
+	VFMADD231PS (R8)(SI*1), Z6, Z2
+	VFMADD231PS (R9)(SI*1), Z6, Z4
+	VPMOVZXWD   32(BX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS 64(DI)(SI*1), Z6, Z1
+	VFMADD231PS 64(R8)(SI*1), Z6, Z3
+	VFMADD231PS 64(R9)(SI*1), Z6, Z5
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R10
+	JMP         dotBF16x3AVX512_pairs
+
+dotBF16x3AVX512_single:
+	CMPQ        R10, $0x02
+	JB          dotBF16x3AVX512_eight
+	VPMOVZXWD   (BX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS (DI)(SI*1), Z6, Z0
+	VFMADD231PS (R8)(SI*1), Z6, Z2
+	VFMADD231PS (R9)(SI*1), Z6, Z4
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R10
+
+dotBF16x3AVX512_eight:
+	TESTQ     R10, R10
+	JZ        dotBF16x3AVX512_store
+	VPMOVZXWD (BX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VMULPS    (DI)(SI*1), Y6, Y7
+	VADDPS    Z7, Z0, Z0
+	VMULPS    (R8)(SI*1), Y6, Y7
+	VADDPS    Z7, Z2, Z2
+	VMULPS    (R9)(SI*1), Y6, Y7
+	VADDPS    Z7, Z4, Z4
+
+dotBF16x3AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VADDPS        Y2, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y4, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotBF16x3AVX512_row
+
+dotBF16x3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF32x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·dotF32x4AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+dotF32x4AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF32x4AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   n+24(FP), R11
+
+dotF32x4AVX512_pairs:
+	CMPQ        R11, $0x04
+	JB          dotF32x4AVX512_single
+	VMOVUPS     (BX), Z8
+	VFMADD231PS (DI)(SI*1), Z8, Z0
+	VFMADD231PS (R8)(SI*1), Z8, Z2
+	VFMADD231PS (R9)(SI*1), Z8, Z4
+	VFMADD231PS (R10)(SI*1), Z8, Z6
+	VMOVUPS     64(BX), Z8
+	VFMADD231PS 64(DI)(SI*1), Z8, Z1
+	VFMADD231PS 64(R8)(SI*1), Z8, Z3
+	VFMADD231PS 64(R9)(SI*1), Z8, Z5
+	VFMADD231PS 64(R10)(SI*1), Z8, Z7
+	ADDQ        $0x00000080, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R11
+	JMP         dotF32x4AVX512_pairs
+
+dotF32x4AVX512_single:
+	CMPQ        R11, $0x02
+	JB          dotF32x4AVX512_eight
+	VMOVUPS     (BX), Z8
+	VFMADD231PS (DI)(SI*1), Z8, Z0
+	VFMADD231PS (R8)(SI*1), Z8, Z2
+	VFMADD231PS (R9)(SI*1), Z8, Z4
+	VFMADD231PS (R10)(SI*1), Z8, Z6
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R11
+
+dotF32x4AVX512_eight:
+	TESTQ   R11, R11
+	JZ      dotF32x4AVX512_store
+	VMOVUPS (BX), Y8
+	VMULPS  (DI)(SI*1), Y8, Y9
+	VADDPS  Z9, Z0, Z0
+	VMULPS  (R8)(SI*1), Y8, Y9
+	VADDPS  Z9, Z2, Z2
+	VMULPS  (R9)(SI*1), Y8, Y9
+	VADDPS  Z9, Z4, Z4
+	VMULPS  (R10)(SI*1), Y8, Y9
+	VADDPS  Z9, Z6, Z6
+
+dotF32x4AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y2, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y8
+	VADDPS        Y4, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y6, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF32x4AVX512_row
+
+dotF32x4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dotF16x4AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+dotF16x4AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotF16x4AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   n+24(FP), R11
+
+dotF16x4AVX512_pairs:
+	CMPQ        R11, $0x04
+	JB          dotF16x4AVX512_single
+	VCVTPH2PS   (BX), Z8
+	VFMADD231PS (DI)(SI*1), Z8, Z0
+	VFMADD231PS (R8)(SI*1), Z8, Z2
+	VFMADD231PS (R9)(SI*1), Z8, Z4
+	VFMADD231PS (R10)(SI*1), Z8, Z6
+	VCVTPH2PS   32(BX), Z8
+	VFMADD231PS 64(DI)(SI*1), Z8, Z1
+	VFMADD231PS 64(R8)(SI*1), Z8, Z3
+	VFMADD231PS 64(R9)(SI*1), Z8, Z5
+	VFMADD231PS 64(R10)(SI*1), Z8, Z7
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R11
+	JMP         dotF16x4AVX512_pairs
+
+dotF16x4AVX512_single:
+	CMPQ        R11, $0x02
+	JB          dotF16x4AVX512_eight
+	VCVTPH2PS   (BX), Z8
+	VFMADD231PS (DI)(SI*1), Z8, Z0
+	VFMADD231PS (R8)(SI*1), Z8, Z2
+	VFMADD231PS (R9)(SI*1), Z8, Z4
+	VFMADD231PS (R10)(SI*1), Z8, Z6
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R11
+
+dotF16x4AVX512_eight:
+	TESTQ     R11, R11
+	JZ        dotF16x4AVX512_store
+	VCVTPH2PS (BX), Y8
+	VMULPS    (DI)(SI*1), Y8, Y9
+	VADDPS    Z9, Z0, Z0
+	VMULPS    (R8)(SI*1), Y8, Y9
+	VADDPS    Z9, Z2, Z2
+	VMULPS    (R9)(SI*1), Y8, Y9
+	VADDPS    Z9, Z4, Z4
+	VMULPS    (R10)(SI*1), Y8, Y9
+	VADDPS    Z9, Z6, Z6
+
+dotF16x4AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y2, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y8
+	VADDPS        Y4, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y6, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotF16x4AVX512_row
+
+dotF16x4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dotBF16x4AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+dotBF16x4AVX512_row:
+	TESTQ  CX, CX
+	JZ     dotBF16x4AVX512_done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   n+24(FP), R11
+
+dotBF16x4AVX512_pairs:
+	CMPQ        R11, $0x04
+	JB          dotBF16x4AVX512_single
+	VPMOVZXWD   (BX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS (DI)(SI*1), Z8, Z0
+	VFMADD231PS (R8)(SI*1), Z8, Z2
+	VFMADD231PS (R9)(SI*1), Z8, Z4
+	VFMADD231PS (R10)(SI*1), Z8, Z6
+	VPMOVZXWD   32(BX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 64(DI)(SI*1), Z8, Z1
+	VFMADD231PS 64(R8)(SI*1), Z8, Z3
+	VFMADD231PS 64(R9)(SI*1), Z8, Z5
+	VFMADD231PS 64(R10)(SI*1), Z8, Z7
+	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000080, SI
+	SUBQ        $0x04, R11
+	JMP         dotBF16x4AVX512_pairs
+
+dotBF16x4AVX512_single:
+	CMPQ        R11, $0x02
+	JB          dotBF16x4AVX512_eight
+	VPMOVZXWD   (BX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS (DI)(SI*1), Z8, Z0
+	VFMADD231PS (R8)(SI*1), Z8, Z2
+	VFMADD231PS (R9)(SI*1), Z8, Z4
+	VFMADD231PS (R10)(SI*1), Z8, Z6
+	ADDQ        $0x00000020, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x02, R11
+
+dotBF16x4AVX512_eight:
+	TESTQ     R11, R11
+	JZ        dotBF16x4AVX512_store
+	VPMOVZXWD (BX), Y8
+	VPSLLD    $0x10, Y8, Y8
+	VMULPS    (DI)(SI*1), Y8, Y9
+	VADDPS    Z9, Z0, Z0
+	VMULPS    (R8)(SI*1), Y8, Y9
+	VADDPS    Z9, Z2, Z2
+	VMULPS    (R9)(SI*1), Y8, Y9
+	VADDPS    Z9, Z4, Z4
+	VMULPS    (R10)(SI*1), Y8, Y9
+	VADDPS    Z9, Z6, Z6
+
+dotBF16x4AVX512_store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y2, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y8
+	VADDPS        Y4, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y6, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           dotBF16x4AVX512_row
+
+dotBF16x4AVX512_done:
+	VZEROUPPER
+	RET
+
 // func axpyF32(a float32, x *float32, y *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·axpyF32(SB), NOSPLIT, $0-32

@@ -239,18 +239,26 @@ func TestQuantizeMatchesGeneric(t *testing.T) {
 	}
 }
 
-// withImpl runs f with the generic kernels forced or not.
-func withImpl(t testing.TB, generic bool, f func()) {
-	prev := SetGeneric(generic)
-	defer SetGeneric(prev)
-	f()
+// withImpl runs f with the named implementation forced.
+func withImpl(t testing.TB, name string, f func()) {
+	for _, im := range impls {
+		if im.name == name {
+			prev := forceImpl.Swap(im)
+			defer forceImpl.Store(prev)
+			f()
+			return
+		}
+	}
+	t.Fatalf("no implementation %q", name)
 }
 
-func implNames() []bool {
-	if asmImpl == nil {
-		return []bool{true}
+// implNames lists the implementations this CPU runs: "generic" and the assembly ones.
+func implNames() []string {
+	var names []string
+	for _, im := range impls {
+		names = append(names, im.name)
 	}
-	return []bool{true, false}
+	return names
 }
 
 func TestMatMulAgainstReference(t *testing.T) {
@@ -291,7 +299,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 				x := randomActivations(r, n, sh.cols)
 				want, bound := reference(m, x, n)
 				for _, generic := range implNames() {
-					name := fmt.Sprintf("%v/%dx%d/n=%d/generic=%v", typ, sh.rows, sh.cols, n, generic)
+					name := fmt.Sprintf("%v/%dx%d/n=%d/impl=%v", typ, sh.rows, sh.cols, n, generic)
 					t.Run(name, func(t *testing.T) {
 						got := make([]float32, n*sh.rows)
 						for k := range got {
@@ -324,13 +332,15 @@ func TestAssemblyMatchesGeneric(t *testing.T) {
 			x := randomActivations(r, n, m.Cols)
 			a := make([]float32, n*m.Rows)
 			g := make([]float32, n*m.Rows)
-			withImpl(t, false, func() { MatMul(a, m, x, n) })
-			withImpl(t, true, func() { MatMul(g, m, x, n) })
+			withImpl(t, "generic", func() { MatMul(g, m, x, n) })
 			_, bound := reference(m, x, n)
-			for k := range a {
-				// The float part of the reference bound is the allowance for summation order.
-				if d := math.Abs(float64(a[k] - g[k])); d > 1e-5*math.Abs(float64(g[k]))+bound[k]*1e-3 {
-					t.Fatalf("%v n=%d: out[%d]: assembly %g, generic %g", typ, n, k, a[k], g[k])
+			for _, name := range implNames()[1:] {
+				withImpl(t, name, func() { MatMul(a, m, x, n) })
+				for k := range a {
+					// The float part of the reference bound is the allowance for summation order.
+					if d := math.Abs(float64(a[k] - g[k])); d > 1e-5*math.Abs(float64(g[k]))+bound[k]*1e-3 {
+						t.Fatalf("%v n=%d: out[%d]: %s %g, generic %g", typ, n, k, name, a[k], g[k])
+					}
 				}
 			}
 		}
@@ -358,7 +368,7 @@ func TestBatchInvariance(t *testing.T) {
 					MatVec(one, m, x[i*cols:(i+1)*cols])
 					for k, v := range one {
 						if b := batch[i*m.Rows+k]; math.Float32bits(b) != math.Float32bits(v) {
-							t.Fatalf("%v generic=%v: row %d of activation %d: batch %g, alone %g", typ, generic, k, i, b, v)
+							t.Fatalf("%v impl=%v: row %d of activation %d: batch %g, alone %g", typ, generic, k, i, b, v)
 						}
 					}
 				}
@@ -408,7 +418,7 @@ func TestExtremeBlocks(t *testing.T) {
 				withImpl(t, generic, func() { MatMul(got, m, x, 2) })
 				for k := range got {
 					if d := math.Abs(float64(got[k]) - want[k]); !(d <= bound[k]) {
-						t.Errorf("%v fill %#x sign %v generic=%v: out[%d] = %g, want %g ± %g", c.typ, c.fill, sign, generic, k, got[k], want[k], bound[k])
+						t.Errorf("%v fill %#x sign %v impl=%v: out[%d] = %g, want %g ± %g", c.typ, c.fill, sign, generic, k, got[k], want[k], bound[k])
 					}
 				}
 			}
@@ -429,13 +439,13 @@ func TestDotAxpy(t *testing.T) {
 		for _, generic := range implNames() {
 			withImpl(t, generic, func() {
 				if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*abs+1e-6 {
-					t.Errorf("n=%d generic=%v: Dot = %g, want %g", n, generic, got, want)
+					t.Errorf("n=%d impl=%v: Dot = %g, want %g", n, generic, got, want)
 				}
 				y := append([]float32(nil), b...)
 				Axpy(0.5, a, y)
 				for i := range y {
 					if w := b[i] + 0.5*a[i]; math.Abs(float64(y[i]-w)) > 1e-6*math.Abs(float64(w))+1e-7 {
-						t.Fatalf("n=%d generic=%v: Axpy y[%d] = %g, want %g", n, generic, i, y[i], w)
+						t.Fatalf("n=%d impl=%v: Axpy y[%d] = %g, want %g", n, generic, i, y[i], w)
 					}
 				}
 			})
@@ -565,7 +575,7 @@ func TestMatMuls(t *testing.T) {
 				MatMul(want, m, x, n)
 				for j := range want {
 					if outs[k][j] != want[j] {
-						t.Fatalf("generic=%v matrix %d (%v): out[%d] = %g, want %g", generic, k, m.Type, j, outs[k][j], want[j])
+						t.Fatalf("impl=%v matrix %d (%v): out[%d] = %g, want %g", generic, k, m.Type, j, outs[k][j], want[j])
 					}
 				}
 			}

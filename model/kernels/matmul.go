@@ -72,10 +72,17 @@ type impl struct {
 	quant32, quantK func(dst []byte, x []float32)
 }
 
-// asmImpl is the assembly implementation, nil where the CPU or build lacks it.
+// asmImpl is the best assembly implementation for the CPU, nil where the CPU or build lacks
+// one.
 var asmImpl *impl
 
+// impls lists every implementation the CPU runs, generic first (the tests compare them).
+var impls = []*impl{&genericImpl}
+
 var forceGeneric atomic.Bool
+
+// forceImpl, when set, overrides the choice (tests).
+var forceImpl atomic.Pointer[impl]
 
 func init() {
 	if os.Getenv("LOOM_KERNELS") == "generic" {
@@ -84,6 +91,9 @@ func init() {
 }
 
 func currentImpl() *impl {
+	if im := forceImpl.Load(); im != nil {
+		return im
+	}
 	if asmImpl == nil || forceGeneric.Load() {
 		return &genericImpl
 	}
@@ -98,7 +108,7 @@ func SetGeneric(on bool) (previous bool) {
 	return forceGeneric.Swap(on)
 }
 
-// Implementation names the kernels in use: "avx2" or "generic".
+// Implementation names the kernels in use: "avx512", "avx2" or "generic".
 func Implementation() string {
 	return currentImpl().name
 }

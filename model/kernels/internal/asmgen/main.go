@@ -56,6 +56,14 @@ func main() {
 		q4K(nx)
 		q6K(nx)
 	}
+	for nx := 1; nx <= 4; nx++ {
+		floatKernel512("F32", nx, 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+		floatKernel512("F16", nx, 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		floatKernel512("BF16", nx, 16, func(m Mem, z VecVirtual) {
+			VPMOVZXWD(m, z)
+			VPSLLD(U8(16), z, z)
+		})
+	}
 	axpy()
 	quant32()
 	quantK()
@@ -256,6 +264,106 @@ func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
 			VFMADD231PS(s.xm(i, k*32), wv, s.chain[i][k])
 		}
 	})
+}
+
+// floatKernel512 is floatKernel with AVX-512: blocks of 16 weights in ZMM registers, two
+// chains per activation row alternating over the 16-blocks, and a last 8-block (n odd) in a
+// YMM product added to the first chain. As in floatKernel every variant sums in the same
+// order, so a row's result has the same bits whatever the number of activation rows. load16
+// loads 16 weights from m into a ZMM as float32; the last 8-block uses loadF32/16/BF16.
+func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
+	load8 := map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}[typ]
+	name := fmt.Sprintf("dot%sx%dAVX512", typ, nx)
+	TEXT(name, NOSPLIT, signature)
+	Doc(fmt.Sprintf("%s computes %d activation row(s) against rows weight rows (AVX-512).", name, nx))
+	w := Load(Param("w"), GP64())
+	nrows := Load(Param("rows"), GP64())
+	out := Load(Param("out"), GP64())
+	s := &rowState{p: GP64(), xo: GP64()}
+	x0 := Load(Param("x"), GP64())
+	s.x = []Register{x0}
+	if nx > 1 {
+		xs := Load(Param("xstride"), GP64())
+		for i := 1; i < nx; i++ {
+			xi := GP64()
+			LEAQ(Mem{Base: s.x[i-1], Index: xs, Scale: 1}, xi)
+			s.x = append(s.x, xi)
+		}
+	}
+	Label(name + "_row")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef(name + "_done"))
+	MOVQ(w, s.p)
+	XORQ(s.xo, s.xo)
+	chain := make([][2]VecVirtual, nx)
+	for i := range chain {
+		for k := range chain[i] {
+			chain[i][k] = ZMM()
+			VPXORD(chain[i][k], chain[i][k], chain[i][k])
+		}
+	}
+	cnt := Load(Param("n"), GP64())
+	// block16 adds 16-block k (0 or 1 of a pair) at offset k into chain k.
+	block16 := func(k int) {
+		wz := ZMM()
+		load16(Mem{Base: s.p, Disp: 2 * k * wBytes8}, wz)
+		for i := 0; i < nx; i++ {
+			VFMADD231PS(s.xm(i, 64*k), wz, chain[i][k])
+		}
+	}
+	Label(name + "_pairs")
+	CMPQ(cnt, U8(4))
+	JB(LabelRef(name + "_single"))
+	block16(0)
+	block16(1)
+	ADDQ(U32(4*wBytes8), s.p)
+	ADDQ(U32(128), s.xo)
+	SUBQ(U8(4), cnt)
+	JMP(LabelRef(name + "_pairs"))
+
+	Label(name + "_single")
+	CMPQ(cnt, U8(2))
+	JB(LabelRef(name + "_eight"))
+	block16(0)
+	ADDQ(U32(2*wBytes8), s.p)
+	ADDQ(U8(64), s.xo)
+	SUBQ(U8(2), cnt)
+
+	Label(name + "_eight")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(name + "_store"))
+	wy := YMM()
+	load8(Mem{Base: s.p}, wy)
+	for i := 0; i < nx; i++ {
+		t := YMM()
+		VMULPS(s.xm(i, 0), wy, t)
+		VADDPS(t.AsZ(), chain[i][0], chain[i][0])
+	}
+
+	Label(name + "_store")
+	ost := Load(Param("ostride"), GP64())
+	SHLQ(U8(2), ost)
+	o := GP64()
+	MOVQ(out, o)
+	for i := 0; i < nx; i++ {
+		VADDPS(chain[i][1], chain[i][0], chain[i][0])
+		hi := YMM()
+		VEXTRACTF64X4(U8(1), chain[i][0], hi)
+		VADDPS(chain[i][0].AsY(), hi, hi)
+		hsumStore(hi, Mem{Base: o})
+		if i+1 < nx {
+			ADDQ(ost, o)
+		}
+	}
+	ws := Load(Param("wstride"), GP64())
+	ADDQ(ws, w)
+	ADDQ(U8(4), out)
+	DECQ(nrows)
+	JMP(LabelRef(name + "_row"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 // Q8_0 and Q4_0 work on groups of four blocks: the integer sums of the four blocks are
