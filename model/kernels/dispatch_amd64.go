@@ -39,8 +39,8 @@ func init() {
 	}
 	asmImpl = avx2
 	impls = append(impls, avx2)
-	// With AVX-512 the float types' products run on 16-wide registers; the quantised types
-	// keep their AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
+	// With AVX-512 the float types' products run on 16-wide registers, and Q8_0's on
+	// VPDPBUSD where the CPU has AVX-512 VNNI; the other types keep their AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
 	if !cpu.X86.HasAVX512F {
 		return
 	}
@@ -49,6 +49,9 @@ func init() {
 	avx512.dot[kF32] = [4]dotFunc{dotF32x1AVX512, dotF32x2AVX512, dotF32x3AVX512, dotF32x4AVX512}
 	avx512.dot[kF16] = [4]dotFunc{dotF16x1AVX512, dotF16x2AVX512, dotF16x3AVX512, dotF16x4AVX512}
 	avx512.dot[kBF16] = [4]dotFunc{dotBF16x1AVX512, dotBF16x2AVX512, dotBF16x3AVX512, dotBF16x4AVX512}
+	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
+		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}
+	}
 	impls = append(impls, &avx512)
 	if os.Getenv("LOOM_KERNELS") != "avx2" {
 		asmImpl = &avx512

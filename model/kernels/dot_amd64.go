@@ -124,6 +124,18 @@ func dotF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int,
 // dotBF16x4AVX512 computes 4 activation row(s) against rows weight rows (AVX-512).
 func dotBF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ8_0x1VNNI computes 1 activation row(s) against rows weight rows.
+func dotQ8_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ8_0x2VNNI computes 2 activation row(s) against rows weight rows.
+func dotQ8_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ8_0x3VNNI computes 3 activation row(s) against rows weight rows.
+func dotQ8_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ8_0x4VNNI computes 4 activation row(s) against rows weight rows.
+func dotQ8_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
 

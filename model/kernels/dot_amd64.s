@@ -37,6 +37,42 @@ GLOBL shiftHigh4<>(SB), RODATA|NOPTR, $32
 DATA f127<>+0(SB)/4, $0x42fe0000
 GLOBL f127<>(SB), RODATA|NOPTR, $4
 
+DATA permLo2<>+0(SB)/4, $0x00000000
+DATA permLo2<>+4(SB)/4, $0x00000000
+DATA permLo2<>+8(SB)/4, $0x00000000
+DATA permLo2<>+12(SB)/4, $0x00000000
+DATA permLo2<>+16(SB)/4, $0x00000000
+DATA permLo2<>+20(SB)/4, $0x00000000
+DATA permLo2<>+24(SB)/4, $0x00000000
+DATA permLo2<>+28(SB)/4, $0x00000000
+DATA permLo2<>+32(SB)/4, $0x00000001
+DATA permLo2<>+36(SB)/4, $0x00000001
+DATA permLo2<>+40(SB)/4, $0x00000001
+DATA permLo2<>+44(SB)/4, $0x00000001
+DATA permLo2<>+48(SB)/4, $0x00000001
+DATA permLo2<>+52(SB)/4, $0x00000001
+DATA permLo2<>+56(SB)/4, $0x00000001
+DATA permLo2<>+60(SB)/4, $0x00000001
+GLOBL permLo2<>(SB), RODATA|NOPTR, $64
+
+DATA permHi2<>+0(SB)/4, $0x00000002
+DATA permHi2<>+4(SB)/4, $0x00000002
+DATA permHi2<>+8(SB)/4, $0x00000002
+DATA permHi2<>+12(SB)/4, $0x00000002
+DATA permHi2<>+16(SB)/4, $0x00000002
+DATA permHi2<>+20(SB)/4, $0x00000002
+DATA permHi2<>+24(SB)/4, $0x00000002
+DATA permHi2<>+28(SB)/4, $0x00000002
+DATA permHi2<>+32(SB)/4, $0x00000003
+DATA permHi2<>+36(SB)/4, $0x00000003
+DATA permHi2<>+40(SB)/4, $0x00000003
+DATA permHi2<>+44(SB)/4, $0x00000003
+DATA permHi2<>+48(SB)/4, $0x00000003
+DATA permHi2<>+52(SB)/4, $0x00000003
+DATA permHi2<>+56(SB)/4, $0x00000003
+DATA permHi2<>+60(SB)/4, $0x00000003
+GLOBL permHi2<>(SB), RODATA|NOPTR, $64
+
 DATA mask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA mask0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA mask0F<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -5322,6 +5358,483 @@ dotBF16x4AVX512_store:
 	JMP           dotBF16x4AVX512_row
 
 dotBF16x4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ8_0x1VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z4, Z4, Z4
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ        R8, R8
+	JZ           store
+	VMOVDQU      2(BX), Y5
+	VINSERTI64X4 $0x01, 36(BX), Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPDPBUSD     Z5, Z0, Z6
+	VPSUBD       Z6, Z1, Z7
+	VMOVDQU      70(BX), Y8
+	VINSERTI64X4 $0x01, 104(BX), Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     Z8, Z0, Z9
+	VPSUBD       Z9, Z1, Z10
+	MOVWLZX      (BX), R9
+	VMOVD        R9, X11
+	VPINSRW      $0x01, 34(BX), X11, X11
+	VPINSRW      $0x02, 68(BX), X11, X11
+	VPINSRW      $0x03, 102(BX), X11, X11
+	VCVTPH2PS    X11, X11
+	VMULPS       (DI)(SI*1), X11, X11
+	VPERMPS      Z11, Z2, Z12
+	VPXORD       48(DI)(SI*1), Z0, Z13
+	VMOVDQA64    Z7, Z7
+	VPDPBUSD     Z5, Z13, Z7
+	VCVTDQ2PS    Z7, Z7
+	VFMADD231PS  Z7, Z12, Z4
+	VPERMPS      Z11, Z3, Z7
+	VPXORD       112(DI)(SI*1), Z0, Z12
+	VMOVDQA64    Z10, Z10
+	VPDPBUSD     Z8, Z12, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z10, Z7, Z4
+	ADDQ         $0x00000088, BX
+	ADDQ         $0x000000b0, SI
+	DECQ         R8
+	JMP          tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPS        Y4, Y5, Y5
+	VEXTRACTF128  $0x01, Y5, X7
+	VADDPS        X5, X7, X7
+	VPERMILPS     $0x4e, X7, X5
+	VADDPS        X5, X7, X7
+	VPERMILPS     $0xb1, X7, X5
+	VADDSS        X5, X7, X7
+	VMOVSS        X7, (BX)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ8_0x2VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ        R9, R9
+	JZ           store
+	VMOVDQU      2(BX), Y6
+	VINSERTI64X4 $0x01, 36(BX), Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     Z6, Z0, Z7
+	VPSUBD       Z7, Z1, Z8
+	VMOVDQU      70(BX), Y9
+	VINSERTI64X4 $0x01, 104(BX), Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPDPBUSD     Z9, Z0, Z10
+	VPSUBD       Z10, Z1, Z11
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X12
+	VPINSRW      $0x01, 34(BX), X12, X12
+	VPINSRW      $0x02, 68(BX), X12, X12
+	VPINSRW      $0x03, 102(BX), X12, X12
+	VCVTPH2PS    X12, X12
+	VMULPS       (DI)(SI*1), X12, X13
+	VPERMPS      Z13, Z2, Z14
+	VPXORD       48(DI)(SI*1), Z0, Z15
+	VMOVDQA64    Z8, Z16
+	VPDPBUSD     Z6, Z15, Z16
+	VCVTDQ2PS    Z16, Z16
+	VFMADD231PS  Z16, Z14, Z4
+	VPERMPS      Z13, Z3, Z14
+	VPXORD       112(DI)(SI*1), Z0, Z15
+	VMOVDQA64    Z11, Z16
+	VPDPBUSD     Z9, Z15, Z16
+	VCVTDQ2PS    Z16, Z16
+	VFMADD231PS  Z16, Z14, Z4
+	VMULPS       (R8)(SI*1), X12, X12
+	VPERMPS      Z12, Z2, Z14
+	VPXORD       48(R8)(SI*1), Z0, Z15
+	VMOVDQA64    Z8, Z8
+	VPDPBUSD     Z6, Z15, Z8
+	VCVTDQ2PS    Z8, Z8
+	VFMADD231PS  Z8, Z14, Z5
+	VPERMPS      Z12, Z3, Z8
+	VPXORD       112(R8)(SI*1), Z0, Z14
+	VMOVDQA64    Z11, Z11
+	VPDPBUSD     Z9, Z14, Z11
+	VCVTDQ2PS    Z11, Z11
+	VFMADD231PS  Z11, Z8, Z5
+	ADDQ         $0x00000088, BX
+	ADDQ         $0x000000b0, SI
+	DECQ         R9
+	JMP          tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y4, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X8
+	VADDPS        X6, X8, X8
+	VPERMILPS     $0x4e, X8, X6
+	VADDPS        X6, X8, X8
+	VPERMILPS     $0xb1, X8, X6
+	VADDSS        X6, X8, X8
+	VMOVSS        X8, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z5, Y6
+	VADDPS        Y5, Y6, Y6
+	VEXTRACTF128  $0x01, Y6, X8
+	VADDPS        X6, X8, X8
+	VPERMILPS     $0x4e, X8, X6
+	VADDPS        X6, X8, X8
+	VPERMILPS     $0xb1, X8, X6
+	VADDSS        X6, X8, X8
+	VMOVSS        X8, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ8_0x3VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ        R10, R10
+	JZ           store
+	VMOVDQU      2(BX), Y7
+	VINSERTI64X4 $0x01, 36(BX), Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     Z7, Z0, Z8
+	VPSUBD       Z8, Z1, Z9
+	VMOVDQU      70(BX), Y10
+	VINSERTI64X4 $0x01, 104(BX), Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPDPBUSD     Z10, Z0, Z11
+	VPSUBD       Z11, Z1, Z12
+	MOVWLZX      (BX), R11
+	VMOVD        R11, X13
+	VPINSRW      $0x01, 34(BX), X13, X13
+	VPINSRW      $0x02, 68(BX), X13, X13
+	VPINSRW      $0x03, 102(BX), X13, X13
+	VCVTPH2PS    X13, X13
+	VMULPS       (DI)(SI*1), X13, X14
+	VPERMPS      Z14, Z2, Z15
+	VPXORD       48(DI)(SI*1), Z0, Z16
+	VMOVDQA64    Z9, Z17
+	VPDPBUSD     Z7, Z16, Z17
+	VCVTDQ2PS    Z17, Z17
+	VFMADD231PS  Z17, Z15, Z4
+	VPERMPS      Z14, Z3, Z15
+	VPXORD       112(DI)(SI*1), Z0, Z16
+	VMOVDQA64    Z12, Z17
+	VPDPBUSD     Z10, Z16, Z17
+	VCVTDQ2PS    Z17, Z17
+	VFMADD231PS  Z17, Z15, Z4
+	VMULPS       (R8)(SI*1), X13, X14
+	VPERMPS      Z14, Z2, Z15
+	VPXORD       48(R8)(SI*1), Z0, Z16
+	VMOVDQA64    Z9, Z17
+	VPDPBUSD     Z7, Z16, Z17
+	VCVTDQ2PS    Z17, Z17
+	VFMADD231PS  Z17, Z15, Z5
+	VPERMPS      Z14, Z3, Z15
+	VPXORD       112(R8)(SI*1), Z0, Z16
+	VMOVDQA64    Z12, Z17
+	VPDPBUSD     Z10, Z16, Z17
+	VCVTDQ2PS    Z17, Z17
+	VFMADD231PS  Z17, Z15, Z5
+	VMULPS       (R9)(SI*1), X13, X13
+	VPERMPS      Z13, Z2, Z15
+	VPXORD       48(R9)(SI*1), Z0, Z16
+	VMOVDQA64    Z9, Z9
+	VPDPBUSD     Z7, Z16, Z9
+	VCVTDQ2PS    Z9, Z9
+	VFMADD231PS  Z9, Z15, Z6
+	VPERMPS      Z13, Z3, Z9
+	VPXORD       112(R9)(SI*1), Z0, Z15
+	VMOVDQA64    Z12, Z12
+	VPDPBUSD     Z10, Z15, Z12
+	VCVTDQ2PS    Z12, Z12
+	VFMADD231PS  Z12, Z9, Z6
+	ADDQ         $0x00000088, BX
+	ADDQ         $0x000000b0, SI
+	DECQ         R10
+	JMP          tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z4, Y7
+	VADDPS        Y4, Y7, Y7
+	VEXTRACTF128  $0x01, Y7, X9
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0x4e, X9, X7
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0xb1, X9, X7
+	VADDSS        X7, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z5, Y7
+	VADDPS        Y5, Y7, Y7
+	VEXTRACTF128  $0x01, Y7, X9
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0x4e, X9, X7
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0xb1, X9, X7
+	VADDSS        X7, X9, X9
+	VMOVSS        X9, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z6, Y7
+	VADDPS        Y6, Y7, Y7
+	VEXTRACTF128  $0x01, Y7, X9
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0x4e, X9, X7
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0xb1, X9, X7
+	VADDSS        X7, X9, X9
+	VMOVSS        X9, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ8_0x4VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ        R11, R11
+	JZ           store
+	VMOVDQU      2(BX), Y8
+	VINSERTI64X4 $0x01, 36(BX), Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     Z8, Z0, Z9
+	VPSUBD       Z9, Z1, Z10
+	VMOVDQU      70(BX), Y11
+	VINSERTI64X4 $0x01, 104(BX), Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPDPBUSD     Z11, Z0, Z12
+	VPSUBD       Z12, Z1, Z13
+	MOVWLZX      (BX), R12
+	VMOVD        R12, X14
+	VPINSRW      $0x01, 34(BX), X14, X14
+	VPINSRW      $0x02, 68(BX), X14, X14
+	VPINSRW      $0x03, 102(BX), X14, X14
+	VCVTPH2PS    X14, X14
+	VMULPS       (DI)(SI*1), X14, X15
+	VPERMPS      Z15, Z2, Z16
+	VPXORD       48(DI)(SI*1), Z0, Z17
+	VMOVDQA64    Z10, Z18
+	VPDPBUSD     Z8, Z17, Z18
+	VCVTDQ2PS    Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VPERMPS      Z15, Z3, Z16
+	VPXORD       112(DI)(SI*1), Z0, Z17
+	VMOVDQA64    Z13, Z18
+	VPDPBUSD     Z11, Z17, Z18
+	VCVTDQ2PS    Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VMULPS       (R8)(SI*1), X14, X15
+	VPERMPS      Z15, Z2, Z16
+	VPXORD       48(R8)(SI*1), Z0, Z17
+	VMOVDQA64    Z10, Z18
+	VPDPBUSD     Z8, Z17, Z18
+	VCVTDQ2PS    Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VPERMPS      Z15, Z3, Z16
+	VPXORD       112(R8)(SI*1), Z0, Z17
+	VMOVDQA64    Z13, Z18
+	VPDPBUSD     Z11, Z17, Z18
+	VCVTDQ2PS    Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VMULPS       (R9)(SI*1), X14, X15
+	VPERMPS      Z15, Z2, Z16
+	VPXORD       48(R9)(SI*1), Z0, Z17
+	VMOVDQA64    Z10, Z18
+	VPDPBUSD     Z8, Z17, Z18
+	VCVTDQ2PS    Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VPERMPS      Z15, Z3, Z16
+	VPXORD       112(R9)(SI*1), Z0, Z17
+	VMOVDQA64    Z13, Z18
+	VPDPBUSD     Z11, Z17, Z18
+	VCVTDQ2PS    Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VMULPS       (R10)(SI*1), X14, X14
+	VPERMPS      Z14, Z2, Z16
+	VPXORD       48(R10)(SI*1), Z0, Z17
+	VMOVDQA64    Z10, Z10
+	VPDPBUSD     Z8, Z17, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z10, Z16, Z7
+	VPERMPS      Z14, Z3, Z10
+	VPXORD       112(R10)(SI*1), Z0, Z16
+	VMOVDQA64    Z13, Z13
+	VPDPBUSD     Z11, Z16, Z13
+	VCVTDQ2PS    Z13, Z13
+	VFMADD231PS  Z13, Z10, Z7
+	ADDQ         $0x00000088, BX
+	ADDQ         $0x000000b0, SI
+	DECQ         R11
+	JMP          tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z4, Y8
+	VADDPS        Y4, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X10
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0x4e, X10, X8
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0xb1, X10, X8
+	VADDSS        X8, X10, X10
+	VMOVSS        X10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z5, Y8
+	VADDPS        Y5, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X10
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0x4e, X10, X8
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0xb1, X10, X8
+	VADDSS        X8, X10, X10
+	VMOVSS        X10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y6, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X10
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0x4e, X10, X8
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0xb1, X10, X8
+	VADDSS        X8, X10, X10
+	VMOVSS        X10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VADDPS        Y7, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X10
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0x4e, X10, X8
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0xb1, X10, X8
+	VADDSS        X8, X10, X10
+	VMOVSS        X10, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
 	VZEROUPPER
 	RET
 

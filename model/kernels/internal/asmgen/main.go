@@ -23,6 +23,7 @@ import (
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
@@ -64,6 +65,9 @@ func main() {
 			VPSLLD(U8(16), z, z)
 		})
 	}
+	for nx := 1; nx <= 4; nx++ {
+		q80VNNI(nx)
+	}
 	axpy()
 	quant32()
 	quantK()
@@ -71,6 +75,7 @@ func main() {
 }
 
 var (
+	permLo2, permHi2 Mem // VPERMPS indices: elements 0 and 1 (2 and 3) of a vector, each ×8
 	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, shiftHigh4 Mem
 )
 
@@ -90,6 +95,14 @@ func constants() {
 	f127 = GLOBL("f127", RODATA|NOPTR)
 	DATA(0, U32(math.Float32bits(127)))
 
+	permLo2 = GLOBL("permLo2", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(i/8))
+	}
+	permHi2 = GLOBL("permHi2", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(2+i/8))
+	}
 	mask0F = GLOBL("mask0F", RODATA|NOPTR)
 	for i := 0; i < 32; i += 8 {
 		DATA(i, U64(0x0f0f0f0f0f0f0f0f))
@@ -167,6 +180,11 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 	MOVQ(w, s.p)
 	XORQ(s.xo, s.xo)
 	zero := func() VecVirtual {
+		if wideAcc {
+			a := ZMM()
+			VPXORD(a, a, a)
+			return a
+		}
 		a := YMM()
 		VXORPS(a, a, a)
 		return a
@@ -215,7 +233,14 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 	o := GP64()
 	MOVQ(out, o)
 	for i := 0; i < nx; i++ {
-		hsumStore(s.acc[i], Mem{Base: o})
+		acc := s.acc[i]
+		if wideAcc {
+			hi := YMM()
+			VEXTRACTF64X4(U8(1), acc, hi)
+			VADDPS(acc.AsY(), hi, hi)
+			acc = hi
+		}
+		hsumStore(acc, Mem{Base: o})
 		if i+1 < nx {
 			ADDQ(ost, o)
 		}
@@ -230,6 +255,9 @@ func rows(name string, nx, wBlock, xBlock, unroll, chains int, setup func(), blo
 	VZEROUPPER()
 	RET()
 }
+
+// wideAcc makes rows use ZMM accumulators (the AVX-512 kernels).
+var wideAcc bool
 
 func hsumStore(acc VecVirtual, dst Mem) {
 	hi := XMM()
@@ -431,6 +459,77 @@ func q80(nx int) {
 			VPMADDUBSW(t, aw[k], t)
 			return t
 		})
+	})
+}
+
+// vpdpbusd emits VPDPBUSD (AVX512_VNNI, which avo does not know): dst += Σ of the four
+// products u8(u)·s8(sgn) in each dword.
+func vpdpbusd(sgn, u, dst Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPBUSD",
+		Operands: []Op{sgn, u, dst},
+		Inputs:   []Op{sgn, u, dst},
+		Outputs:  []Op{dst},
+		ISA:      []string{"AVX512F", "AVX512_VNNI"},
+	})
+}
+
+// q80VNNI is q80 on AVX-512 with VNNI: two weight blocks per ZMM, and VPDPBUSD multiplies the
+// activations made unsigned (q+128) by the signed weights, the excess 128·Σw removed by
+// starting each sum at −128·Σw (computed once per weight row for all activation rows). The
+// integer sums, 8 dwords per block, are converted and scaled per lane (d_w·d_x of the lane's
+// block) into one 16-lane float accumulator per activation row: the same order for every
+// number of activation rows.
+func q80VNNI(nx int) {
+	name := fmt.Sprintf("dotQ8_0x%dVNNI", nx)
+	var c80, zero, idxLo, idxHi VecVirtual
+	wideAcc = true
+	defer func() { wideAcc = false }()
+	rowsWithSetup(name, nx, 4*34, act32Group, func() {
+		t := GP32()
+		MOVL(U32(0x80808080), t)
+		c80 = ZMM()
+		VPBROADCASTD(t, c80)
+		zero = ZMM()
+		VPXORD(zero, zero, zero)
+		idxLo, idxHi = ZMM(), ZMM()
+		VMOVDQU64(permLo2, idxLo)
+		VMOVDQU64(permHi2, idxHi)
+	}, func(s *rowState, _ int) {
+		var wv, neg [2]VecVirtual
+		for h := 0; h < 2; h++ {
+			wv[h] = ZMM()
+			VMOVDQU(Mem{Base: s.p, Disp: 68*h + 2}, wv[h].AsY())
+			VINSERTI64X4(U8(1), Mem{Base: s.p, Disp: 68*h + 36}, wv[h], wv[h])
+			n := ZMM()
+			VPXORD(n, n, n)
+			vpdpbusd(wv[h], c80, n) // 128·Σw per dword
+			neg[h] = ZMM()
+			VPSUBD(n, zero, neg[h])
+		}
+		dw := XMM()
+		t := GP32()
+		MOVWLZX(Mem{Base: s.p}, t)
+		VMOVD(t, dw)
+		for k := 1; k < 4; k++ {
+			VPINSRW(U8(k), Mem{Base: s.p, Disp: k * 34}, dw, dw)
+		}
+		VCVTPH2PS(dw, dw)
+		for i := 0; i < nx; i++ {
+			f := XMM()
+			VMULPS(s.xm(i, act32D), dw, f) // d_w·d_x of the four blocks
+			for h, idx := range []VecVirtual{idxLo, idxHi} {
+				fh := ZMM()
+				VPERMPS(f.AsZ(), idx, fh)
+				xu := ZMM()
+				VPXORD(s.xm(i, act32Q+64*h), c80, xu)
+				sum := ZMM()
+				VMOVDQA64(neg[h], sum)
+				vpdpbusd(wv[h], xu, sum)
+				VCVTDQ2PS(sum, sum)
+				VFMADD231PS(sum, fh, s.acc[i])
+			}
+		}
 	})
 }
 
