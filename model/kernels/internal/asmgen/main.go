@@ -75,7 +75,9 @@ func main() {
 }
 
 var (
-	permLo2, permHi2 Mem // VPERMPS indices: elements 0 and 1 (2 and 3) of a vector, each ×8
+	// VPERMPS indices: elements 0 and 1 (2 and 3) of a vector, each ×8.
+	permLo2, permHi2 Mem
+
 	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, shiftHigh4 Mem
 )
 
