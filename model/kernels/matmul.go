@@ -118,8 +118,10 @@ type actBuf struct{ b []byte }
 
 var actPool = sync.Pool{New: func() any { return new(actBuf) }}
 
-// l1Bytes is the weight bytes a group of activation rows reuses from cache before moving on.
-const l1Bytes = 16 << 10
+// stepBytes is the weight bytes every group of activation rows passes over before the next
+// weight rows: small enough to stay in L2, large enough that each kernel call does enough work
+// (16 KiB, an L1's worth, ran batched float products 20–30% slower).
+const stepBytes = 128 << 10
 
 // acts is a batch of activation rows in the form a type's kernels read.
 type acts struct {
@@ -187,7 +189,7 @@ func (p *product) rows(n, r0, r1 int) {
 		// over them.
 		step := r1 - r0
 		if n > 4 {
-			step = max(1, l1Bytes/rb)
+			step = max(1, stepBytes/rb)
 		}
 		for lo := r0; lo < r1; lo += step {
 			hi := min(lo+step, r1)
