@@ -7,8 +7,9 @@ llama.cpp's rope for "llama", so Q and K rows are exported as they are, with no 
 SwiGLU feed-forward, tied input/output embeddings (no output.weight in the file).
 
 usage: train.py NAME DATA_DIR OUT_DIR   (NAME is one of CONFIGS)
-writes OUT_DIR/NAME.gguf, OUT_DIR/NAME.json (metrics and samples) and, for the target,
-the greedy reference continuation OUT_DIR/NAME.greedy.txt.
+writes OUT_DIR/NAME.gguf, OUT_DIR/NAME.train.json (training time and tokens), OUT_DIR/NAME.json
+(metrics and samples) and the greedy reference continuation OUT_DIR/NAME.greedy.txt. With RESUME=1
+in the environment, a model already trained into OUT_DIR is evaluated again, not retrained.
 """
 
 import json
@@ -38,12 +39,14 @@ SEED = 1234
 ROPE_BASE = 10000.0
 NORM_EPS = 1e-5
 WARMUP = 100
-# Prompts for the reference continuation; the first whose greedy continuation has no near-tie
-# (top-1 minus top-2 logit >= MIN_MARGIN at every step) and no end of text is used.
+# Prompts for the reference continuation. The one used is the one whose greedy continuation
+# stays farthest from a near-tie: its smallest gap between the best and second-best logit is
+# the largest, so that the runtime's different summation order cannot flip an argmax.
 REFERENCE_PROMPTS = ["In the beginning God created", "The President said that", "Call me Ishmael.",
-                     "And it came to pass"]
+                     "And it came to pass", "The Congress",
+                     "Fellow-Citizens of the Senate and House of Representatives:"]
 REFERENCE_TOKENS = 64
-MIN_MARGIN = 0.02
+MIN_MARGIN = 0.005
 SAMPLE_PROMPTS = ["And God said", "The people of the United States", "The whale"]
 
 
@@ -311,6 +314,8 @@ def acceptance(target, draft, data, seq=256, windows=16):
 
 
 def main():
+    """Trains (unless RESUME=1 and the model was already trained into OUT_DIR), exports, then
+    evaluates the exported file and writes the reference continuation and the report."""
     name, data_dir, out = sys.argv[1], sys.argv[2], sys.argv[3]
     torch.set_num_threads(int(os.environ.get("TRAIN_THREADS", "2")))
     with open(os.path.join(data_dir, "merges.json")) as f:
@@ -318,18 +323,29 @@ def main():
     train_data = np.load(os.path.join(data_dir, "train.npy"))
     valid_data = np.load(os.path.join(data_dir, "valid.npy"))
     c = CONFIGS[name]
-    model, seconds, tokens = train(name, c, train_data, valid_data, tok.vocab_size)
-
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, name + ".gguf")
-    export(path, model, tok, name)
-    # Everything below runs on the weights as the file stores them.
+    trained = os.path.join(out, name + ".train.json")
+    if os.environ.get("RESUME") == "1" and os.path.exists(path) and os.path.exists(trained):
+        print(f"{name}: reusing {path}", flush=True)
+    else:
+        model, seconds, tokens = train(name, c, train_data, valid_data, tok.vocab_size)
+        export(path, model, tok, name)
+        with open(trained, "w") as f:
+            json.dump(dict(train_seconds=round(seconds), train_tokens=tokens), f)
+    with open(trained) as f:
+        report = json.load(f)
+    finish(name, path, out, c, tok, valid_data, report)
+
+
+def finish(name, path, out, c, tok, valid_data, report):
+    # Everything here runs on the weights as the file stores them.
     model, _ = load(path)
     loss = evaluate(model, valid_data, c["context"])
     print(f"{name}: validation loss {loss:.4f} nats/token, perplexity {math.exp(loss):.2f}", flush=True)
-    report = dict(name=name, parameters=n_params(model), config={k: v for k, v in c.items()},
-                  train_seconds=round(seconds), train_tokens=tokens, valid_loss=round(loss, 4),
-                  valid_perplexity=round(math.exp(loss), 2), file_bytes=os.path.getsize(path), samples=[])
+    report = dict(name=name, parameters=n_params(model), config={k: v for k, v in c.items()}, **report,
+                  valid_loss=round(loss, 4), valid_perplexity=round(math.exp(loss), 2),
+                  file_bytes=os.path.getsize(path), samples=[])
     eot = tok.end_of_text
     for prompt in SAMPLE_PROMPTS:
         ids = [eot] + tok.encode(prompt)
@@ -345,21 +361,26 @@ def main():
         report["acceptance_greedy"], report["acceptance_sampled"] = round(g, 4), round(s, 4)
         print(f"{name}: agrees with the target's argmax on {g:.1%} of validation tokens; "
               f"expected acceptance of speculative sampling at T=1: {s:.1%}", flush=True)
+    refs = []
     for prompt in REFERENCE_PROMPTS:
         ids = [eot] + tok.encode(prompt)
         cont, margin = generate(model, ids, REFERENCE_TOKENS, stop=eot)
-        if margin >= MIN_MARGIN and eot not in cont:
-            break
-    else:
-        raise SystemExit(f"{name}: no reference prompt without a near-tie")
+        print(f"{name}: reference candidate {prompt!r}: smallest logit gap {margin:.4f}", flush=True)
+        if margin >= MIN_MARGIN:
+            refs.append((margin, prompt, ids, cont))
+    if not refs:
+        raise SystemExit(f"{name}: every reference continuation has a near-tie (gap < {MIN_MARGIN})")
     with open(os.path.join(out, name + ".greedy.txt"), "w") as f:
-        f.write(f"# Greedy continuation by the trainer (PyTorch, float32 over the weights stored in {name}.gguf).\n")
-        f.write(f"# Smallest gap between the best and second-best logit along the way: {margin:.4f}.\n")
-        f.write(f"prompt: {json.dumps(prompt)}\n")
-        f.write("prompt_ids: " + " ".join(map(str, ids)) + "\n")
-        f.write("continuation_ids: " + " ".join(map(str, cont)) + "\n")
-        f.write(f"continuation: {json.dumps(tok.decode(cont))}\n")
-    report["reference"] = dict(prompt=prompt, margin=round(margin, 4), continuation=tok.decode(cont))
+        f.write(f"# Greedy continuations by the trainer (PyTorch, float32 over the weights stored in {name}.gguf)\n")
+        f.write(f"# of the reference prompts whose smallest gap between the best and second-best logit along\n")
+        f.write(f"# the way (margin) is at least {MIN_MARGIN}. Records are separated by blank lines.\n")
+        for margin, prompt, ids, cont in refs:
+            f.write(f"\nprompt: {json.dumps(prompt)}\n")
+            f.write(f"margin: {margin:.4f}\n")
+            f.write("prompt_ids: " + " ".join(map(str, ids)) + "\n")
+            f.write("continuation_ids: " + " ".join(map(str, cont)) + "\n")
+            f.write(f"continuation: {json.dumps(tok.decode(cont))}\n")
+    report["reference"] = [dict(prompt=p, margin=round(m, 4), continuation=tok.decode(c)) for m, p, _, c in refs]
     with open(os.path.join(out, name + ".json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{name}: wrote {path} ({report['file_bytes']} bytes)", flush=True)

@@ -6,7 +6,8 @@
 # Usage, from anywhere in the repository (root, or sudo, only for the apt-get step):
 #   models/recipe/train.sh
 # Environment: LOOM_MODELS_CACHE (default .cache/models) holds the downloads, the corpus and the
-# encoded data; NICE (default 19) is the niceness of the training processes.
+# encoded data; NICE (default 19) is the niceness of the training processes; RESUME=1 reuses
+# models already trained into the cache (after an interrupted run) instead of training them again.
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
