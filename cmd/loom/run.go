@@ -36,7 +36,7 @@ p = 0.95
 `
 
 // defaultModel is the embedded model a pipeline without a model file runs on.
-const defaultModel = "test"
+const defaultModel = "default"
 
 func init() {
 	register(&command{
