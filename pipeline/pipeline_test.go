@@ -10,6 +10,10 @@ import (
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
+
+	// The example pipelines run on the embedded models; the GGUF loader opens them.
+	_ "github.com/loomlm/loom/model/loader"
+	_ "github.com/loomlm/loom/models"
 )
 
 const valid = `# a pipeline on the test model
