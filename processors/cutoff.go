@@ -30,11 +30,11 @@ func logNormaliser(c *core.Candidates, logits []float32, m float32) (logZ float6
 	return float64(m) + math.Log(s), e, s
 }
 
-// keepFrom keeps the entries of c whose logit is ≥ thr and drops the others. A sorted set stays
-// sorted (its prefix is kept); a dense row becomes a sparse set in id order. The caller makes
-// sure thr is at most the maximum, so something is kept. On a dense row one vectorised pass
-// (fastmath.MaskAbove) finds the entries.
-func keepFrom(c *core.Candidates, thr float32) {
+// keepFrom keeps the entries of c whose logit is ≥ thr and drops the others; when that would
+// keep fewer than minKeep entries it keeps the minKeep most likely instead (c.TopK). A sorted
+// set stays sorted (its prefix is kept); a dense row becomes a sparse set in id order. On a
+// dense row one vectorised pass (fastmath.MaskAbove) finds the entries.
+func keepFrom(c *core.Candidates, thr float32, minKeep int) error {
 	// logit ≥ thr ⇔ logit > the float just below thr.
 	below := math.Nextafter32(thr, negInf)
 	if row := c.Dense(); row != nil {
@@ -52,8 +52,11 @@ func keepFrom(c *core.Candidates, thr float32) {
 				}
 			}
 		}
+		if w < minKeep {
+			return c.TopK(minKeep)
+		}
 		c.SetItems(out[:w], false)
-		return
+		return nil
 	}
 	items := c.Items()
 	if c.Sorted() {
@@ -64,8 +67,20 @@ func keepFrom(c *core.Candidates, thr float32) {
 				break
 			}
 		}
+		if cut < minKeep {
+			return c.TopK(minKeep)
+		}
 		c.SetItems(items[:cut], true)
-		return
+		return nil
+	}
+	n := 0
+	for _, it := range items {
+		if it.Logit > below {
+			n++
+		}
+	}
+	if n < minKeep {
+		return c.TopK(minKeep)
 	}
 	w := 0
 	for _, it := range items {
@@ -75,6 +90,7 @@ func keepFrom(c *core.Candidates, thr float32) {
 		}
 	}
 	c.SetItems(items[:w], false)
+	return nil
 }
 
 // topItems returns the (at most) m entries of c with the largest logits, best first (equal

@@ -47,8 +47,7 @@ func (p *EpsilonCutoff) Process(_ *core.Sequence, c *core.Candidates) error {
 		return err
 	}
 	logZ, _, _ := logNormaliser(c, logits, m)
-	cutWithMinKeep(c, m, logZ+p.lnEps, p.minKeep)
-	return nil
+	return cutWithMinKeep(c, m, logZ+p.lnEps, p.minKeep)
 }
 
 // EtaCutoff is eta sampling (Hewitt et al. 2022), as Hugging Face transformers' EtaLogitsWarper
@@ -92,13 +91,12 @@ func (p *EtaCutoff) Process(_ *core.Sequence, c *core.Candidates) error {
 	logZ, e, s := logNormaliser(c, logits, m)
 	h, _ := entropy(logits, e, m, s)
 	eta := math.Min(p.eps, math.Sqrt(p.eps)*math.Exp(-h))
-	cutWithMinKeep(c, m, logZ+math.Log(eta), p.minKeep)
-	return nil
+	return cutWithMinKeep(c, m, logZ+math.Log(eta), p.minKeep)
 }
 
 // cutWithMinKeep keeps the entries with logit ≥ min(thr, L_k), L_k being the minKeep-th largest
 // logit (m, the largest, when minKeep is 1).
-func cutWithMinKeep(c *core.Candidates, m float32, thr float64, minKeep int) {
+func cutWithMinKeep(c *core.Candidates, m float32, thr float64, minKeep int) error {
 	t := float32(thr)
 	if thr > float64(m) {
 		t = m
@@ -111,5 +109,5 @@ func cutWithMinKeep(c *core.Candidates, m float32, thr float64, minKeep int) {
 			t = kth
 		}
 	}
-	keepFrom(c, t)
+	return keepFrom(c, t, 0)
 }

@@ -2,7 +2,6 @@ package processors
 
 import (
 	"math"
-	"math/bits"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/internal/fastmath"
@@ -42,74 +41,23 @@ func (p *MinP) Process(_ *core.Sequence, c *core.Candidates) error {
 	if p.p == 0 {
 		return nil
 	}
+	var m float32
 	if c.Sorted() {
 		items := c.Items()
 		if len(items) == 0 {
 			return core.ErrNoCandidates
 		}
-		m := items[0].Logit
-		if m != m || math.IsInf(float64(m), 0) {
+		m = items[0].Logit
+	} else {
+		var nan bool
+		m, _, nan = fastmath.Max(c.Logits())
+		if nan {
 			return logitsError(c)
 		}
-		thr := m + p.lnP
-		cut := len(items)
-		for i, it := range items {
-			if !(it.Logit >= thr) {
-				cut = i
-				break
-			}
-		}
-		if cut < p.minKeep {
-			return c.TopK(p.minKeep)
-		}
-		c.SetItems(items[:cut], true)
-		return nil
 	}
-	logits := c.Logits()
-	m, _, nan := fastmath.Max(logits)
-	if nan || math.IsInf(float64(m), 0) {
+	if m != m || math.IsInf(float64(m), 0) {
 		return logitsError(c)
 	}
-	// logit ≥ thr ⇔ logit > the float just below thr.
-	below := math.Nextafter32(m+p.lnP, negInf)
-	if row := c.Dense(); row != nil {
-		out := c.Buffer(len(row))
-		w := 0
-		var words [maskChunk / 64]uint64
-		for base := 0; base < len(row); base += maskChunk {
-			end := min(base+maskChunk, len(row))
-			fastmath.MaskAbove(words[:], row[base:end], below)
-			for k, word := range words[:(end-base+63)/64] {
-				for ; word != 0; word &= word - 1 {
-					i := base + 64*k + bits.TrailingZeros64(word)
-					out[w] = core.Candidate{ID: core.TokenID(i), Logit: row[i]}
-					w++
-				}
-			}
-		}
-		if w < p.minKeep {
-			return c.TopK(p.minKeep)
-		}
-		c.SetItems(out[:w], false)
-		return nil
-	}
-	items := c.Items()
-	n := 0
-	for _, it := range items {
-		if it.Logit > below {
-			n++
-		}
-	}
-	if n < p.minKeep {
-		return c.TopK(p.minKeep)
-	}
-	w := 0
-	for _, it := range items {
-		if it.Logit > below {
-			items[w] = it
-			w++
-		}
-	}
-	c.SetItems(items[:w], false)
-	return nil
+	// p(i) ≥ p · p_max ⇔ logit(i) ≥ max + ln p.
+	return keepFrom(c, m+p.lnP, p.minKeep)
 }

@@ -108,7 +108,9 @@ func (p *Mirostat) Process(_ *core.Sequence, c *core.Candidates) error {
 			if float64(t) < thr {
 				t = math.Nextafter32(t, float32(math.Inf(1)))
 			}
-			keepFrom(c, t)
+			if err := keepFrom(c, t, 0); err != nil {
+				return err
+			}
 		} else if err := c.TopK(1); err != nil {
 			return err
 		}

@@ -47,8 +47,7 @@ func (p *TopNSigma) Process(_ *core.Sequence, c *core.Candidates) error {
 		return err
 	}
 	sigma := stdDev(logits, m)
-	keepFrom(c, float32(float64(m)-p.n*sigma))
-	return nil
+	return keepFrom(c, float32(float64(m)-p.n*sigma), 0)
 }
 
 // stdDev returns the population standard deviation of the logits above -Inf, m being their
