@@ -12,38 +12,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/core"
 )
 
 // testdataDir returns ../shared/testdata relative to the repository root (found by walking up
-// to go.mod), skipping the test when it is absent.
-func testdataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; reference data not found")
-		}
-		dir = parent
-	}
-	td := filepath.Join(dir, "..", "shared", "testdata")
-	if _, err := os.Stat(filepath.Join(td, "models", "stories260K-f32.gguf")); err != nil {
-		t.Skipf("reference data absent (%s): skipping", td)
-	}
-	return td
-}
 
 func openStories(t testing.TB, file string, opts Options) *Model {
 	t.Helper()
-	m, err := Open(filepath.Join(testdataDir(t), "models", file), opts)
+	m, err := Open(filepath.Join(fixtures.Path(t), "models", file), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +51,7 @@ func readIDs(line, prefix string) ([]int32, error) {
 
 func loadReference(t testing.TB, name string, vocab int) reference {
 	t.Helper()
-	base := filepath.Join(testdataDir(t), "reference", "stories260K", name)
+	base := filepath.Join(fixtures.Path(t), "reference", "stories260K", name)
 	txt, err := os.ReadFile(base + ".txt")
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +495,7 @@ func TestLoadErrors(t *testing.T) {
 		want string
 	}{
 		{"missing file", "/nonexistent/model.gguf", "no such file"},
-		{"not a model", filepath.Join(testdataDir(t), "vocab", "ggml-vocab-llama-spm.gguf"), "token_embd.weight"},
+		{"not a model", filepath.Join(fixtures.Path(t), "vocab", "ggml-vocab-llama-spm.gguf"), "token_embd.weight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Open(tc.path, Options{})

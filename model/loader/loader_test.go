@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomlm/loom/internal/fixtures"
+
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/llama"
@@ -16,25 +18,6 @@ import (
 )
 
 // storiesPath returns ../shared/testdata/models/stories260K-f32.gguf from the repository root
-// (found by walking up to go.mod), skipping the test when it is absent.
-func storiesPath(t testing.TB) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("no go.mod above the test directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", "models", "stories260K-f32.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("reference model absent (%s): skipping", p)
-	}
-	return p
-}
 
 func readGen(t testing.TB, model string) []int32 {
 	t.Helper()
@@ -61,7 +44,7 @@ func readGen(t testing.TB, model string) []int32 {
 // opener: the prompt text encodes to the reference ids and greedy decoding reproduces
 // llama.cpp's continuation.
 func TestPipelineGreedy(t *testing.T) {
-	path := storiesPath(t)
+	path := fixtures.Path(t, "models", "stories260K-f32.gguf")
 	toml := "[model]\npath = " + strconv.Quote(path) + "\nkv_type = \"f32\"\n\n[generation]\nmax_new_tokens = 100\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n"
 	spec, err := pipeline.Parse("greedy.toml", []byte(toml))
 	if err != nil {
@@ -101,7 +84,7 @@ func equal(a, b []int32) bool {
 }
 
 func TestLoad(t *testing.T) {
-	m, tok, err := Load(storiesPath(t), ParseOptionsMust(t, map[string]any{"kv_type": "f16"}))
+	m, tok, err := Load(fixtures.Path(t, "models", "stories260K-f32.gguf"), ParseOptionsMust(t, map[string]any{"kv_type": "f16"}))
 	if err != nil {
 		t.Fatal(err)
 	}
