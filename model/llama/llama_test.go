@@ -18,8 +18,6 @@ import (
 	"github.com/loomlm/loom/core"
 )
 
-// testdataDir returns ../shared/testdata relative to the repository root (found by walking up
-
 func openStories(t testing.TB, file string, opts Options) *Model {
 	t.Helper()
 	m, err := Open(filepath.Join(fixtures.Path(t), "models", file), opts)

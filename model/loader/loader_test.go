@@ -17,8 +17,6 @@ import (
 	"github.com/loomlm/loom/pipeline"
 )
 
-// storiesPath returns ../shared/testdata/models/stories260K-f32.gguf from the repository root
-
 func readGen(t testing.TB, model string) []int32 {
 	t.Helper()
 	ref := filepath.Join(filepath.Dir(model), "..", "reference", "stories260K", "llamacpp-kvf32_once-upon-a-time_256.txt")
