@@ -227,7 +227,7 @@ func applyOverrides(spec *Spec, o Overrides) {
 		if err != nil {
 			abs = o.ModelPath
 		}
-		spec.Model = ModelSpec{Path: abs, Options: spec.Model.Options, path: "model"}
+		spec.Model = ModelSpec{Path: abs, Options: spec.Model.Options, path: "flag --model"}
 	}
 	// set overrides the parameter of the first processor of type typ, or adds a processor
 	// whose errors name the flag.
