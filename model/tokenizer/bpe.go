@@ -115,7 +115,7 @@ func (t *Tokenizer) encodeBPE(out []core.TokenID, fragment string) []core.TokenI
 type bpeScratch struct {
 	text  []byte
 	syms  []bpeSymbol
-	queue []bpeBigram
+	queue bigramHeap[bpeBigram]
 }
 
 // bpeSymbol is a token in the linked list of a word's symbols; merged is set once it has been
@@ -167,41 +167,6 @@ func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []c
 
 	queue := sc.queue[:0]
 	defer func() { sc.syms, sc.queue = syms, queue }()
-	push := func(b bpeBigram) {
-		queue = append(queue, b)
-		i := len(queue) - 1
-		for i > 0 {
-			p := (i - 1) / 2
-			if !queue[i].before(queue[p]) {
-				break
-			}
-			queue[i], queue[p] = queue[p], queue[i]
-			i = p
-		}
-	}
-	pop := func() bpeBigram {
-		top := queue[0]
-		last := len(queue) - 1
-		queue[0] = queue[last]
-		queue = queue[:last]
-		i := 0
-		for {
-			l := 2*i + 1
-			if l >= len(queue) {
-				break
-			}
-			m := l
-			if r := l + 1; r < len(queue) && queue[r].before(queue[l]) {
-				m = r
-			}
-			if !queue[m].before(queue[i]) {
-				break
-			}
-			queue[i], queue[m] = queue[m], queue[i]
-			i = m
-		}
-		return top
-	}
 	tryPair := func(left, right int32) {
 		if left < 0 || right < 0 {
 			return
@@ -214,13 +179,13 @@ func (t *Tokenizer) bpeWord(sc *bpeScratch, out []core.TokenID, word string) []c
 		if !ok {
 			return
 		}
-		push(bpeBigram{left: left, right: right, rank: m.rank, leftID: l, rightID: r, result: m.result})
+		queue.push(bpeBigram{left: left, right: right, rank: m.rank, leftID: l, rightID: r, result: m.result})
 	}
 	for i := 1; i < len(syms); i++ {
 		tryPair(int32(i-1), int32(i))
 	}
 	for len(queue) > 0 {
-		bg := pop()
+		bg := queue.pop()
 		l, r := &syms[bg.left], &syms[bg.right]
 		if l.merged || r.merged || l.next != bg.right || l.id != bg.leftID || r.id != bg.rightID {
 			continue // outdated: one side has merged since

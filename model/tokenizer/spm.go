@@ -103,49 +103,6 @@ func (a spmBigram) before(b spmBigram) bool {
 	return a.score > b.score || (a.score == b.score && a.left < b.left)
 }
 
-// spmHeap is a binary heap of bigrams (a typed container/heap).
-type spmHeap []spmBigram
-
-func (h *spmHeap) push(b spmBigram) {
-	*h = append(*h, b)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s[i].before(s[p]) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *spmHeap) pop() spmBigram {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(s) && s[r].before(s[l]) {
-			m = r
-		}
-		if !s[m].before(s[i]) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
-
 // encodeSPM appends the tokens of a fragment of text, SentencePiece-style: spaces become "▁"
 // (with one in front when prefix is set), then each chunk of the result is tokenised by
 // spmChunk.
@@ -191,7 +148,7 @@ func (t *Tokenizer) encodeSPM(out []core.TokenID, fragment string, prefix bool) 
 // spmScratch holds buffers reused from chunk to chunk.
 type spmScratch struct {
 	syms  []spmSymbol
-	queue spmHeap
+	queue bigramHeap[spmBigram]
 }
 
 // spmChunk appends the tokens of an escaped chunk of text: starting from single characters, the adjacent
