@@ -1,6 +1,7 @@
 package strategies
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -193,14 +194,8 @@ func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 		s.Finish(bm.seq, core.FinishLength, "beam search stopped: finished sequences cannot be beaten")
 		done = append(done, b.hypothesis(bm, len(done)))
 	}
-	slices.SortStableFunc(done, func(x, y hypothesis) int {
-		switch {
-		case x.score > y.score:
-			return -1
-		case x.score < y.score:
-			return 1
-		}
-		return x.order - y.order
+	slices.SortStableFunc(done, func(x, y hypothesis) int { // best first, then finishing order
+		return cmp.Or(cmp.Compare(y.score, x.score), x.order-y.order)
 	})
 	outs := make([]*core.Sequence, 0, b.cfg.NumReturn)
 	for _, h := range done[:min(len(done), b.cfg.NumReturn)] {
@@ -302,16 +297,8 @@ func (b *Beam) finished(done []hypothesis, live []beam, maxLen int) bool {
 	return true
 }
 
-func compareCandidates(x, y beamCandidate) int {
-	switch {
-	case x.sum > y.sum:
-		return -1
-	case x.sum < y.sum:
-		return 1
-	case x.parent != y.parent:
-		return x.parent - y.parent
-	}
-	return int(x.id) - int(y.id)
+func compareCandidates(x, y beamCandidate) int { // best first, then by beam, then by id
+	return cmp.Or(cmp.Compare(y.sum, x.sum), x.parent-y.parent, int(x.id)-int(y.id))
 }
 
 // topCandidates appends the n most probable tokens of c as candidates of beam parent, with
