@@ -24,11 +24,10 @@ type Sequence struct {
 	cands Candidates
 	rng   *rand.Rand
 
-	logits    []float32   // the row the next token is chosen from
-	shared    bool        // logits is shared with a fork: copy before modifying
-	own       []float32   // q's own copy of a shared row
-	rows      [][]float32 // every row of the last forward, when asked for
-	raw       []float32   // copy of the raw row, when logprobs are asked for
+	logits    []float32 // the row the next token is chosen from
+	shared    bool      // logits is shared with a fork: copy before modifying
+	own       []float32 // q's own copy of a shared row
+	raw       []float32 // copy of the raw row, when logprobs are asked for
 	rawLogZ   float32
 	rawTop    []TokenProb
 	pendTrace []TraceStage
@@ -86,10 +85,6 @@ func (q *Sequence) State() State { return q.state }
 // Logits is the row the next token is chosen from, set by the last Session.Forward (nil
 // before). Processing modifies it in place.
 func (q *Sequence) Logits() []float32 { return q.logits }
-
-// Rows are all rows of the last forward when it asked for every position (see
-// Session.ForwardAll).
-func (q *Sequence) Rows() [][]float32 { return q.rows }
 
 // Pending returns the tokens appended but not yet run through the model.
 func (q *Sequence) Pending() []TokenID {

@@ -272,14 +272,9 @@ func (s *Session) ForkCopy(q *Sequence) (*Sequence, error) {
 // Forward runs the pending tokens of the given sequences (those appended since their last
 // forward; the whole prompt at first) through the model in one batched call and sets each
 // sequence's Logits to the row after its last token. Finished sequences and sequences with
-// nothing pending are skipped.
-func (s *Session) Forward(seqs ...*Sequence) error { return s.forward(seqs, false) }
-
-// ForwardAll is Forward asking for a row after every pending token (Sequence.Rows), as
-// speculative verification needs.
-func (s *Session) ForwardAll(seqs ...*Sequence) error { return s.forward(seqs, true) }
-
-func (s *Session) forward(seqs []*Sequence, all bool) error {
+// nothing pending are skipped. (Speculative verification, which needs a row per token, uses
+// ForwardAhead.)
+func (s *Session) Forward(seqs ...*Sequence) error {
 	if err := s.ctx.Err(); err != nil {
 		return err
 	}
@@ -291,7 +286,7 @@ func (s *Session) forward(seqs []*Sequence, all bool) error {
 		if len(q.Pending()) == 0 {
 			continue
 		}
-		s.items = append(s.items, ForwardItem{State: q.state, Tokens: q.Pending(), AllLogits: all})
+		s.items = append(s.items, ForwardItem{State: q.state, Tokens: q.Pending()})
 		s.fwd = append(s.fwd, q)
 	}
 	if len(s.items) == 0 {
@@ -308,10 +303,6 @@ func (s *Session) forward(seqs []*Sequence, all bool) error {
 		}
 		q.logits = rows[len(rows)-1]
 		q.shared = false
-		q.rows = nil
-		if all {
-			q.rows = rows
-		}
 		s.items[i] = ForwardItem{}
 	}
 	return nil
