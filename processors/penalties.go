@@ -72,6 +72,7 @@ type Penalties struct {
 	seen                   int          // tokens of the sequence counted so far
 	last                   core.TokenID // the last of them
 	ready                  bool
+	rev                    uint64 // the sequence's Revision when counted
 }
 
 // NewPenalties returns the combined penalty processor ("penalties"): repeat must be > 0,
@@ -183,11 +184,16 @@ func (p *Penalties) Clone() core.StatefulProcessor {
 // was counted, from scratch otherwise.
 func (p *Penalties) follow(seq *core.Sequence) {
 	tokens, promptLen := tokensOf(seq)
+	var rev uint64
+	if seq != nil {
+		rev = seq.Revision()
+	}
 	start := 0
 	if p.window.Scope == ScopeGenerated {
 		start = promptLen
 	}
-	if !p.ready || p.seen > len(tokens) || (p.seen > 0 && tokens[p.seen-1] != p.last) {
+	if !p.ready || p.rev != rev || p.seen > len(tokens) || (p.seen > 0 && tokens[p.seen-1] != p.last) {
+		p.rev = rev
 		if p.counts.ids == nil {
 			p.counts.grow()
 		}
