@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/sessiontest"
 	"github.com/loomlm/loom/model/llama"
 	"github.com/loomlm/loom/models"
 	"github.com/loomlm/loom/processors"
@@ -87,130 +87,6 @@ type refSeq struct {
 	finished  bool
 }
 
-// scratch recomputes sequences from scratch.
-type scratch struct {
-	t     *testing.T
-	model *llama.Model
-	tok   core.Tokenizer
-	chain []core.LogitsProcessor
-	seed  uint64
-	cache map[string]scratchResult
-}
-
-type scratchResult struct {
-	row   []float32       // the raw row after all tokens
-	cands core.Candidates // the row processed by a replayed chain
-	rows  [][]float32     // rows[g]: the raw row from which generated token g was chosen
-}
-
-func key(tokens []core.TokenID, processed []bool, index int) string {
-	var b strings.Builder
-	fmt.Fprint(&b, index, tokens, processed)
-	return b.String()
-}
-
-// of recomputes the sequence with tokens (promptLen of them the prompt) whose generated steps
-// were processed as processed says, for the sequence index (what XTC-like parts would see).
-func (sc *scratch) of(tokens []core.TokenID, promptLen int, processed []bool, index int) scratchResult {
-	k := key(tokens, processed, index)
-	if r, ok := sc.cache[k]; ok {
-		return r
-	}
-	t := sc.t
-	st, err := sc.model.NewState()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	forward := func(toks []core.TokenID) []float32 {
-		items := []core.ForwardItem{{State: st, Tokens: toks}}
-		if err := sc.model.Forward(context.Background(), items); err != nil {
-			t.Fatal(err)
-		}
-		return slices.Clone(items[0].Logits[0])
-	}
-	chain := make([]core.LogitsProcessor, len(sc.chain))
-	for i, p := range sc.chain {
-		if sp, ok := p.(core.StatefulProcessor); ok {
-			chain[i] = sp.Clone()
-		} else {
-			chain[i] = p
-		}
-	}
-	view := func(n int) *core.Sequence {
-		q, err := core.NewSequence(tokens[:n], promptLen, core.SequenceOptions{Tokenizer: sc.tok, Seed: sc.seed, Index: index})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q
-	}
-	process := func(row []float32, n int) *core.Candidates {
-		c := core.NewCandidates(slices.Clone(row))
-		q := view(n)
-		for _, p := range chain {
-			if err := p.Process(q, c); err != nil {
-				t.Fatalf("scratch: %s: %v", p.Name(), err)
-			}
-		}
-		return c
-	}
-	var res scratchResult
-	row := forward(tokens[:promptLen])
-	for g := 0; g < len(tokens)-promptLen; g++ {
-		n := promptLen + g
-		res.rows = append(res.rows, row)
-		if processed[g] {
-			process(row, n)
-		}
-		q := view(n + 1)
-		for _, p := range chain {
-			if sp, ok := p.(core.StatefulProcessor); ok {
-				sp.Accept(q, tokens[n])
-			}
-		}
-		row = forward(tokens[n : n+1])
-	}
-	res.row = row
-	res.cands.CopyFrom(process(row, len(tokens)))
-	sc.cache[k] = res
-	return res
-}
-
-// sameCandidates reports how two candidate sets differ ("" when they hold the same ids with
-// the same logits, bit for bit).
-func sameCandidates(got, want *core.Candidates) string {
-	var g, w core.Candidates
-	g.CopyFrom(got)
-	w.CopyFrom(want)
-	gi, wi := slices.Clone(g.Items()), slices.Clone(w.Items())
-	byID := func(a, b core.Candidate) int { return int(a.ID) - int(b.ID) }
-	slices.SortFunc(gi, byID)
-	slices.SortFunc(wi, byID)
-	gi = slices.DeleteFunc(gi, func(c core.Candidate) bool { return math.IsInf(float64(c.Logit), -1) })
-	wi = slices.DeleteFunc(wi, func(c core.Candidate) bool { return math.IsInf(float64(c.Logit), -1) })
-	if len(gi) != len(wi) {
-		return fmt.Sprintf("%d candidates, want %d", len(gi), len(wi))
-	}
-	for i := range gi {
-		if gi[i].ID != wi[i].ID || math.Float32bits(gi[i].Logit) != math.Float32bits(wi[i].Logit) {
-			return fmt.Sprintf("candidate %d: got %d:%v, want %d:%v", i, gi[i].ID, gi[i].Logit, wi[i].ID, wi[i].Logit)
-		}
-	}
-	return ""
-}
-
-func sameRow(got, want []float32) string {
-	if len(got) != len(want) {
-		return fmt.Sprintf("row of %d logits, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			return fmt.Sprintf("logit %d = %v, want %v", i, got[i], want[i])
-		}
-	}
-	return ""
-}
-
 const (
 	propMaxNew = 14
 	propOps    = 200
@@ -237,7 +113,7 @@ func TestSessionPrimitivesMatchRecomputation(t *testing.T) {
 
 func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []core.LogitsProcessor, seed uint64) {
 	pipe := &core.Pipeline{Model: model, Tokenizer: tok, Processors: chain}
-	sc := &scratch{t: t, model: model, tok: tok, chain: chain, seed: seed, cache: map[string]scratchResult{}}
+	sc := sessiontest.NewScratch(t, model, tok, chain, seed)
 	eog := tok.Special().EndOfGeneration
 	rng := rand.New(rand.NewPCG(seed, 99))
 	var refs []*refSeq
@@ -252,28 +128,28 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 	// checkRow compares a sequence's current row with recomputation.
 	checkRow := func(r *refSeq) {
 		t.Helper()
-		want := sc.of(r.tokens, r.promptLen, r.processed, r.q.Index())
-		if d := sameRow(r.q.Logits(), want.row); d != "" {
+		want := sc.Of(r.tokens, r.promptLen, r.processed, r.q.Index())
+		if d := sessiontest.SameRow(r.q.Logits(), want.Row); d != "" {
 			fail("sequence %d (%d tokens): %s", r.q.Index(), len(r.tokens), d)
 		}
 	}
 	checkCands := func(r *refSeq, c *core.Candidates) {
 		t.Helper()
-		want := sc.of(r.tokens, r.promptLen, r.processed, r.q.Index())
-		if d := sameCandidates(c, &want.cands); d != "" {
+		want := sc.Of(r.tokens, r.promptLen, r.processed, r.q.Index())
+		if d := sessiontest.SameCandidates(c, &want.Cands); d != "" {
 			fail("sequence %d (%d tokens) processed: %s", r.q.Index(), len(r.tokens), d)
 		}
 	}
 	// choose selects a token for r as the session does, and checks it against recomputation.
 	choose := func(s *core.Session, r *refSeq, c *core.Candidates) core.Choice {
 		t.Helper()
-		want := sc.of(r.tokens, r.promptLen, r.processed, r.q.Index())
+		want := sc.Of(r.tokens, r.promptLen, r.processed, r.q.Index())
 		if rng.IntN(2) == 0 {
 			ch, err := s.Greedy(r.q, c)
 			if err != nil {
 				fail("greedy: %v", err)
 			}
-			id, _ := want.cands.Argmax()
+			id, _ := want.Cands.Argmax()
 			log = append(log, fmt.Sprintf("Greedy(%d) = %d", r.q.Index(), ch.ID))
 			if ch.ID != id {
 				fail("greedy chose %d, recomputation %d", ch.ID, id)
@@ -290,7 +166,7 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 			u = stream.Float64()
 		}
 		r.draws++
-		wantCh, err := core.SampleFrom(&want.cands, u)
+		wantCh, err := core.SampleFrom(&want.Cands, u)
 		if err != nil {
 			fail("scratch sample: %v", err)
 		}
@@ -510,14 +386,14 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 		if len(got.Logprobs) != len(gen) || len(got.TopLogprobs) != len(gen) || len(got.Trace) != len(gen) {
 			t.Fatalf("sequence %d: %d logprobs, %d top, %d trace steps for %d tokens", i, len(got.Logprobs), len(got.TopLogprobs), len(got.Trace), len(gen))
 		}
-		want := sc.of(r.tokens, r.promptLen, r.processed, r.q.Index())
+		want := sc.Of(r.tokens, r.promptLen, r.processed, r.q.Index())
 		for g, id := range gen {
-			c := core.NewCandidates(slices.Clone(want.rows[g]))
+			c := core.NewCandidates(slices.Clone(want.Rows[g]))
 			_, logZ, err := c.Probs()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if lp := want.rows[g][id] - logZ; got.Logprobs[g] != lp {
+			if lp := want.Rows[g][id] - logZ; got.Logprobs[g] != lp {
 				t.Errorf("sequence %d step %d: raw logprob %v, recomputed %v", i, g, got.Logprobs[g], lp)
 			}
 			if len(got.TopLogprobs[g]) != 3 {
