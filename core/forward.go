@@ -4,7 +4,8 @@ import "fmt"
 
 // Forward runs the pending tokens of the given sequences (those appended since their last
 // forward; the whole prompt at first) through the model in one batched call, and makes the row
-// after each one's last token its next step. Finished sequences, sequences with nothing
+// after each one's last token its next step. A sequence with no row and nothing pending (its
+// state ran ahead of its tokens) re-runs its last token. Finished sequences, sequences with nothing
 // pending and repeated entries are skipped. Raw details that an Append could not record (a
 // token appended with no row, see Append) are filled in from the rows of this forward.
 // (Speculative verification, which needs a row per drafted token, uses ForwardAhead.)
@@ -24,7 +25,17 @@ func (s *Session) Forward(seqs ...*Sequence) error {
 		}
 	}()
 	for _, q := range seqs {
-		if q.Finished() || q.inBatch || len(q.Pending()) == 0 {
+		if q.Finished() || q.inBatch {
+			continue
+		}
+		if !q.current() && len(q.Pending()) == 0 && len(q.tokens) > 0 {
+			// No row and nothing pending (the state ran ahead, as ForwardAhead leaves it):
+			// re-run the last token to get the row back.
+			if err := q.state.Truncate(len(q.tokens) - 1); err != nil {
+				return fmt.Errorf("forward: sequence %d: %w", q.index, err)
+			}
+		}
+		if len(q.Pending()) == 0 {
 			continue
 		}
 		q.inBatch = true
