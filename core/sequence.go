@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,6 +63,10 @@ type SequenceOptions struct {
 	Index int
 }
 
+// standaloneRevisions numbers the sequences NewSequence makes (their revisions have the top bit
+// set, so they never equal a session's).
+var standaloneRevisions atomic.Uint64
+
 // NewSequence returns a sequence that belongs to no session, holding tokens of which the first
 // promptLen are the prompt: what a processor or stopping criterion sees, for unit tests of a
 // part without a model or a Session. It cannot be forwarded or appended to.
@@ -73,6 +78,7 @@ func NewSequence(tokens []TokenID, promptLen int, opt SequenceOptions) (*Sequenc
 	q := &Sequence{session: s, index: opt.Index, textEnd: -1, promptLen: promptLen}
 	q.tokens = append([]TokenID(nil), tokens...)
 	q.rng = NewRand(opt.Seed, opt.Index)
+	q.revision = 1<<63 | standaloneRevisions.Add(1)
 	if opt.Tokenizer != nil {
 		for _, id := range q.Generated() {
 			q.text = append(q.text, opt.Tokenizer.TokenBytes(id)...)
