@@ -66,10 +66,11 @@ func completeUTF8(b []byte, end int) int {
 	return end
 }
 
-// Finish ends q with a reason (strategies use it for their own ends: a pruned beam, a
+// Finish ends q with a reason (a discarded or finished sequence, or an empty reason, is left
+// as it is) (strategies use it for their own ends: a pruned beam, a
 // cancelled request) and streams its remaining text.
 func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
-	if q.Finished() {
+	if q == nil || q.discarded || q.Finished() || reason == FinishNone {
 		return
 	}
 	q.finish, q.finishDetail = reason, detail
