@@ -66,9 +66,9 @@ func completeUTF8(b []byte, end int) int {
 	return end
 }
 
-// Finish ends q with a reason (a discarded or finished sequence, or an empty reason, is left
-// as it is) (strategies use it for their own ends: a pruned beam, a
-// cancelled request) and streams its remaining text.
+// Finish ends q with a reason (strategies use it for their own ends: a pruned beam, a
+// cancelled request) and streams its remaining text. A discarded or finished sequence, or an
+// empty reason, leaves q as it is.
 func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
 	if q == nil || q.discarded || q.Finished() || reason == FinishNone {
 		return
