@@ -82,15 +82,19 @@ type DRY struct {
 // NewDRY returns a DRY processor. tok maps token ids to text for the sequence breakers; it may
 // be nil when there are none.
 func NewDRY(cfg DRYConfig, tok core.Tokenizer) (*DRY, error) {
-	switch {
-	case !(cfg.Multiplier >= 0) || cfg.Multiplier > math.MaxFloat32:
-		return nil, &core.ParamError{Param: "multiplier", Value: cfg.Multiplier, Reason: "must be a finite number ≥ 0 (0 disables)"}
-	case !(cfg.Base >= 1) || math.IsInf(cfg.Base, 1):
-		return nil, &core.ParamError{Param: "base", Value: cfg.Base, Reason: "must be a finite number ≥ 1"}
-	case cfg.AllowedLength < 0:
+	if err := checkFloat("multiplier", cfg.Multiplier, nonNegative32, "0 disables"); err != nil {
+		return nil, err
+	}
+	// The penalty multiplier·base^e is clamped to the float32 range (see Penalty), so base
+	// may be any finite number ≥ 1.
+	if err := checkFloat("base", cfg.Base, atLeastOne, ""); err != nil {
+		return nil, err
+	}
+	if cfg.AllowedLength < 0 {
 		return nil, &core.ParamError{Param: "allowed_length", Value: cfg.AllowedLength, Reason: "must be ≥ 0"}
-	case cfg.LastN < -1:
-		return nil, &core.ParamError{Param: "penalty_last_n", Value: cfg.LastN, Reason: "must be ≥ -1 (-1: the whole sequence, 0 disables)"}
+	}
+	if err := checkLastN("penalty_last_n", cfg.LastN, "the whole sequence"); err != nil {
+		return nil, err
 	}
 	for i, s := range cfg.SequenceBreakers {
 		if s == "" || len(s) > maxBreakerLen {

@@ -64,13 +64,15 @@ type Mirostat struct {
 
 // NewMirostat returns a Mirostat processor with μ = 2τ.
 func NewMirostat(cfg MirostatConfig) (*Mirostat, error) {
-	switch {
-	case cfg.Version != 1 && cfg.Version != 2:
+	if cfg.Version != 1 && cfg.Version != 2 {
 		return nil, &core.ParamError{Param: "version", Value: cfg.Version, Reason: "must be 1 or 2"}
-	case !(cfg.Tau >= 0) || math.IsInf(cfg.Tau, 1):
-		return nil, &core.ParamError{Param: "tau", Value: cfg.Tau, Reason: "must be a finite number ≥ 0 (bits)"}
-	case !(cfg.Eta >= 0) || math.IsInf(cfg.Eta, 1):
-		return nil, &core.ParamError{Param: "eta", Value: cfg.Eta, Reason: "must be a finite number ≥ 0"}
+	}
+	// μ = 2τ, moved by η per step, is compared with logits (μ ln 2 below log Z).
+	if err := checkFloat("tau", cfg.Tau, nonNegative32, "bits"); err != nil {
+		return nil, err
+	}
+	if err := checkFloat("eta", cfg.Eta, nonNegative32, ""); err != nil {
+		return nil, err
 	}
 	if cfg.Version == 1 {
 		if cfg.M < 2 {
