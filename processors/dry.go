@@ -10,14 +10,16 @@ import (
 
 // DRYConfig configures DRY.
 type DRYConfig struct {
-	// Multiplier scales the penalty (≥ 0; 0 disables; 0.8 is the usual value).
+	// Multiplier scales the penalty (in [0, 3.4e38], the float32 range; 0 disables; 0.8 is
+	// the usual value).
 	Multiplier float64
 	// Base is the growth of the penalty per extra repeated token (≥ 1; usually 1.75).
 	Base float64
 	// AllowedLength is the longest repeat that goes unpenalised (≥ 0; usually 2).
 	AllowedLength int
 	// LastN is the window of the sequence searched for repeats: the last LastN tokens, prompt
-	// included; -1 the whole sequence, 0 disables (llama.cpp's dry_penalty_last_n).
+	// included; WholeHistory (-1) the whole sequence, 0 disables (llama.cpp's
+	// dry_penalty_last_n) — the values of the penalties' Window.LastN too.
 	LastN int
 	// SequenceBreakers are strings a repeat cannot run across (usually "\n", ":", "\"", "*"),
 	// matched on the bytes of the text, across token boundaries; each at most 64 bytes.

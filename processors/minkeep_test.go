@@ -191,3 +191,22 @@ func TestTopPZeroKeepsTheMostLikely(t *testing.T) {
 		}
 	}
 }
+
+func ExampleNewTopKMinKeep() {
+	// k = 1 with a min_keep of 3 carried over from another engine keeps max(1, 3) tokens.
+	p, _ := processors.NewTopKMinKeep(1, 3)
+	c := core.NewCandidates([]float32{0.5, 3, 1, 2})
+	_ = p.Process(nil, c)
+	fmt.Println(c.Items())
+	// Output: [{1 3} {3 2} {2 1}]
+}
+
+func ExampleTopP_minKeep() {
+	// The first token holds all the mass; min_keep 2 adds the next largest logit, although
+	// its probability (e^-200) rounds to 0 and token 1 lies further below.
+	p, _ := processors.NewTopP(0.9, 2)
+	c := core.NewCandidates([]float32{0, -300, -200})
+	_ = p.Process(nil, c)
+	fmt.Println(c.Items())
+	// Output: [{0 0} {2 -200}]
+}

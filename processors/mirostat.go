@@ -12,8 +12,9 @@ import (
 type MirostatConfig struct {
 	// Version is 1 (Basu et al. 2021, Algorithm 1) or 2 (llama.cpp's simplified variant).
 	Version int
-	// Tau is the target surprise τ in bits (−log₂ p of the chosen token), ≥ 0; Eta the
-	// learning rate η of μ, ≥ 0 (0 keeps μ at its start, 2τ).
+	// Tau is the target surprise τ in bits (−log₂ p of the chosen token), in [0, 3.4e38]; Eta
+	// the learning rate η of μ, in [0, 3.4e38] (0 keeps μ at its start, 2τ). μ ln 2 is
+	// compared with logits, hence the float32 bound.
 	Tau, Eta float64
 	// M is how many of the most likely tokens version 1 uses to estimate the Zipf exponent
 	// (≥ 2; llama.cpp uses 100); VocabSize is N in its formula, the model's vocabulary size.

@@ -3,6 +3,7 @@ package processors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -278,3 +279,19 @@ func TestMinNewTokensEOSTokenIDs(t *testing.T) {
 }
 
 func itoa(id core.TokenID) string { return strconv.Itoa(int(id)) }
+
+func ExampleWindow() {
+	// last_n = -1 counts the whole sequence, 0 turns the penalty off.
+	_, tok := testmodel.Default()
+	seq := exampleSequence(tok, []core.TokenID{1, 2, 3})
+	for _, lastN := range []int{processors.WholeHistory, 1, 0} {
+		p, _ := processors.NewPresencePenalty(1, processors.Window{LastN: lastN})
+		c := core.NewCandidates([]float32{0, 0, 0, 0})
+		_ = p.Process(seq, c)
+		fmt.Println(lastN, c.Dense())
+	}
+	// Output:
+	// -1 [0 -1 -1 -1]
+	// 1 [0 0 0 -1]
+	// 0 [0 0 0 0]
+}
