@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/processors"
 	"github.com/loomlm/loom/testmodel"
 )
@@ -294,4 +295,34 @@ func ExampleWindow() {
 	// -1 [0 -1 -1 -1]
 	// 1 [0 0 0 -1]
 	// 0 [0 0 0 0]
+}
+
+// The new parameters are in the registry, so `loom processors` lists them with their docs.
+func TestNewParametersAreRegistered(t *testing.T) {
+	for _, c := range []struct {
+		typ, param string
+		def        any
+	}{
+		{"top_k", "min_keep", int64(1)},
+		{"bad_words", "exempt_eos", true},
+		{"min_new_tokens", "eos_token_ids", "[]"},
+		{"repetition_penalty", "last_n", int64(-1)},
+		{"frequency_penalty", "last_n", int64(-1)},
+		{"presence_penalty", "last_n", int64(-1)},
+		{"penalties", "last_n", int64(64)},
+		{"dry", "penalty_last_n", int64(-1)},
+	} {
+		part, ok := pipeline.Builtins().Lookup(pipeline.Processor, c.typ)
+		if !ok {
+			t.Fatalf("%s is not registered", c.typ)
+		}
+		prm, ok := part.Param(c.param)
+		if !ok || prm.Doc == "" {
+			t.Errorf("%s.%s: registered %v, with doc %q", c.typ, c.param, ok, prm.Doc)
+			continue
+		}
+		if got := fmt.Sprint(prm.Default); got != fmt.Sprint(c.def) {
+			t.Errorf("%s.%s default %s, want %v", c.typ, c.param, got, c.def)
+		}
+	}
 }
