@@ -109,6 +109,8 @@ func TestMinKeepNeverKeepsBannedTokens(t *testing.T) {
 	for _, p := range []core.LogitsProcessor{
 		must(processors.NewTopKMinKeep(1, 5)),
 		must(processors.NewTopP(0.5, 5)),
+		must(processors.NewTypicalP(0.5, 5)),
+		must(processors.NewTopPBoundary(0, 5, processors.Exclusive)),
 		must(processors.NewMinP(0.5, 5)),
 		must(processors.NewEpsilonCutoff(0.1, 5)),
 		must(processors.NewEtaCutoff(0.1, 5)),
