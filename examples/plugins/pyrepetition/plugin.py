@@ -7,7 +7,7 @@ shared with loom; the changes go back as a short list of biases.
 Config ([plugins.config]):
 
     penalty = 1.3   # > 0; 1 changes nothing
-    last_n = 64     # the window; 0 means the whole sequence
+    last_n = 64     # the window; -1 the whole sequence, 0 disables (as loom's penalties)
 
 build.sh packs this file with the sdk into one executable zip (pyrepetition.pyz) that
 /usr/bin/python3 runs, so that the pipeline's sha256 covers all of the plugin's code.
@@ -28,10 +28,12 @@ class RepetitionPenalty:
         self.last_n = cfg.int("last_n", 64)
         if not self.penalty > 0:
             cfg.error("penalty", "= %s: must be positive" % self.penalty)
-        if self.last_n < 0:
-            cfg.error("last_n", "= %s: must not be negative" % self.last_n)
+        if self.last_n < -1:
+            cfg.error("last_n", "= %s: must be >= -1 (-1: the whole sequence, 0 disables)" % self.last_n)
 
     def process(self, seq, cands):
+        if self.last_n == 0:
+            return
         window = seq.tokens[-self.last_n:] if self.last_n > 0 else seq.tokens
         for token in set(window):
             v = cands.logit(token)
