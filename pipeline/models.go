@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/loomlm/loom/core"
-	"github.com/loomlm/loom/testmodel"
 )
 
 // ModelOpener opens a model with the options of its [model] table (every key but path and
@@ -71,14 +70,4 @@ func OpenModel(ms ModelSpec, dir string) (core.Model, core.Tokenizer, io.Closer,
 		path = filepath.Join(dir, path)
 	}
 	return files(path, ms.Options)
-}
-
-func init() {
-	RegisterBuiltinModel("test", func(options map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
-		for k := range options {
-			return nil, nil, nil, fmt.Errorf("%s: the test model takes no options", k)
-		}
-		m, t := testmodel.Default()
-		return m, t, nil, nil
-	})
 }
