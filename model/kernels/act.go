@@ -3,18 +3,30 @@ package kernels
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/loomlm/loom/model/ggml"
 )
 
 // Quantised activation layouts, shared with the assembly (internal/asmgen). A row of x is
-// quantised to 8 bits, x ≈ d·q with d = max|x|/127 over each block:
+// quantised to 8 bits per block as llama.cpp's x86 code quantises it, so that a product on
+// the same weights gives the same integer sums and the same scales: with amax the largest
+// |x| of the block, q = round(x·(127/amax)) to the nearest integer, ties to even, and
 //
-//	Q8_0, Q4_0: groups of four blocks of 32, 176 bytes per group:
+//	Q8_0, Q4_0 (llama.cpp's Q8_0 activations, blocks of 32): the scale d = amax/127 rounded
+//	    to half precision (to nearest, ties to even), stored here as the float32 of that half.
+//	    Groups of four blocks of 32, 176 bytes per group:
 //	    float32 d[4]; int32 corr[4]; int32 zero[4]; int8 q[128]
 //	  where corr[k] = −8·Σq over block k (the Q4_0 offset). A row's last group may be partial;
 //	  its unused blocks are zero.
-//	Q4_K, Q6_K: super-blocks of 256, 308 bytes:
+//	Q4_K, Q6_K (llama.cpp's Q8_K activations, super-blocks of 256): the float32 scale
+//	    d = 1/(127/amax). 308 bytes:
 //	    float32 d; int16 sum16[16]; int16 sum32[8]; int8 q[256]
 //	  where sum16[k] and sum32[k] are the sums of q over the k-th 16 and 32 elements.
+//
+// (llama.cpp's Q8_K keeps the sign of the element of largest magnitude in its scale and
+// negates the quants to match; the products are the same.) As in llama.cpp, the half-precision
+// scale of the 32-blocks is a subnormal half, with fewer significant bits, for amax below
+// 127·2^-14 ≈ 7.8e-3, and overflows to infinity for amax above 65504·127 ≈ 8.3e6.
 const (
 	act32Group = 176
 	act32Corr  = 16
@@ -35,12 +47,23 @@ func act32Block(row []byte, b int) (d float32, corr int32, q []byte) {
 	return lef32(g[4*k:]), int32(binary.LittleEndian.Uint32(g[act32Corr+4*k:])), g[act32Q+32*k : act32Q+32*k+32]
 }
 
-// blockScale returns the scale d of a block with largest magnitude amax and its inverse.
-func blockScale(amax float32) (d, id float32) {
+// scale32 returns the scale d of a 32-block with largest magnitude amax, amax/127 rounded
+// to half precision, and the inverse 127/amax that quantises the block (0 when amax is 0).
+func scale32(amax float32) (d, id float32) {
 	if amax == 0 {
 		return 0, 0
 	}
-	return amax / 127, 127 / amax
+	return ggml.HalfToFloat32(ggml.Float32ToHalf(amax / 127)), 127 / amax
+}
+
+// scaleK returns the scale d = 1/(127/amax) of a 256-block with largest magnitude amax and
+// the inverse 127/amax that quantises the block (both 0 when amax is 0).
+func scaleK(amax float32) (d, id float32) {
+	if amax == 0 {
+		return 0, 0
+	}
+	id = 127 / amax
+	return 1 / id, id
 }
 
 // round8 rounds v (|v| ≤ 127 plus rounding) to the nearest integer, ties to even, as the
@@ -69,7 +92,7 @@ func quant32Generic(dst []byte, x []float32) {
 		xs := x[b*32 : b*32+32]
 		g := dst[b/4*act32Group : (b/4+1)*act32Group]
 		k := b % 4
-		d, id := blockScale(absMax(xs))
+		d, id := scale32(absMax(xs))
 		binary.LittleEndian.PutUint32(g[4*k:], math.Float32bits(d))
 		q := g[act32Q+32*k : act32Q+32*k+32]
 		var s int32
@@ -88,7 +111,7 @@ func quantKGeneric(dst []byte, x []float32) {
 	for b := 0; b < len(x)/256; b++ {
 		xs := x[b*256 : b*256+256]
 		blk := dst[b*actKBytes : b*actKBytes+actKBytes]
-		d, id := blockScale(absMax(xs))
+		d, id := scaleK(absMax(xs))
 		binary.LittleEndian.PutUint32(blk, math.Float32bits(d))
 		q := blk[actKQ : actKQ+256]
 		for k := 0; k < 16; k++ {

@@ -37,6 +37,9 @@ GLOBL shiftHigh4<>(SB), RODATA|NOPTR, $32
 DATA f127<>+0(SB)/4, $0x42fe0000
 GLOBL f127<>(SB), RODATA|NOPTR, $4
 
+DATA f1<>+0(SB)/4, $0x3f800000
+GLOBL f1<>(SB), RODATA|NOPTR, $4
+
 DATA permLo2<>+0(SB)/4, $0x00000000
 DATA permLo2<>+4(SB)/4, $0x00000000
 DATA permLo2<>+8(SB)/4, $0x00000000
@@ -5882,7 +5885,7 @@ end:
 	RET
 
 // func quant32(x *float32, nb int, dst *byte)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, F16C
 TEXT ·quant32(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), AX
 	MOVQ nb+8(FP), CX
@@ -5906,25 +5909,27 @@ block:
 	VMAXPS       X1, X0, X0
 	VPERMILPS    $0xb1, X0, X1
 	VMAXSS       X1, X0, X0
-	VDIVSS       f127<>+0(SB), X0, X1
-	VMOVSS       f127<>+0(SB), X2
-	VDIVSS       X0, X2, X2
+	VMOVSS       f127<>+0(SB), X1
+	VDIVSS       X0, X1, X1
+	VDIVSS       f127<>+0(SB), X0, X2
+	VCVTPS2PH    $0x00, X2, X2
+	VCVTPH2PS    X2, X2
 	VXORPS       X3, X3, X3
 	VCMPSS       $0x04, X3, X0, X0
-	VANDPS       X0, X2, X2
-	VBROADCASTSS X2, Y2
-	VMOVSS       X1, (DX)(BX*4)
+	VANDPS       X0, X1, X1
+	VBROADCASTSS X1, Y1
+	VMOVSS       X2, (DX)(BX*4)
 	MOVQ         BX, SI
 	SHLQ         $0x05, SI
-	VMULPS       (AX), Y2, Y0
+	VMULPS       (AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       32(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       64(AX), Y2, Y3
-	VCVTPS2DQ    Y3, Y3
-	VMULPS       96(AX), Y2, Y2
+	VMULPS       32(AX), Y1, Y2
 	VCVTPS2DQ    Y2, Y2
-	VPADDD       Y0, Y1, Y4
+	VMULPS       64(AX), Y1, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       96(AX), Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPADDD       Y0, Y2, Y4
 	VEXTRACTI128 $0x01, Y4, X5
 	VPADDD       X4, X5, X5
 	VPSHUFD      $0x4e, X5, X4
@@ -5932,7 +5937,7 @@ block:
 	VPSHUFD      $0xb1, X5, X4
 	VPADDD       X4, X5, X5
 	VMOVD        X5, DI
-	VPADDD       Y3, Y2, Y4
+	VPADDD       Y3, Y1, Y4
 	VEXTRACTI128 $0x01, Y4, X5
 	VPADDD       X4, X5, X5
 	VPSHUFD      $0x4e, X5, X4
@@ -5940,8 +5945,8 @@ block:
 	VPSHUFD      $0xb1, X5, X4
 	VPADDD       X4, X5, X5
 	VMOVD        X5, R8
-	VPACKSSDW    Y1, Y0, Y0
-	VPACKSSDW    Y2, Y3, Y3
+	VPACKSSDW    Y2, Y0, Y0
+	VPACKSSDW    Y1, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
 	VMOVDQU      permPack<>+0(SB), Y1
 	VPERMD       Y0, Y1, Y0
@@ -6046,23 +6051,24 @@ block:
 	VMAXPS       X1, X0, X0
 	VPERMILPS    $0xb1, X0, X1
 	VMAXSS       X1, X0, X0
-	VDIVSS       f127<>+0(SB), X0, X1
-	VMOVSS       f127<>+0(SB), X2
-	VDIVSS       X0, X2, X2
+	VMOVSS       f127<>+0(SB), X1
+	VDIVSS       X0, X1, X1
+	VMOVSS       f1<>+0(SB), X2
+	VDIVSS       X1, X2, X2
 	VXORPS       X3, X3, X3
 	VCMPSS       $0x04, X3, X0, X0
-	VANDPS       X0, X2, X2
-	VBROADCASTSS X2, Y2
-	VMOVSS       X1, (DX)
-	VMULPS       (AX), Y2, Y0
+	VANDPS       X0, X1, X1
+	VBROADCASTSS X1, Y1
+	VMOVSS       X2, (DX)
+	VMULPS       (AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       32(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       64(AX), Y2, Y3
+	VMULPS       32(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       64(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       96(AX), Y2, Y4
+	VMULPS       96(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6078,25 +6084,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 52(DX)
 	MOVW         BX, 4(DX)
 	MOVW         SI, 6(DX)
 	ADDL         SI, BX
 	MOVW         BX, 36(DX)
-	VMULPS       128(AX), Y2, Y0
+	VMULPS       128(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       160(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       192(AX), Y2, Y3
+	VMULPS       160(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       192(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       224(AX), Y2, Y4
+	VMULPS       224(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6112,25 +6118,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 84(DX)
 	MOVW         BX, 8(DX)
 	MOVW         SI, 10(DX)
 	ADDL         SI, BX
 	MOVW         BX, 38(DX)
-	VMULPS       256(AX), Y2, Y0
+	VMULPS       256(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       288(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       320(AX), Y2, Y3
+	VMULPS       288(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       320(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       352(AX), Y2, Y4
+	VMULPS       352(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6146,25 +6152,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 116(DX)
 	MOVW         BX, 12(DX)
 	MOVW         SI, 14(DX)
 	ADDL         SI, BX
 	MOVW         BX, 40(DX)
-	VMULPS       384(AX), Y2, Y0
+	VMULPS       384(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       416(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       448(AX), Y2, Y3
+	VMULPS       416(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       448(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       480(AX), Y2, Y4
+	VMULPS       480(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6180,25 +6186,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 148(DX)
 	MOVW         BX, 16(DX)
 	MOVW         SI, 18(DX)
 	ADDL         SI, BX
 	MOVW         BX, 42(DX)
-	VMULPS       512(AX), Y2, Y0
+	VMULPS       512(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       544(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       576(AX), Y2, Y3
+	VMULPS       544(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       576(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       608(AX), Y2, Y4
+	VMULPS       608(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6214,25 +6220,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 180(DX)
 	MOVW         BX, 20(DX)
 	MOVW         SI, 22(DX)
 	ADDL         SI, BX
 	MOVW         BX, 44(DX)
-	VMULPS       640(AX), Y2, Y0
+	VMULPS       640(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       672(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       704(AX), Y2, Y3
+	VMULPS       672(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       704(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       736(AX), Y2, Y4
+	VMULPS       736(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6248,25 +6254,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 212(DX)
 	MOVW         BX, 24(DX)
 	MOVW         SI, 26(DX)
 	ADDL         SI, BX
 	MOVW         BX, 46(DX)
-	VMULPS       768(AX), Y2, Y0
+	VMULPS       768(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       800(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       832(AX), Y2, Y3
+	VMULPS       800(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       832(AX), Y1, Y3
 	VCVTPS2DQ    Y3, Y3
-	VMULPS       864(AX), Y2, Y4
+	VMULPS       864(AX), Y1, Y4
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       Y0, Y1, Y5
+	VPADDD       Y0, Y2, Y5
 	VEXTRACTI128 $0x01, Y5, X6
 	VPADDD       X5, X6, X6
 	VPSHUFD      $0x4e, X6, X5
@@ -6282,25 +6288,25 @@ block:
 	VPSHUFD      $0xb1, X6, X5
 	VPADDD       X5, X6, X6
 	VMOVD        X6, SI
-	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y2, Y0, Y0
 	VPACKSSDW    Y4, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
-	VMOVDQU      permPack<>+0(SB), Y1
-	VPERMD       Y0, Y1, Y0
+	VMOVDQU      permPack<>+0(SB), Y2
+	VPERMD       Y0, Y2, Y0
 	VMOVDQU      Y0, 244(DX)
 	MOVW         BX, 28(DX)
 	MOVW         SI, 30(DX)
 	ADDL         SI, BX
 	MOVW         BX, 48(DX)
-	VMULPS       896(AX), Y2, Y0
+	VMULPS       896(AX), Y1, Y0
 	VCVTPS2DQ    Y0, Y0
-	VMULPS       928(AX), Y2, Y1
-	VCVTPS2DQ    Y1, Y1
-	VMULPS       960(AX), Y2, Y3
-	VCVTPS2DQ    Y3, Y3
-	VMULPS       992(AX), Y2, Y2
+	VMULPS       928(AX), Y1, Y2
 	VCVTPS2DQ    Y2, Y2
-	VPADDD       Y0, Y1, Y4
+	VMULPS       960(AX), Y1, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       992(AX), Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPADDD       Y0, Y2, Y4
 	VEXTRACTI128 $0x01, Y4, X5
 	VPADDD       X4, X5, X5
 	VPSHUFD      $0x4e, X5, X4
@@ -6308,7 +6314,7 @@ block:
 	VPSHUFD      $0xb1, X5, X4
 	VPADDD       X4, X5, X5
 	VMOVD        X5, BX
-	VPADDD       Y3, Y2, Y4
+	VPADDD       Y3, Y1, Y4
 	VEXTRACTI128 $0x01, Y4, X5
 	VPADDD       X4, X5, X5
 	VPSHUFD      $0x4e, X5, X4
@@ -6316,8 +6322,8 @@ block:
 	VPSHUFD      $0xb1, X5, X4
 	VPADDD       X4, X5, X5
 	VMOVD        X5, SI
-	VPACKSSDW    Y1, Y0, Y0
-	VPACKSSDW    Y2, Y3, Y3
+	VPACKSSDW    Y2, Y0, Y0
+	VPACKSSDW    Y1, Y3, Y3
 	VPACKSSWB    Y3, Y0, Y0
 	VMOVDQU      permPack<>+0(SB), Y1
 	VPERMD       Y0, Y1, Y0

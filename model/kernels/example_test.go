@@ -9,7 +9,10 @@ import (
 )
 
 // A 2×32 Q8_0 matrix (one block per row: an f16 scale and 32 int8 quants) times a vector of
-// ones, then the same product for a batch of two activation rows.
+// ones, then the same product for a batch of two activation rows. The activations are
+// quantised to 8 bits first, with a half-precision scale per block of 32 as llama.cpp does:
+// a block of ones becomes 127 × 1/127, and 1/127 in half precision is 0.0078735, so the
+// products come out a little under 16 and 32.
 func ExampleMatMul() {
 	const rows, cols = 2, 32
 	data := make([]byte, rows*34)
@@ -39,7 +42,7 @@ func ExampleMatMul() {
 
 	fmt.Println(kernels.Dot([]float32{1, 2, 3}, []float32{4, 5, 6}))
 	// Output:
-	// [16 32]
-	// [16 32 32 64]
+	// [15.999023 31.998047]
+	// [15.999023 31.998047 31.998047 63.996094]
 	// 32
 }

@@ -6,9 +6,13 @@
 // Weights are never expanded to float32. For the quantised types each activation row is first
 // quantised to 8 bits (per block of 32 for Q8_0 and Q4_0, per super-block of 256 with partial
 // sums for the K-quants), and the dot products run on integers with one float multiply-add per
-// block, as the fastest CPU engines do. The 8-bit activations bound the error of a dot product
-// by Σ|w_j|·amax_b(j)/254, where amax_b(j) is the largest |x| of the activation block holding
-// element j.
+// block, as the fastest CPU engines do. The quantisation is llama.cpp's on x86 (Q8_0
+// activations with a half-precision scale per block of 32, Q8_K activations with a float32
+// scale per 256; see act.go), so the integer sums and block scales are llama.cpp's and results
+// on the same file differ from llama.cpp's only by the order of float additions. The 8-bit
+// activations bound the error of a dot product by Σ|w_j|·amax_b(j)/254, where amax_b(j) is the
+// largest |x| of the activation block holding element j, plus Σ|w_j|·amax_b(j)·2^-11 for the
+// half-precision scale of the blocks of 32.
 //
 // A row's result has the same bits whatever batch it is computed in (MatVec, or any row of a
 // MatMul or MatMuls of any size), so batched and token-by-token forwards agree exactly; the

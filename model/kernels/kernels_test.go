@@ -156,8 +156,10 @@ func quantBlock(t ggml.Type) int {
 }
 
 // reference returns the exact dot products and an error bound for each: the bound is
-// Σ|w|·amax/254 for the 8-bit activations (rounding to the nearest of steps amax/127) plus a
-// float32 accumulation allowance of 2e-6·Σ|w·x|·√cols.
+// Σ|w|·amax/254 for the 8-bit activations (rounding to the nearest of steps amax/127), for
+// blocks of 32 plus Σ|w|·(amax·2^-11 + 127·2^-25) for their half-precision scale (relative
+// error 2^-11, absolute 2^-25 below the normal halves, times |q| ≤ 127), plus a float32
+// accumulation allowance of 2e-6·Σ|w·x|·√cols.
 func reference(m Matrix, x []float32, n int) (want, bound []float64) {
 	want = make([]float64, n*m.Rows)
 	bound = make([]float64, n*m.Rows)
@@ -174,8 +176,12 @@ func reference(m Matrix, x []float32, n int) (want, bound []float64) {
 			if qb > 0 {
 				for b := 0; b < m.Cols; b += qb {
 					amax := float64(absMax(xs[b : b+qb]))
+					e := amax / 254 * (1 + 1e-5)
+					if qb == 32 {
+						e += amax*0x1p-11 + 127*0x1p-25
+					}
 					for c := b; c < b+qb; c++ {
-						q += math.Abs(w[c]) * amax / 254 * (1 + 1e-5)
+						q += math.Abs(w[c]) * e
 					}
 				}
 			}

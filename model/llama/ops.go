@@ -11,13 +11,19 @@ import (
 	"github.com/loomlm/loom/model/kernels"
 )
 
-// rmsNorm sets dst = x / sqrt(mean(x²) + eps) · w, the mean accumulated in float64.
+// rmsNorm sets dst = x · scale · w with scale = 1/sqrt(mean(x²) + eps), rounded as llama.cpp
+// rounds it: each square in float32, their sum in float64, the mean narrowed to float32, and
+// the square root and its inverse in float32. The last bit of scale matters for fidelity: the
+// normalised row is quantised to 8 bits next, and a row whose values sit on rounding ties (as
+// rows from Q4_0 embeddings do, every value a small multiple of one scale) rounds differently
+// when scale moves by one ulp.
 func rmsNorm(dst, x, w []float32, eps float32) {
 	var ss float64
 	for _, v := range x {
-		ss += float64(v) * float64(v)
+		ss += float64(float32(v * v))
 	}
-	scale := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+	mean := float32(ss / float64(len(x)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
 	w = w[:len(x)]
 	dst = dst[:len(x)]
 	for i, v := range x {

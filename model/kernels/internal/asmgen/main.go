@@ -78,7 +78,7 @@ var (
 	// VPERMPS indices: elements 0 and 1 (2 and 3) of a vector, each ×8.
 	permLo2, permHi2 Mem
 
-	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, shiftHigh4 Mem
+	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, f1, shiftHigh4 Mem
 )
 
 func constants() {
@@ -96,6 +96,8 @@ func constants() {
 	}
 	f127 = GLOBL("f127", RODATA|NOPTR)
 	DATA(0, U32(math.Float32bits(127)))
+	f1 = GLOBL("f1", RODATA|NOPTR)
+	DATA(0, U32(math.Float32bits(1)))
 
 	permLo2 = GLOBL("permLo2", RODATA|NOPTR)
 	for i := 0; i < 16; i++ {
@@ -766,9 +768,12 @@ func axpy() {
 	RET()
 }
 
-// quantScale emits the absolute maximum of nvec YMM of float32 at x and returns the block scale
-// d = amax/127 (XMM, lane 0) and the inverse 127/amax broadcast (0 when amax is 0).
-func quantScale(x Register, nvec int) (d, id VecVirtual) {
+// quantScale emits the absolute maximum amax of nvec YMM of float32 at x and returns the block
+// scale d (XMM, lane 0) and the inverse 127/amax broadcast (0 when amax is 0). For the blocks
+// of 32 (half) d is amax/127 rounded to half precision and back, llama.cpp's Q8_0 scale; for
+// the blocks of 256 it is 1/(127/amax), llama.cpp's Q8_K scale (0 when amax is 0, the inverse
+// of an infinite 127/0).
+func quantScale(x Register, nvec int, half bool) (d, id VecVirtual) {
 	am := YMM()
 	VMOVUPS(absMask, am)
 	m := YMM()
@@ -786,11 +791,18 @@ func quantScale(x Register, nvec int) (d, id VecVirtual) {
 	VMAXPS(t, hi, hi)
 	VPERMILPS(U8(0xb1), hi, t)
 	VMAXSS(t, hi, hi)
-	d = XMM()
-	VDIVSS(f127, hi, d)
 	id = YMM()
 	VMOVSS(f127, id.AsX())
 	VDIVSS(hi, id.AsX(), id.AsX())
+	d = XMM()
+	if half {
+		VDIVSS(f127, hi, d)
+		VCVTPS2PH(U8(0), d, d) // to nearest, ties to even
+		VCVTPH2PS(d, d)
+	} else {
+		VMOVSS(f1, d)
+		VDIVSS(id.AsX(), d, d)
+	}
 	zero := XMM()
 	VXORPS(zero, zero, zero)
 	VCMPSS(U8(4), zero, hi, hi) // amax != 0 (NEQ_UQ: all ones)
@@ -848,7 +860,7 @@ func quant32() {
 	Label("block")
 	TESTQ(nb, nb)
 	JZ(LabelRef("done"))
-	d, id := quantScale(x, 4)
+	d, id := quantScale(x, 4, true)
 	VMOVSS(d, Mem{Base: g, Index: k, Scale: 4})
 	q := GP64()
 	MOVQ(k, q)
@@ -883,7 +895,7 @@ func quantK() {
 	Label("block")
 	TESTQ(nb, nb)
 	JZ(LabelRef("done"))
-	d, id := quantScale(x, 32)
+	d, id := quantScale(x, 32, false)
 	VMOVSS(d, Mem{Base: dst})
 	for c := 0; c < 8; c++ {
 		s0, s1 := quant32x(x, 128*c, id, Mem{Base: dst, Disp: actKQ + 32*c})

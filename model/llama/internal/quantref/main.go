@@ -1,0 +1,164 @@
+// Command quantref writes the llama.cpp reference fixtures of loom's quantised-weight tests
+// (testdata/llamacpp-quant): small random-weight llama models quantised by llama.cpp's
+// llama-quantize, and the greedy token ids and logits llama.cpp computes on them.
+//
+// For every model of the table below it writes the model with loom's WriteSynthetic as F32 to
+// a temporary folder, runs
+//
+//	llama-quantize BASE.gguf NAME-TYPE.gguf TYPE THREADS
+//
+// for every type, and then, on every quantised file,
+//
+//	greedy-ids NAME-TYPE.gguf POSITIONS -ids "PROMPT" -kvf32 -t THREADS -logits NAME-TYPE.logits.f32
+//
+// keeping its standard output as NAME-TYPE.txt (the lines "PROMPT ids" and "GEN ids"). The
+// quantised files, the .txt and the .logits.f32 files go to -out; the F32 files are removed
+// unless -keep-f32 is given.
+// llama-quantize and greedy-ids come from -llamacpp, a folder with the layout of loom's
+// llama.cpp tool kit (bin/llama-quantize, bin/greedy-ids), and run from an empty folder so that
+// they load the CPU backend of their own bin/.
+//
+// Usage, from the repository root (the whole run holds the shared CPU lock):
+//
+//	flock /tmp/loom-cpu.lock go run ./model/llama/internal/quantref -llamacpp DIR -out testdata/llamacpp-quant
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/loomlm/loom/model/llama"
+)
+
+// fixture is one random-weight model and the llama-quantize types made of it.
+type fixture struct {
+	name  string
+	shape llama.Shape
+	seed  uint64
+	types []string // llama-quantize type names
+}
+
+// The models. Row widths are multiples of 32 for Q8_0 and Q4_0; "wide" has rows of 256 so that
+// llama-quantize keeps its K-quants (and, for Q4_0, gives the output matrix Q6_K, as it does
+// for real models) instead of falling back to other types. F16 gets the smallest model: its
+// files are the largest.
+var fixtures = []fixture{
+	{
+		name:  "narrow",
+		shape: llama.Shape{Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128},
+		seed:  7,
+		types: []string{"Q8_0", "Q4_0"},
+	},
+	{
+		name:  "wide",
+		shape: llama.Shape{Architecture: "llama", Dim: 256, Layers: 1, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 288, ContextLength: 128},
+		seed:  11,
+		types: []string{"Q4_0", "Q4_K_M"},
+	},
+	{
+		name:  "tiny",
+		shape: llama.Shape{Architecture: "llama", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128},
+		seed:  13,
+		types: []string{"F16"},
+	},
+}
+
+// prompt is the prompt of every run (BOS, then ids of the made-up pieces and byte tokens).
+var prompt = []int{1, 268, 265, 17, 270, 42, 271, 260}
+
+// steps is the number of greedy tokens llama.cpp generates after the prompt.
+const steps = 40
+
+func main() {
+	llamacpp := flag.String("llamacpp", os.Getenv("LLAMACPP"), "folder of the llama.cpp tool kit (bin/llama-quantize, bin/greedy-ids); default $LLAMACPP")
+	out := flag.String("out", "", "folder to write the fixtures to (created if absent)")
+	threads := flag.Int("threads", 2, "threads llama.cpp uses")
+	keep := flag.Bool("keep-f32", false, "keep the F32 models in -out too (for experiments; the tests do not read them)")
+	flag.Parse()
+	if err := run(*llamacpp, *out, *threads, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "quantref:", err)
+		os.Exit(1)
+	}
+}
+
+func run(llamacpp, out string, threads int, keep bool) error {
+	if llamacpp == "" || out == "" {
+		return fmt.Errorf("need -llamacpp and -out")
+	}
+	quantize := filepath.Join(llamacpp, "bin", "llama-quantize")
+	greedy := filepath.Join(llamacpp, "bin", "greedy-ids")
+	for _, p := range []string{quantize, greedy} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("-llamacpp %s: %w", llamacpp, err)
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "quantref")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	ids := make([]string, len(prompt))
+	for i, id := range prompt {
+		ids[i] = strconv.Itoa(id)
+	}
+	for _, fx := range fixtures {
+		base := filepath.Join(tmp, fx.name+"-f32.gguf")
+		if keep {
+			base = filepath.Join(out, fx.name+"-f32.gguf")
+		}
+		var buf bytes.Buffer
+		if err := llama.WriteSynthetic(&buf, fx.shape, "f32", fx.seed); err != nil {
+			return fmt.Errorf("%s: %w", fx.name, err)
+		}
+		if err := os.WriteFile(base, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		for _, typ := range fx.types {
+			stem := filepath.Join(out, fx.name+"-"+strings.ToLower(typ))
+			if _, err := command(tmp, quantize, base, stem+".gguf", typ, strconv.Itoa(threads)); err != nil {
+				return err
+			}
+			stdout, err := command(tmp, greedy, stem+".gguf", strconv.Itoa(len(prompt)+steps), "-ids", strings.Join(ids, " "),
+				"-kvf32", "-t", strconv.Itoa(threads), "-logits", stem+".logits.f32")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(stem+".txt", stdout, 0o644); err != nil {
+				return err
+			}
+			fmt.Printf("%s: %s", stem, stdout)
+		}
+	}
+	return nil
+}
+
+// command runs name with args in dir and returns its standard output; an error carries the
+// command line and its standard error.
+func command(dir, name string, args ...string) ([]byte, error) {
+	abs := make([]string, len(args))
+	for i, a := range args {
+		abs[i] = a
+		if strings.HasSuffix(a, ".gguf") || strings.HasSuffix(a, ".f32") {
+			if p, err := filepath.Abs(a); err == nil {
+				abs[i] = p
+			}
+		}
+	}
+	cmd := exec.Command(name, abs...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(abs, " "), err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
