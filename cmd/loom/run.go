@@ -141,6 +141,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return errors.New("give --prompt or --prompt-file, not both")
 	}
 
+	// From here on Ctrl-C (or SIGTERM) cancels the run, and what was generated is printed
+	// before loom exits (with code 130); plugins and models are closed on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
 	var spec *pipeline.Spec
 	if len(pos) == 1 {
 		spec, err = pipeline.Load(pos[0])
@@ -166,11 +171,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if ctx.Err() != nil {
+		return &exitError{code: 130, err: errors.New("interrupted")}
+	}
 	req := built.Request(prompt)
 	req.Return.Logprobs = req.Return.Logprobs || f.logprobs
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var out *textOutput
 	if !f.jsonOut {
 		out = &textOutput{w: stdout, quiet: f.quiet}
