@@ -92,17 +92,20 @@ func (b *Built) Request(prompt string) core.Request {
 	}
 }
 
-// LoadAndBuild loads a pipeline file and builds it.
+// LoadAndBuild loads a pipeline file and builds it. A file with errors is still built as far
+// as it can be, so that the error lists every problem of the file at once.
 func LoadAndBuild(path string, opts Options) (*Built, error) {
 	spec, err := Load(path)
-	if err != nil {
+	if spec == nil {
 		return nil, err
 	}
 	return Build(spec, opts)
 }
 
 // Build applies the overrides, opens the model, starts plugins and builds every part. It
-// reports every problem it finds, each with file, line and field path.
+// reports every problem it finds, each with file, line and field path (or the flag of an
+// override), together with the problems Parse found in spec: a spec that Parse returned with
+// an error may be given, and its build fails with all of them.
 func Build(spec *Spec, opts Options) (*Built, error) {
 	reg := opts.Registry
 	if reg == nil {

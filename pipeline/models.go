@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -75,8 +76,12 @@ func OpenModel(ms ModelSpec, dir string) (core.Model, core.Tokenizer, io.Closer,
 
 func init() {
 	RegisterBuiltinModel("test", func(options map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
-		for k := range options {
-			return nil, nil, nil, fmt.Errorf("%s: the test model takes no options", k)
+		var errs []error
+		for _, k := range sortedKeys(options) {
+			errs = append(errs, &core.ParamError{Param: k, Reason: "the test model takes no options"})
+		}
+		if len(errs) > 0 {
+			return nil, nil, nil, errors.Join(errs...)
 		}
 		m, t := testmodel.Default()
 		return m, t, nil, nil

@@ -94,7 +94,9 @@ func Load(path string) (*Spec, error) {
 	return Parse(path, src)
 }
 
-// Parse parses pipeline source; name is used in errors and to resolve relative paths.
+// Parse parses pipeline source; name is used in errors and to resolve relative paths. On
+// errors in the file's values it returns the spec as well as the errors, so that Build can
+// report them together with those only building finds; on invalid TOML the spec is nil.
 func Parse(name string, src []byte) (*Spec, error) {
 	s := &Spec{File: name, Dir: filepath.Dir(name), loc: newLocator(src)}
 	el := &errList{file: name, loc: s.loc}

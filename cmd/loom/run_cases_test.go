@@ -342,3 +342,45 @@ func TestRunPromptSizeBound(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errs)
 	}
 }
+
+// loom validate reports every error of a file in one pass, each on its line: generation,
+// model options, strategy, processors, stopping criteria.
+func TestValidateReportsEveryError(t *testing.T) {
+	p := writeFile(t, "all.toml", `[model]
+builtin = "default"
+kv_type = "q3"
+kv_budget_mb = -1
+
+[generation]
+n = 2000
+
+[strategy]
+type = "beem"
+
+[[processors]]
+type = "top_p"
+p = 1.5
+
+[[stopping]]
+type = "max_time"
+seconds = 0
+`)
+	code, out, errs := loom(t, "validate", p)
+	want := []string{
+		p + ":3: model.kv_type = \"q3\": must be \"f32\" or \"f16\"",
+		p + ":4: model.kv_budget_mb = -1: must be a positive integer",
+		p + ":7: generation.n = 2000: must be in [1, 1024]",
+		p + `:10: strategy.type = "beem": unknown strategy type`,
+		p + ":14: processors[0].p = 1.5: must be in (0, 1]",
+		p + ":18: stopping[0].seconds = 0: must be positive",
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if code != 1 || out != "" || len(lines) != len(want) {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant %d errors", code, out, errs, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d:\n got  %s\n want %s…", i, lines[i], w)
+		}
+	}
+}
