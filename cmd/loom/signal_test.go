@@ -47,7 +47,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd) int {
 		}
 		return 0
 	case <-time.After(2 * time.Minute):
-		t.Fatal("loom did not exit within 2 minutes of the signal")
+		t.Fatal("loom did not exit within 2 minutes")
 		return -1
 	}
 }
@@ -123,5 +123,23 @@ num_return_sequences = 2
 		if text, _, _ := strings.Cut(out[i+len(h):], "--- sequence"); len(strings.TrimSpace(text)) == 0 {
 			t.Errorf("no partial text after %q", h)
 		}
+	}
+}
+
+// A prompt on standard input is read no further than the bound: an endless stream is refused.
+func TestRunPromptFromEndlessStdin(t *testing.T) {
+	cmd := exec.Command(buildProgram(t, "."), "run", "--prompt-file", "-")
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	var stderr bytes.Buffer
+	cmd.Stdin, cmd.Stderr = zero, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 1 || !strings.Contains(stderr.String(), "--prompt-file - (standard input): ") || !strings.Contains(stderr.String(), "cannot fit the model's context") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
 }
