@@ -2,11 +2,11 @@
 
 package cache
 
-import "golang.org/x/sys/cpu"
+import "github.com/loomlm/loom/internal/cpufeature"
 
-// hasF16C is set on CPUs with AVX2, all of which have F16C (the conversions need the YMM
-// registers the operating system saves when it reports AVX2).
-var hasF16C = cpu.X86.HasAVX2
+// hasF16C is set when the CPU has F16C and the operating system saves the YMM registers the
+// conversions use.
+var hasF16C = cpufeature.HasF16C
 
 // encodeHalfF16C converts n float32 values (n a multiple of 8) to half precision.
 //

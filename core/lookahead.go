@@ -19,18 +19,25 @@ func (s *Session) ForwardAhead(q *Sequence, tokens []TokenID, all bool) ([][]flo
 	if err := s.ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.usable(q, "forward", false); err != nil {
+		return nil, err
+	}
 	if p := q.Pending(); len(p) > 0 {
 		tokens = append(append([]TokenID(nil), p...), tokens...)
 	}
 	if len(tokens) == 0 {
 		return nil, nil
 	}
+	base := q.state.Len()
 	items := []ForwardItem{{State: q.state, Tokens: tokens, AllLogits: all}}
 	if err := s.pipe.Model.Forward(s.ctx, items); err != nil {
 		return nil, fmt.Errorf("model forward: %w", err)
 	}
 	s.stats.Forwards++
-	q.logits, q.shared = nil, false
+	q.dropStep() // the state's row buffer now holds these rows
+	if err := s.fillHoles(q, base, items[0].Logits, all); err != nil {
+		return nil, err
+	}
 	return items[0].Logits, nil
 }
 
@@ -48,28 +55,27 @@ func (s *Session) RollbackState(q *Sequence, n int) error {
 	return nil
 }
 
-// ProcessRow runs q's processor chain on row (in place), with q's current tokens as context,
-// and returns the candidates, valid until the next Process or ProcessRow on q. Logprobs and
-// traces are recorded as by Process, for the token Append adds next.
+// ProcessRow makes row (a row of ForwardAhead, following q's current tokens) q's next step and
+// processes it as Process does (the chain runs on row in place); logprobs and traces are
+// recorded for the token Append adds next.
 func (s *Session) ProcessRow(q *Sequence, row []float32) (*Candidates, error) {
-	if q.Finished() {
-		return nil, fmt.Errorf("sequence %d has finished (%s)", q.index, q.finish)
-	}
-	if err := s.beginRow(q, row); err != nil {
+	if err := s.usable(q, "process", true); err != nil {
 		return nil, err
 	}
-	return s.runChain(q)
+	q.setRow(row)
+	return s.Process(q)
 }
 
 // ProcessDraft runs q's processor chain on a draft model's row without recording anything.
+// It uses candidates of its own, so q's next step is left as it was.
 func (s *Session) ProcessDraft(q *Sequence, row []float32) (*Candidates, error) {
-	q.cands.Reset(row)
+	q.draftCands.Reset(row)
 	for i, p := range q.chain {
-		if err := p.Process(q, &q.cands); err != nil {
+		if err := p.Process(q, &q.draftCands); err != nil {
 			return nil, processorError(i, p, err)
 		}
 	}
-	return &q.cands, nil
+	return &q.draftCands, nil
 }
 
 // Mark is a point a sequence can be rolled back to after provisional tokens.
@@ -105,6 +111,9 @@ func (s *Session) Push(q *Sequence, id TokenID) {
 // Rollback undoes the Pushes since m: q's tokens and processor states return to the mark. The
 // model state is not touched (see RollbackState).
 func (s *Session) Rollback(q *Sequence, m Mark) {
+	if len(q.tokens) > m.tokens {
+		q.bumpRevision()
+	}
 	q.tokens = q.tokens[:m.tokens]
 	for i, p := range m.chain {
 		if sp, ok := p.(StatefulProcessor); ok {

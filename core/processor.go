@@ -55,3 +55,14 @@ func (ch Chain) Process(seq *Sequence, c *Candidates) error {
 	}
 	return nil
 }
+
+// Resyncer is a StatefulProcessor whose state needs no snapshot to be rolled back: it is
+// rebuilt from the sequence it is given at every call (penalties recount their window from
+// seq.Tokens()), or it is a random stream that a Truncate does not rewind, like the sequence's
+// own sampling stream. Session.Truncate restores every other stateful processor from a
+// snapshot taken after each appended token.
+type Resyncer interface {
+	StatefulProcessor
+	// Resyncs marks the type; it is never called.
+	Resyncs()
+}

@@ -58,6 +58,10 @@ type Event struct {
 	// be empty while a multi-byte character or a possible stop string is incomplete).
 	Token TokenID
 	Text  string
+	// Retract, when positive, withdraws the last Retract bytes of the text streamed so far for
+	// this sequence before Text: a strategy truncated tokens whose text had been sent (Token
+	// is then -1). Strategies that never truncate never send it.
+	Retract int
 	// Score is the token's log-probability under the processed distribution (zero unless
 	// Return.Logprobs).
 	Score float32

@@ -1,14 +1,16 @@
 package core
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
 // Sequence is one sequence of a request as the session tracks it: its tokens (prompt and
-// generated), its model state, its own processor instances, its random stream and what it has
-// produced so far. Processors and stopping criteria read it; strategies advance it through the
-// Session.
+// generated), its model state, its own processor instances, its random stream, its next step
+// (see step) and what it has produced so far. Processors and stopping criteria read it;
+// strategies advance it through the Session.
 type Sequence struct {
 	session   *Session
 	index     int
@@ -21,16 +23,21 @@ type Sequence struct {
 	streamed int    // bytes of text already sent in events
 
 	chain []LogitsProcessor
-	cands Candidates
-	rng   *rand.Rand
+	// snaps[g] holds the stateful processors (in chain order, nil for the others) as they were
+	// after the first g+1 generated tokens were accepted, so Truncate can restore them. It is
+	// kept only when the chain has a stateful processor that is not a Resyncer.
+	snaps    [][]LogitsProcessor
+	keepSnap bool
+	rng      *rand.Rand
 
-	logits    []float32 // the row the next token is chosen from
-	shared    bool      // logits is shared with a fork: copy before modifying
-	own       []float32 // q's own copy of a shared row
-	raw       []float32 // copy of the raw row, when logprobs are asked for
-	rawLogZ   float32
-	rawTop    []TokenProb
-	pendTrace []TraceStage
+	next step // what the next token is chosen from
+
+	draftCands Candidates // ProcessDraft's own set, so a draft never disturbs next
+
+	// holes lists generated positions whose raw details (logprob, top logprobs) were not
+	// known when the token was appended (no row was current); the forward that runs the
+	// token's predecessor fills them.
+	holes []int
 
 	scores, logprobs []float32
 	top              [][]TokenProb
@@ -41,6 +48,43 @@ type Sequence struct {
 	sumLogprob   float64
 	score        float64
 	discarded    bool
+	inBatch      bool   // listed in the ProcessBatch or Forward being prepared
+	revision     uint64 // see Revision
+}
+
+// SequenceOptions describe a sequence built outside a session by NewSequence.
+type SequenceOptions struct {
+	// Tokenizer gives the sequence its text (the generated tokens' bytes) and is what
+	// Sequence.Tokenizer returns; nil leaves the text empty.
+	Tokenizer Tokenizer
+	// Seed and Index are what Sequence.Seed and Sequence.Index return, for parts that derive
+	// random streams of their own.
+	Seed  uint64
+	Index int
+}
+
+// standaloneRevisions numbers the sequences NewSequence makes (their revisions have the top bit
+// set, so they never equal a session's).
+var standaloneRevisions atomic.Uint64
+
+// NewSequence returns a sequence that belongs to no session, holding tokens of which the first
+// promptLen are the prompt: what a processor or stopping criterion sees, for unit tests of a
+// part without a model or a Session. It cannot be forwarded or appended to.
+func NewSequence(tokens []TokenID, promptLen int, opt SequenceOptions) (*Sequence, error) {
+	if promptLen < 0 || promptLen > len(tokens) {
+		return nil, fmt.Errorf("prompt length %d: must be in [0, %d]", promptLen, len(tokens))
+	}
+	s := &Session{pipe: &Pipeline{Tokenizer: opt.Tokenizer}, seed: opt.Seed, start: time.Now()}
+	q := &Sequence{session: s, index: opt.Index, textEnd: -1, promptLen: promptLen}
+	q.tokens = append([]TokenID(nil), tokens...)
+	q.rng = NewRand(opt.Seed, opt.Index)
+	q.revision = 1<<63 | standaloneRevisions.Add(1)
+	if opt.Tokenizer != nil {
+		for _, id := range q.Generated() {
+			q.text = append(q.text, opt.Tokenizer.TokenBytes(id)...)
+		}
+	}
+	return q, nil
 }
 
 // Index is the sequence's index in its request: sample i of n, or beam i. It selects the
@@ -79,12 +123,29 @@ func (q *Sequence) Tokenizer() Tokenizer { return q.session.pipe.Tokenizer }
 func (q *Sequence) Finished() bool             { return q.finish != FinishNone }
 func (q *Sequence) FinishReason() FinishReason { return q.finish }
 
+// Discarded reports whether the sequence was dropped from the request (Session.Discard).
+func (q *Sequence) Discarded() bool { return q.discarded }
+
 // State is the sequence's model state.
 func (q *Sequence) State() State { return q.state }
 
-// Logits is the row the next token is chosen from, set by the last Session.Forward (nil
-// before). Processing modifies it in place.
-func (q *Sequence) Logits() []float32 { return q.logits }
+// Logits is the model's raw row for the sequence's next token: set by the Forward that ran its
+// last token, nil before, after an Append or a Truncate until the next Forward, and once the
+// row has been processed (processing may rewrite it in place; use the Candidates that Process
+// returns, and Request.Return.Logprobs for the raw distribution). The slice must not be
+// modified.
+func (q *Sequence) Logits() []float32 {
+	if !q.current() || q.next.processed {
+		return nil
+	}
+	return q.next.row
+}
+
+// Revision changes whenever tokens are taken off the end of the sequence (Session.Truncate,
+// Session.Rollback), and differs between any two sequences of a session unless one is a fork
+// of the other with the same tokens. A part that follows the tokens incrementally recounts
+// from scratch when it changes: the same length and last token do not prove the same tokens.
+func (q *Sequence) Revision() uint64 { return q.revision }
 
 // Pending returns the tokens appended but not yet run through the model.
 func (q *Sequence) Pending() []TokenID {
@@ -94,7 +155,8 @@ func (q *Sequence) Pending() []TokenID {
 	return q.tokens[q.state.Len():]
 }
 
-// SetScore records a ranking strategy's summed log-probability and ranking score.
+// SetScore records a ranking strategy's summed log-probability and ranking score for the
+// sequence's current tokens. Truncate clears them: they described tokens that are gone.
 func (q *Sequence) SetScore(sumLogprob, score float64) { q.sumLogprob, q.score = sumLogprob, score }
 
 // Processors returns the sequence's own processor instances, in chain order.

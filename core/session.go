@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
-	"unicode/utf8"
 )
 
 // Pipeline is a complete decoding setup: a model with its tokenizer, the processor chain in
@@ -57,8 +55,14 @@ type Choice struct {
 }
 
 // Session is one request in progress, driven by a Strategy. It owns the request's sequences and
-// offers the primitives strategies are built from: Prefill, Fork, Forward, Process, Sample or
-// Greedy, Append, Truncate, Finish. A Session is used by one goroutine.
+// offers the primitives strategies are built from: Prefill or Start, Fork, Forward, Process,
+// Greedy or Sample, Append, Truncate, Finish, Discard. A strategy may call them in any order;
+// each leaves a sequence exactly as recomputing it from scratch would (its row, its processed
+// candidates, its stateful processors, its recorded details). The files of this package hold
+// one concern each: lifecycle here, fork.go, forward.go, step.go (the row and its processing),
+// select.go, append.go, truncate.go, emit.go (stopping and events), result.go.
+//
+// A Session is used by one goroutine.
 type Session struct {
 	pipe     *Pipeline
 	req      Request
@@ -71,14 +75,19 @@ type Session struct {
 	seqs      []*Sequence
 	outputs   []*Sequence
 	nextIndex int
+	generated int    // tokens appended over all sequences
+	revisions uint64 // the last Sequence.Revision handed out
 
 	start      time.Time
 	prefillDur time.Duration
 	stats      Stats
 
-	items []ForwardItem
-	fwd   []*Sequence
-	batch []*Candidates
+	items     []ForwardItem
+	fwd       []*Sequence
+	batch     []*Candidates
+	todo      []*Sequence
+	todoCands []*Candidates
+	bases     []int
 
 	deferEvents bool
 }
@@ -167,12 +176,12 @@ func (s *Session) Prefill() (*Sequence, error) {
 	q := s.newSequence(state)
 	q.tokens = append(make([]TokenID, 0, len(s.prompt)+s.req.MaxNewTokens), s.prompt...)
 	q.promptLen = len(s.prompt)
-	q.chain = make([]LogitsProcessor, len(s.pipe.Processors))
-	for i, p := range s.pipe.Processors {
-		if sp, ok := p.(StatefulProcessor); ok {
-			q.chain[i] = sp.Clone()
-		} else {
-			q.chain[i] = p
+	q.chain = s.freshChain()
+	for _, p := range q.chain {
+		if _, ok := p.(StatefulProcessor); ok {
+			if _, resyncs := p.(Resyncer); !resyncs {
+				q.keepSnap = true
+			}
 		}
 	}
 	t := time.Now()
@@ -185,6 +194,24 @@ func (s *Session) Prefill() (*Sequence, error) {
 		s.Finish(q, FinishLength, "max_new_tokens = 0")
 	}
 	return q, nil
+}
+
+// freshChain returns the pipeline's processors with a new clone of each stateful one.
+func (s *Session) freshChain() []LogitsProcessor {
+	return cloneChain(s.pipe.Processors)
+}
+
+// cloneChain returns chain with a clone of each stateful processor (nil entries stay nil).
+func cloneChain(chain []LogitsProcessor) []LogitsProcessor {
+	out := make([]LogitsProcessor, len(chain))
+	for i, p := range chain {
+		if sp, ok := p.(StatefulProcessor); ok {
+			out[i] = sp.Clone()
+		} else {
+			out[i] = p
+		}
+	}
+	return out
 }
 
 // Start prefills the prompt once and forks it into n sequences (indices 0…n-1) that share the
@@ -208,477 +235,21 @@ func (s *Session) Start(n int) ([]*Sequence, error) {
 func (s *Session) newSequence(state State) *Sequence {
 	q := &Sequence{session: s, index: s.nextIndex, state: state, textEnd: -1}
 	q.rng = NewRand(s.seed, q.index)
+	s.revisions++
+	q.revision = s.revisions
 	s.nextIndex++
 	s.seqs = append(s.seqs, q)
 	return q
 }
 
-// Fork returns a new sequence (the next index, with its own random stream) that continues from
-// q: same tokens, text and details, a fork of its model state (copy-on-write in the cache),
-// clones of its stateful processors and a copy of its current logits.
-func (s *Session) Fork(q *Sequence) (*Sequence, error) {
-	state, err := q.state.Fork()
-	if err != nil {
-		return nil, fmt.Errorf("forking sequence %d: %w", q.index, err)
-	}
-	f := s.newSequence(state)
-	f.tokens = append(make([]TokenID, 0, cap(q.tokens)), q.tokens...)
-	f.promptLen = q.promptLen
-	f.text = append([]byte(nil), q.text...)
-	f.textEnd, f.streamed = q.textEnd, q.streamed
-	f.finish, f.finishDetail = q.finish, q.finishDetail
-	f.scores = append([]float32(nil), q.scores...)
-	f.logprobs = append([]float32(nil), q.logprobs...)
-	f.top = append([][]TokenProb(nil), q.top...)
-	f.trace = append([]TraceStep(nil), q.trace...)
-	f.sumLogprob, f.score = q.sumLogprob, q.score
-	f.chain = make([]LogitsProcessor, len(q.chain))
-	for i, p := range q.chain {
-		if sp, ok := p.(StatefulProcessor); ok {
-			f.chain[i] = sp.Clone()
-		} else {
-			f.chain[i] = p
-		}
-	}
-	// The row is shared until one of the two processes it (copy on write): a beam that
-	// appends a token and forwards never copies it.
-	f.logits = q.logits
-	if q.logits != nil {
-		q.shared, f.shared = true, true
-	}
-	return f, nil
-}
-
-// ForkCopy is Fork with a full copy of q's cached state where the state supports it
-// (StateCopier); otherwise it is Fork. It exists to measure what copy-on-write saves.
-func (s *Session) ForkCopy(q *Sequence) (*Sequence, error) {
-	c, ok := q.state.(StateCopier)
-	if !ok {
-		return s.Fork(q)
-	}
-	f, err := s.Fork(q)
-	if err != nil {
-		return nil, err
-	}
-	copied, err := c.Copy()
-	if err != nil {
-		return nil, fmt.Errorf("copying sequence %d: %w", q.index, err)
-	}
-	f.state.Close()
-	f.state = copied
-	return f, nil
-}
-
-// Forward runs the pending tokens of the given sequences (those appended since their last
-// forward; the whole prompt at first) through the model in one batched call and sets each
-// sequence's Logits to the row after its last token. Finished sequences and sequences with
-// nothing pending are skipped. (Speculative verification, which needs a row per token, uses
-// ForwardAhead.)
-func (s *Session) Forward(seqs ...*Sequence) error {
-	if err := s.ctx.Err(); err != nil {
-		return err
-	}
-	s.items, s.fwd = s.items[:0], s.fwd[:0]
-	for _, q := range seqs {
-		if q.discarded {
-			return fmt.Errorf("sequence %d was discarded", q.index)
-		}
-		if len(q.Pending()) == 0 {
-			continue
-		}
-		s.items = append(s.items, ForwardItem{State: q.state, Tokens: q.Pending()})
-		s.fwd = append(s.fwd, q)
-	}
-	if len(s.items) == 0 {
-		return nil
-	}
-	if err := s.pipe.Model.Forward(s.ctx, s.items); err != nil {
-		return fmt.Errorf("model forward: %w", err)
-	}
-	s.stats.Forwards++
-	for i, q := range s.fwd {
-		rows := s.items[i].Logits
-		if len(rows) == 0 {
-			return fmt.Errorf("model forward returned no logits for sequence %d", q.index)
-		}
-		q.logits = rows[len(rows)-1]
-		q.shared = false
-		s.items[i] = ForwardItem{}
-	}
-	return nil
-}
-
-// Process runs q's processor chain on its current logits (in place) and returns the resulting
-// candidates, valid until the next Process on q. Errors name the processor.
-func (s *Session) Process(q *Sequence) (*Candidates, error) {
-	if err := s.beginProcess(q); err != nil {
-		return nil, err
-	}
-	return s.runChain(q)
-}
-
-func (s *Session) runChain(q *Sequence) (*Candidates, error) {
-	for i, p := range q.chain {
-		if err := p.Process(q, &q.cands); err != nil {
-			return nil, processorError(i, p, err)
-		}
-		s.traceStage(q, p.Name())
-	}
-	return &q.cands, nil
-}
-
-// ProcessBatch is Process for several sequences. A BatchProcessor shared by all of them is
-// called once for the whole batch.
-func (s *Session) ProcessBatch(seqs []*Sequence) ([]*Candidates, error) {
-	s.batch = s.batch[:0]
-	for _, q := range seqs {
-		if err := s.beginProcess(q); err != nil {
-			return nil, err
-		}
-		s.batch = append(s.batch, &q.cands)
-	}
-	if len(seqs) == 0 {
-		return s.batch, nil
-	}
-	for i := range seqs[0].chain {
-		p := seqs[0].chain[i]
-		bp, ok := p.(BatchProcessor)
-		for _, q := range seqs[1:] {
-			if ok && q.chain[i] != p {
-				ok = false
-			}
-		}
-		if ok && len(seqs) > 1 {
-			if err := bp.ProcessBatch(seqs, s.batch); err != nil {
-				return nil, processorError(i, p, err)
-			}
-		} else {
-			for j, q := range seqs {
-				if err := q.chain[i].Process(q, s.batch[j]); err != nil {
-					return nil, processorError(i, q.chain[i], err)
-				}
-			}
-		}
-		for _, q := range seqs {
-			s.traceStage(q, p.Name())
-		}
-	}
-	return s.batch, nil
-}
-
-func processorError(i int, p LogitsProcessor, err error) error {
-	return fmt.Errorf("processors[%d] (%s): %w", i, p.Name(), err)
-}
-
-// beginProcess records what the request asked about the raw distribution and makes the
-// candidates dense over the current row.
-func (s *Session) beginProcess(q *Sequence) error {
-	if q.logits == nil {
-		return fmt.Errorf("sequence %d has no logits: forward it first", q.index)
-	}
-	if q.Finished() {
-		return fmt.Errorf("sequence %d has finished (%s)", q.index, q.finish)
-	}
-	if q.shared {
-		q.own = append(q.own[:0], q.logits...)
-		q.logits, q.shared = q.own, false
-	}
-	return s.beginRow(q, q.logits)
-}
-
-// beginRow starts processing row for q: it captures the raw distribution when the request
-// asked for logprobs, resets the candidates to the row and opens a trace step.
-func (s *Session) beginRow(q *Sequence, row []float32) error {
-	if s.req.Return.Logprobs || s.req.Return.TopLogprobs > 0 {
-		q.raw = append(q.raw[:0], row...)
-		q.cands.Reset(q.raw)
-		probs, logZ, err := q.cands.Probs()
-		if err != nil {
-			return fmt.Errorf("model logits: %w", err)
-		}
-		q.rawLogZ = logZ
-		if n := s.req.Return.TopLogprobs; n > 0 {
-			q.rawTop = s.topTokens(q.rawTop[:0], &q.cands, probs, n, true)
-		}
-	}
-	q.cands.Reset(row)
-	q.pendTrace = nil
-	s.traceStage(q, "model")
-	return nil
-}
-
-func (s *Session) traceStage(q *Sequence, name string) {
-	n := s.req.Return.Trace
-	if n == 0 {
-		return
-	}
-	st := TraceStage{Processor: name}
-	if probs, _, err := q.cands.Probs(); err == nil {
-		for _, p := range probs {
-			if p > 0 {
-				st.Kept++
-			}
-		}
-		st.Top = s.topTokens(nil, &q.cands, probs, n, false)
-	}
-	q.pendTrace = append(q.pendTrace, st)
-}
-
-// topTokens appends the n most probable entries of c (probs aligned with it) to dst, as
-// probabilities or, with logs, log-probabilities.
-func (s *Session) topTokens(dst []TokenProb, c *Candidates, probs []float32, n int, logs bool) []TokenProb {
-	start := len(dst)
-	for i, p := range probs {
-		if len(dst)-start == n && p <= dst[len(dst)-1].Value {
-			continue
-		}
-		tp := TokenProb{ID: c.ID(i), Value: p}
-		if len(dst)-start < n {
-			dst = append(dst, tp)
-		} else {
-			dst[len(dst)-1] = tp
-		}
-		for j := len(dst) - 1; j > start && dst[j].Value > dst[j-1].Value; j-- {
-			dst[j], dst[j-1] = dst[j-1], dst[j]
-		}
-	}
-	for i := start; i < len(dst); i++ {
-		dst[i].Text = string(s.pipe.Tokenizer.TokenBytes(dst[i].ID))
-		if logs {
-			dst[i].Value = float32(math.Log(float64(dst[i].Value)))
-		}
-	}
-	return dst
-}
-
-// Greedy selects the most likely candidate. Its Logprob is computed only when the request
-// asked for log-probabilities.
-func (s *Session) Greedy(q *Sequence, c *Candidates) (Choice, error) {
-	id, err := c.Argmax()
-	if err != nil {
-		return Choice{}, fmt.Errorf("sequence %d, step %d: %w", q.index, q.NumGenerated(), err)
-	}
-	ch := Choice{ID: id}
-	if s.req.Return.Logprobs {
-		_, logZ, err := c.Probs()
-		if err != nil {
-			return Choice{}, err
-		}
-		v, _ := c.Logit(id)
-		ch.Logprob = v - logZ
-	}
-	return ch, nil
-}
-
-// Sample draws a candidate from the softmax of c with q's random stream.
-func (s *Session) Sample(q *Sequence, c *Candidates) (Choice, error) {
-	ch, err := SampleFrom(c, q.rng.Float64())
-	if err != nil {
-		return Choice{}, fmt.Errorf("sequence %d, step %d: %w", q.index, q.NumGenerated(), err)
-	}
-	return ch, nil
-}
-
-// SampleFrom selects the candidate at which the cumulative softmax of c first exceeds u (a
-// uniform draw in [0, 1)) and returns it with its log-probability. Candidates are taken in
-// their current order.
-func SampleFrom(c *Candidates, u float64) (Choice, error) {
-	probs, _, err := c.Probs()
-	if err != nil {
-		return Choice{}, err
-	}
-	var cum float64
-	last := -1
-	pick := -1
-	for i, p := range probs {
-		if p <= 0 {
-			continue
-		}
-		last = i
-		cum += float64(p)
-		if u < cum {
-			pick = i
-			break
-		}
-	}
-	if pick < 0 { // u fell past a total that rounding left just below 1
-		pick = last
-	}
-	if pick < 0 {
-		return Choice{}, ErrNoCandidates
-	}
-	return Choice{ID: c.ID(pick), Logprob: float32(math.Log(float64(probs[pick])))}, nil
-}
-
-// Append adds a chosen token to q: it records the requested details, tells q's stateful
-// processors, extends the text, checks end-of-generation tokens, the stopping criteria and the
-// token limits, and streams an event. It returns the event callback's error, if any.
-func (s *Session) Append(q *Sequence, ch Choice) error {
-	if q.Finished() {
-		return fmt.Errorf("sequence %d has finished (%s)", q.index, q.finish)
-	}
-	if ch.ID < 0 || int(ch.ID) >= s.pipe.Model.Config().VocabSize {
-		return fmt.Errorf("sequence %d: token %d outside the vocabulary", q.index, ch.ID)
-	}
-	step := q.NumGenerated()
-	q.tokens = append(q.tokens, ch.ID)
-	if s.req.Return.Logprobs {
-		q.scores = append(q.scores, ch.Logprob)
-		var lp float32
-		if q.raw != nil {
-			lp = q.raw[ch.ID] - q.rawLogZ
-		}
-		q.logprobs = append(q.logprobs, lp)
-	}
-	if s.req.Return.TopLogprobs > 0 {
-		q.top = append(q.top, append([]TokenProb(nil), q.rawTop...))
-	}
-	if s.req.Return.Trace > 0 {
-		q.trace = append(q.trace, TraceStep{Step: step, Chosen: ch.ID, Stages: q.pendTrace})
-		q.pendTrace = nil
-	}
-	for _, p := range q.chain {
-		if sp, ok := p.(StatefulProcessor); ok {
-			sp.Accept(q, ch.ID)
-		}
-	}
-	q.text = append(q.text, s.pipe.Tokenizer.TokenBytes(ch.ID)...)
-	if st := s.checkStop(q, ch.ID); st.Reason != FinishNone {
-		if st.CutText {
-			q.textEnd = min(max(st.TextEnd, 0), len(q.text))
-		}
-		q.finish, q.finishDetail = st.Reason, st.Detail
-	}
-	return s.emit(q, ch)
-}
-
-func (s *Session) checkStop(q *Sequence, id TokenID) Stop {
-	for _, e := range s.eog {
-		if id == e {
-			return Stop{Reason: FinishEOS, Detail: fmt.Sprintf("end-of-generation token %d", id)}
-		}
-	}
-	for _, c := range s.pipe.Stopping {
-		if st := c.Check(q); st.Reason != FinishNone {
-			return st
-		}
-	}
-	if q.NumGenerated() >= s.req.MaxNewTokens {
-		return Stop{Reason: FinishLength, Detail: fmt.Sprintf("max_new_tokens = %d", s.req.MaxNewTokens)}
-	}
-	if n := s.pipe.Model.Config().ContextLength; n > 0 && len(q.tokens) >= n {
-		return Stop{Reason: FinishLength, Detail: fmt.Sprintf("context length %d", n)}
-	}
-	return Stop{}
-}
-
-// emit streams the text of q that became safe to show. A running sequence keeps back an
-// incomplete UTF-8 character and the stop-string hold-back.
-func (s *Session) emit(q *Sequence, ch Choice) error {
-	if s.req.OnEvent == nil || s.deferEvents {
-		return nil
-	}
-	ev := Event{Sequence: q.index, Token: ch.ID, Score: ch.Logprob, Finished: q.Finished(), FinishReason: q.finish}
-	ev.Text = s.takeText(q)
-	return s.req.OnEvent(ev)
-}
-
-func (s *Session) takeText(q *Sequence) string {
-	end := len(q.text)
-	if q.textEnd >= 0 {
-		end = q.textEnd
-	}
-	if !q.Finished() {
-		end = completeUTF8(q.text, max(end-s.holdBack, 0))
-	}
-	if end <= q.streamed {
-		return ""
-	}
-	t := string(q.text[q.streamed:end])
-	q.streamed = end
-	return t
-}
-
-// completeUTF8 returns the largest e ≤ end such that b[:e] does not end inside a character
-// whose remaining bytes may still arrive.
-func completeUTF8(b []byte, end int) int {
-	for i := end - 1; i >= 0 && i >= end-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:end]) {
-				return i
-			}
-			return end
-		}
-	}
-	return end
-}
-
-// Finish ends q with a reason (strategies use it for their own ends: a pruned beam, a
-// cancelled request) and streams its remaining text.
-func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
-	if q.Finished() {
-		return
-	}
-	q.finish, q.finishDetail = reason, detail
-	if s.req.OnEvent != nil && !s.deferEvents {
-		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Finished: true, FinishReason: reason})
-	}
-}
-
-// DeferEvents stops per-token events: a strategy whose sequences are provisional (beam search)
-// calls it first and reports its final sequences with EmitFinal.
-func (s *Session) DeferEvents() { s.deferEvents = true }
-
-// EmitFinal sends one event per sequence with its whole text, in order, numbered by position.
-func (s *Session) EmitFinal(seqs []*Sequence) error {
-	if s.req.OnEvent == nil {
-		return nil
-	}
-	for i, q := range seqs {
-		last := TokenID(-1)
-		if g := q.Generated(); len(g) > 0 {
-			last = g[len(g)-1]
-		}
-		if err := s.req.OnEvent(Event{Sequence: i, Token: last, Text: s.takeText(q), Finished: true, FinishReason: q.finish}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Truncate rolls q back to its first n tokens (n at least the prompt length): tokens, text,
-// details and model state. Stateful processors are not rolled back; a strategy that needs that
-// keeps a Clone from before.
-func (s *Session) Truncate(q *Sequence, n int) error {
-	if n < q.promptLen || n > len(q.tokens) {
-		return fmt.Errorf("truncate sequence %d to %d tokens: must be in [%d, %d]", q.index, n, q.promptLen, len(q.tokens))
-	}
-	if q.state.Len() > n {
-		if err := q.state.Truncate(n); err != nil {
-			return fmt.Errorf("truncate sequence %d: %w", q.index, err)
-		}
-	}
-	gen := n - q.promptLen
-	q.tokens = q.tokens[:n]
-	q.text = q.text[:0]
-	for _, id := range q.Generated() {
-		q.text = append(q.text, s.pipe.Tokenizer.TokenBytes(id)...)
-	}
-	q.streamed = min(q.streamed, len(q.text))
-	q.scores = q.scores[:min(gen, len(q.scores))]
-	q.logprobs = q.logprobs[:min(gen, len(q.logprobs))]
-	q.top = q.top[:min(gen, len(q.top))]
-	q.trace = q.trace[:min(gen, len(q.trace))]
-	q.finish, q.finishDetail, q.textEnd = FinishNone, "", -1
-	return nil
-}
-
-// Discard drops q from the request: its model state is released and it is not returned.
+// Discard drops q from the request: its model state and its row are released and it is not
+// returned. Any later primitive on q is an error.
 func (s *Session) Discard(q *Sequence) {
-	if q.discarded {
+	if q == nil || q.discarded || q.session != s {
 		return
 	}
 	q.discarded = true
+	q.dropStep()
 	q.state.Close()
 }
 
@@ -695,66 +266,4 @@ func Live(dst, seqs []*Sequence) []*Sequence {
 		}
 	}
 	return dst
-}
-
-// result assembles the Result and releases every model state. Sequences still running are
-// finished with the reason derived from err.
-func (s *Session) result(err error) *Result {
-	reason := FinishError
-	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		reason = FinishCancelled
-	}
-	outs := s.outputs
-	if outs == nil {
-		for _, q := range s.seqs {
-			if !q.discarded {
-				outs = append(outs, q)
-			}
-		}
-	}
-	total := time.Since(s.start)
-	res := &Result{PromptTokens: s.prompt, Seed: s.seed, Stats: s.stats}
-	for _, q := range s.seqs {
-		if !q.Finished() {
-			detail := "the strategy returned without finishing it"
-			if err != nil {
-				detail = err.Error()
-			}
-			q.finish, q.finishDetail = reason, detail
-		}
-		res.GeneratedTokens += q.NumGenerated()
-	}
-	if res.Stats.Drafted > 0 {
-		res.Stats.AcceptanceRate = float64(res.Stats.Accepted) / float64(res.Stats.Drafted)
-	}
-	for i, q := range outs {
-		text := q.text
-		if q.textEnd >= 0 {
-			text = text[:q.textEnd]
-		}
-		res.Sequences = append(res.Sequences, SequenceResult{
-			Index:        i,
-			Tokens:       append([]TokenID{}, q.Generated()...),
-			Text:         string(text),
-			Scores:       q.scores,
-			Logprobs:     q.logprobs,
-			TopLogprobs:  q.top,
-			FinishReason: q.finish,
-			FinishDetail: q.finishDetail,
-			SumLogprob:   q.sumLogprob,
-			Score:        q.score,
-			Trace:        q.trace,
-		})
-	}
-	for _, q := range s.seqs {
-		s.Discard(q)
-	}
-	res.Timings = Timings{Prefill: s.prefillDur, Total: total, Decode: total - s.prefillDur}
-	if s.prefillDur > 0 {
-		res.Timings.PrefillTokensPerSecond = float64(len(s.prompt)) / s.prefillDur.Seconds()
-	}
-	if res.Timings.Decode > 0 {
-		res.Timings.DecodeTokensPerSecond = float64(res.GeneratedTokens) / res.Timings.Decode.Seconds()
-	}
-	return res
 }

@@ -2,6 +2,9 @@ package pipeline_test
 
 import (
 	"errors"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +12,26 @@ import (
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/testmodel"
 )
+
+// The "checked" model is the test model behind an opener that, like the GGUF loader, checks
+// its options and reports each bad one as a *core.ParamError naming the key.
+func init() {
+	pipeline.RegisterBuiltinModel("checked", func(options map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(options)) {
+			if k != "threads" {
+				errs = append(errs, &core.ParamError{Param: k, Reason: "unknown model option (known: threads)"})
+			} else if n, ok := options[k].(int64); !ok || n < 1 {
+				errs = append(errs, &core.ParamError{Param: k, Value: options[k], Reason: "must be a positive integer"})
+			}
+		}
+		if len(errs) > 0 {
+			return nil, nil, nil, errors.Join(errs...)
+		}
+		m, t := testmodel.Default()
+		return m, t, nil, nil
+	})
+}
 
 // buildErrors parses and builds src and returns every error line.
 func buildErrors(t *testing.T, src string, opts pipeline.Options) []string {
@@ -41,7 +64,7 @@ n = 0
 seed = -4
 
 [model]
-builtin = "test"
+builtin = "checked"
 kv_type = "q3"
 
 [strategy]
@@ -63,9 +86,9 @@ seconds = 0
 	want := []string{
 		"bad.toml:2: generation.n = 0: must be in [1, 1024]",
 		"bad.toml:3: generation.seed = -4: must be an integer in [0, 18446744073709551615]",
-		"bad.toml:7: model.kv_type",
+		"bad.toml:7: model.kv_type: unknown model option (known: threads)",
 		`bad.toml:10: strategy.type = "beem": unknown strategy type`,
-		"bad.toml:14: processors[0].p = 1.5: must be in (0, 1]",
+		"bad.toml:14: processors[0].p = 1.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)",
 		"bad.toml:18: processors[1].q: unknown parameter of min_p",
 		"bad.toml:22: stopping[0].seconds = 0: must be positive",
 	}
@@ -81,10 +104,10 @@ seconds = 0
 
 // A model's bad options are each placed on their own line.
 func TestModelOptionErrorsOnTheirLines(t *testing.T) {
-	got := buildErrors(t, "[model]\nbuiltin = \"test\"\n\nthreads = 4\n# a comment\nkv_type = \"f16\"\n", pipeline.Options{})
-	want := []string{"bad.toml:6: model.kv_type: the test model takes no options", "bad.toml:4: model.threads: the test model takes no options"}
-	if strings.Join(got, "\n") != strings.Join(want[1:], "\n")+"\n"+want[0] {
-		t.Errorf("got\n%s\nwant\n%s\n%s", strings.Join(got, "\n"), want[1], want[0])
+	got := buildErrors(t, "[model]\nbuiltin = \"checked\"\n\nthreads = 0\n# a comment\nkv_type = \"f16\"\n", pipeline.Options{})
+	want := []string{"bad.toml:4: model.threads = 0: must be a positive integer", "bad.toml:6: model.kv_type: unknown model option (known: threads)"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -107,7 +130,7 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 	n, topP, kv := 0, 2.0, 0
 	src := "[model]\nbuiltin = \"test\"\n[[processors]]\ntype = \"top_p\"\np = 0.9\n"
 	got := buildErrors(t, src, pipeline.Options{Overrides: pipeline.Overrides{N: &n, TopP: &topP, KVBudgetMiB: &kv}})
-	want := []string{"--kv-budget 0: must be in [1, 1048576] (MiB)", "--n 0: must be in [1, 1024]", "--top-p 2: must be in (0, 1]"}
+	want := []string{"--kv-budget 0: must be in [1, 1048576] (MiB)", "--n 0: must be in [1, 1024]", "--top-p 2: must be in [0, 1] (1 disables, 0 keeps the most likely token)"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -14,7 +14,7 @@ type Error struct {
 	Path string // field path, e.g. "processors[2].p"
 	Msg  string
 	// Flag, when set, is the override that caused the error ("--top-p"); the error then reads
-	// "--top-p 1.5: must be in (0, 1]" and names no file.
+	// "--n 0: must be in [1, 1024]" and names no file.
 	Flag string
 }
 

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/loomlm/loom/core"
-	"github.com/loomlm/loom/testmodel"
 )
 
 // ModelOpener opens a model with the options of its [model] table (every key but path and
@@ -72,18 +70,4 @@ func OpenModel(ms ModelSpec, dir string) (core.Model, core.Tokenizer, io.Closer,
 		path = filepath.Join(dir, path)
 	}
 	return files(path, ms.Options)
-}
-
-func init() {
-	RegisterBuiltinModel("test", func(options map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
-		var errs []error
-		for _, k := range sortedKeys(options) {
-			errs = append(errs, &core.ParamError{Param: k, Reason: "the test model takes no options"})
-		}
-		if len(errs) > 0 {
-			return nil, nil, nil, errors.Join(errs...)
-		}
-		m, t := testmodel.Default()
-		return m, t, nil, nil
-	})
 }

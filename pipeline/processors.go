@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/processors"
@@ -13,8 +14,8 @@ var (
 		Doc: "never keep fewer tokens than this (≥ 1)"}
 	scopeParam = Param{Name: "scope", Type: String, Default: "all",
 		Doc: `which tokens count: "all" (prompt and generated) or "generated"`}
-	lastNParam = Param{Name: "last_n", Type: Int, Default: int64(0),
-		Doc: "count only the last n tokens of the scope; 0: all of them"}
+	lastNParam = Param{Name: "last_n", Type: Int, Default: int64(-1),
+		Doc: "count only the last n tokens of the scope; -1: all of them, 0 disables"}
 )
 
 // processorParts lists the built-in logits processors.
@@ -31,18 +32,20 @@ func processorParts() []*Part {
 		},
 		{
 			Kind: Processor, Type: "top_k",
-			Doc: "Keeps the k most likely tokens.",
-			Params: []Param{{Name: "k", Type: Int, Default: int64(40),
-				Doc: "tokens kept; 0 disables"}},
+			Doc: "Keeps the k most likely tokens, at least min_keep: max(k, min_keep).",
+			Params: []Param{
+				{Name: "k", Type: Int, Default: int64(40), Doc: "tokens kept; 0 disables"},
+				minKeepParam,
+			},
 			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
-				return processors.NewTopK(a.Int("k"))
+				return processors.NewTopKMinKeep(a.Int("k"), a.Int("min_keep"))
 			},
 		},
 		{
 			Kind: Processor, Type: "top_p",
 			Doc: "Nucleus sampling: keeps the most likely tokens until their probability reaches p (the crossing token included).",
 			Params: []Param{
-				{Name: "p", Type: Float, Default: 0.95, Doc: "cumulative probability in (0, 1]; 1 disables"},
+				{Name: "p", Type: Float, Default: 0.95, Doc: "cumulative probability in [0, 1]; 1 disables, 0 keeps the most likely token"},
 				minKeepParam,
 				{Name: "boundary", Type: String, Default: "inclusive",
 					Doc: `when a prefix sums to exactly p: "inclusive" (it is enough: llama.cpp, transformers, vLLM) or "exclusive" (one more token: the classic top_k_top_p_filtering)`},
@@ -232,7 +235,7 @@ func processorParts() []*Part {
 				{Name: "frequency", Type: Float, Default: 0.0, Doc: "frequency penalty per occurrence; 0 disables"},
 				{Name: "presence", Type: Float, Default: 0.0, Doc: "presence penalty per distinct token; 0 disables"},
 				scopeParam,
-				{Name: "last_n", Type: Int, Default: int64(64), Doc: "count only the last n tokens of the scope; 0: all of them"},
+				{Name: "last_n", Type: Int, Default: int64(64), Doc: "count only the last n tokens of the scope; -1: all of them, 0 disables"},
 			},
 			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
 				w, err := window(a)
@@ -266,14 +269,32 @@ func processorParts() []*Part {
 		},
 		{
 			Kind: Processor, Type: "min_new_tokens",
-			Doc:    "Bans the end-of-generation tokens until n tokens have been generated.",
-			Params: []Param{{Name: "n", Type: Int, Doc: "minimum number of generated tokens ≥ 0"}},
+			Doc: "Bans the end-of-sequence tokens until n tokens have been generated.",
+			Params: []Param{
+				{Name: "n", Type: Int, Doc: "minimum number of generated tokens ≥ 0"},
+				{Name: "eos_token_ids", Type: IntList, Default: []any{},
+					Doc: "the token ids banned until then; empty: the tokenizer's end-of-generation tokens"},
+			},
 			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
-				n := a.Int("n")
-				if a.Env.Tokenizer == nil {
-					return nil, errors.New("needs the pipeline's tokenizer")
+				n, ids := a.Int("n"), a.Ints("eos_token_ids")
+				if a.Err() != nil {
+					return nil, a.Err()
 				}
-				return processors.NewMinNewTokens(n, a.Env.Tokenizer.Special().EndOfGeneration)
+				if len(ids) == 0 {
+					if a.Env.Tokenizer == nil {
+						return nil, errors.New("needs the pipeline's tokenizer (or eos_token_ids)")
+					}
+					return processors.NewMinNewTokens(n, a.Env.Tokenizer.Special().EndOfGeneration, 0)
+				}
+				eos, err := tokenIDs("eos_token_ids", ids)
+				if err != nil {
+					return nil, err
+				}
+				vocab, err := vocabSize(a)
+				if err != nil {
+					return nil, err
+				}
+				return processors.NewMinNewTokens(n, eos, vocab)
 			},
 		},
 		{
@@ -284,6 +305,8 @@ func processorParts() []*Part {
 					Doc: "words or phrases, each banned as encoded with and without a leading space"},
 				{Name: "ids", Type: IntListList, Default: []any{},
 					Doc: "token id sequences, e.g. [[15, 16], [7]]"},
+				{Name: "exempt_eos", Type: Bool, Default: true,
+					Doc: "never ban the tokenizer's end-of-generation tokens on their own (as transformers); false bans them too"},
 			},
 			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
 				words, idLists := a.Strings("words"), a.IntLists("ids")
@@ -320,7 +343,17 @@ func processorParts() []*Part {
 					}
 					seqs = append(seqs, ws...)
 				}
-				bw, err := processors.NewBadWords(seqs, vocab)
+				var exempt []core.TokenID
+				if a.Bool("exempt_eos") {
+					if a.Env.Tokenizer == nil {
+						return nil, &core.ParamError{Param: "exempt_eos", Value: true, Reason: "needs the pipeline's tokenizer to know the end-of-generation tokens (or set it to false)"}
+					}
+					exempt = a.Env.Tokenizer.Special().EndOfGeneration
+				}
+				if a.Err() != nil {
+					return nil, a.Err()
+				}
+				bw, err := processors.NewBadWords(seqs, vocab, exempt)
 				if err != nil {
 					return nil, err
 				}
@@ -337,6 +370,19 @@ func window(a *Args) (processors.Window, error) {
 		return processors.Window{}, err
 	}
 	return processors.Window{Scope: scope, LastN: a.Int("last_n")}, nil
+}
+
+// tokenIDs converts a list of ints to token ids; a value beyond the int32 range is an error
+// naming param[i].
+func tokenIDs(param string, ids []int) ([]core.TokenID, error) {
+	out := make([]core.TokenID, len(ids))
+	for i, id := range ids {
+		out[i] = core.TokenID(id)
+		if int(out[i]) != id {
+			return nil, &core.ParamError{Param: fmt.Sprintf("%s[%d]", param, i), Value: id, Reason: "is not a token id (beyond the int32 range)"}
+		}
+	}
+	return out, nil
 }
 
 // vocabSize is the number of logits per row: the model's, or the tokenizer's without a model.

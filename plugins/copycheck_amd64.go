@@ -1,3 +1,5 @@
+//go:build !purego
+
 package plugins
 
 import "golang.org/x/sys/cpu"

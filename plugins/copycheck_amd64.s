@@ -1,3 +1,5 @@
+//go:build !purego
+
 #include "textflag.h"
 
 // func copyCheckAVX2(dst, src *float32, n int) (bad bool)

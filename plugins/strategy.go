@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -316,6 +317,7 @@ func (ss *sessionServer) Step(_ context.Context, r *pluginpb.SelectRequest) (*pl
 	if err != nil {
 		return nil, err
 	}
+	qs = slices.Compact(qs) // one token per sequence, however often it is listed
 	if err := ss.s.Forward(qs...); err != nil {
 		return nil, ss.hostError(err)
 	}

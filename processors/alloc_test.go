@@ -31,11 +31,11 @@ func TestNoAllocationsPerToken(t *testing.T) {
 		must(processors.NewMinP(0.05, 1)),
 		must(processors.NewTypicalP(0.9, 1)),
 		must(processors.NewPenalties(1.1, 0.1, 0.1, processors.Window{LastN: 64})),
-		must(processors.NewFrequencyPenalty(0.2, processors.Window{})),
+		must(processors.NewFrequencyPenalty(0.2, processors.Window{LastN: processors.WholeHistory})),
 		must(processors.NewNoRepeatNGram(1)),
 		must(processors.NewLogitBias(bias, vocab)),
-		must(processors.NewMinNewTokens(10, []core.TokenID{2})),
-		must(processors.NewBadWords([][]core.TokenID{{5}, {prompt[len(prompt)-1], 9}}, vocab)),
+		must(processors.NewMinNewTokens(10, []core.TokenID{2}, vocab)),
+		must(processors.NewBadWords([][]core.TokenID{{5}, {prompt[len(prompt)-1], 9}}, vocab, nil)),
 	}
 	row := make([]float32, vocab)
 	c := core.NewCandidates(row)

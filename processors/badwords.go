@@ -12,6 +12,13 @@ import (
 // one-token sequence is therefore always banned. This is Hugging Face transformers'
 // bad_words_ids; words given as text are turned into sequences by BadWordSequences.
 //
+// Exempt tokens are never banned on their own: a one-token sequence of an exempt token is
+// dropped at construction, as transformers drops [eos_token_id] from bad_words_ids. The
+// pipeline exempts the tokenizer's end-of-generation tokens by default (exempt_eos = true), so
+// a list carried over from elsewhere cannot keep a model from ever ending; exempt_eos = false
+// bans them like any other token. A longer sequence ending in an exempt token still bans it
+// after its prefix (so does transformers): that is a deliberate "do not end after …".
+//
 // A step costs O(total length of the banned sequences) and touches only the banned tokens.
 // It keeps no state, so it is safe for concurrent use.
 type BadWords struct {
@@ -20,8 +27,9 @@ type BadWords struct {
 }
 
 // NewBadWords returns the processor for the given sequences over a vocabulary of vocab tokens.
-// Every sequence must be non-empty with ids in [0, vocab). Duplicates are dropped.
-func NewBadWords(seqs [][]core.TokenID, vocab int) (*BadWords, error) {
+// Every sequence must be non-empty with ids in [0, vocab). Duplicates are dropped, and so are
+// the one-token sequences of an exempt token (exempt nil: none).
+func NewBadWords(seqs [][]core.TokenID, vocab int, exempt []core.TokenID) (*BadWords, error) {
 	p := &BadWords{}
 	for i, s := range seqs {
 		if len(s) == 0 {
@@ -33,6 +41,8 @@ func NewBadWords(seqs [][]core.TokenID, vocab int) (*BadWords, error) {
 			}
 		}
 		switch {
+		case len(s) == 1 && slices.Contains(exempt, s[0]):
+			// never banned on its own
 		case len(s) == 1 && !slices.Contains(p.single, s[0]):
 			p.single = append(p.single, s[0])
 		case len(s) > 1 && !slices.ContainsFunc(p.multi, func(t []core.TokenID) bool { return slices.Equal(s, t) }):

@@ -102,7 +102,7 @@ func BenchmarkPenaltiesLast64(b *testing.B) {
 
 func BenchmarkRepetitionPenaltyAll(b *testing.B) {
 	benchEach(b, func(int) core.LogitsProcessor {
-		return must(processors.NewRepetitionPenalty(1.1, processors.Window{}))
+		return must(processors.NewRepetitionPenalty(1.1, processors.Window{LastN: processors.WholeHistory}))
 	}, false)
 }
 
@@ -121,7 +121,7 @@ func BenchmarkLogitBias100(b *testing.B) {
 }
 
 func BenchmarkMinNewTokens(b *testing.B) {
-	benchEach(b, func(int) core.LogitsProcessor { return must(processors.NewMinNewTokens(1000, []core.TokenID{2, 5})) }, false)
+	benchEach(b, func(int) core.LogitsProcessor { return must(processors.NewMinNewTokens(1000, []core.TokenID{2, 5}, 0)) }, false)
 }
 
 func BenchmarkBadWords(b *testing.B) {
@@ -130,7 +130,7 @@ func BenchmarkBadWords(b *testing.B) {
 		for i := range 50 {
 			seqs = append(seqs, []core.TokenID{core.TokenID(i + 3), core.TokenID(i + 4), core.TokenID(i + 5)})
 		}
-		return must(processors.NewBadWords(seqs, vocab))
+		return must(processors.NewBadWords(seqs, vocab, nil))
 	}, false)
 }
 

@@ -10,14 +10,16 @@ import (
 
 // DRYConfig configures DRY.
 type DRYConfig struct {
-	// Multiplier scales the penalty (≥ 0; 0 disables; 0.8 is the usual value).
+	// Multiplier scales the penalty (in [0, 3.4e38], the float32 range; 0 disables; 0.8 is
+	// the usual value).
 	Multiplier float64
 	// Base is the growth of the penalty per extra repeated token (≥ 1; usually 1.75).
 	Base float64
 	// AllowedLength is the longest repeat that goes unpenalised (≥ 0; usually 2).
 	AllowedLength int
 	// LastN is the window of the sequence searched for repeats: the last LastN tokens, prompt
-	// included; -1 the whole sequence, 0 disables (llama.cpp's dry_penalty_last_n).
+	// included; WholeHistory (-1) the whole sequence, 0 disables (llama.cpp's
+	// dry_penalty_last_n) — the values of the penalties' Window.LastN too.
 	LastN int
 	// SequenceBreakers are strings a repeat cannot run across (usually "\n", ":", "\"", "*"),
 	// matched on the bytes of the text, across token boundaries; each at most 64 bytes.
@@ -82,15 +84,19 @@ type DRY struct {
 // NewDRY returns a DRY processor. tok maps token ids to text for the sequence breakers; it may
 // be nil when there are none.
 func NewDRY(cfg DRYConfig, tok core.Tokenizer) (*DRY, error) {
-	switch {
-	case !(cfg.Multiplier >= 0) || cfg.Multiplier > math.MaxFloat32:
-		return nil, &core.ParamError{Param: "multiplier", Value: cfg.Multiplier, Reason: "must be a finite number ≥ 0 (0 disables)"}
-	case !(cfg.Base >= 1) || math.IsInf(cfg.Base, 1):
-		return nil, &core.ParamError{Param: "base", Value: cfg.Base, Reason: "must be a finite number ≥ 1"}
-	case cfg.AllowedLength < 0:
+	if err := checkFloat("multiplier", cfg.Multiplier, nonNegative32, "0 disables"); err != nil {
+		return nil, err
+	}
+	// The penalty multiplier·base^e is clamped to the float32 range (see Penalty), so base
+	// may be any finite number ≥ 1.
+	if err := checkFloat("base", cfg.Base, atLeastOne, ""); err != nil {
+		return nil, err
+	}
+	if cfg.AllowedLength < 0 {
 		return nil, &core.ParamError{Param: "allowed_length", Value: cfg.AllowedLength, Reason: "must be ≥ 0"}
-	case cfg.LastN < -1:
-		return nil, &core.ParamError{Param: "penalty_last_n", Value: cfg.LastN, Reason: "must be ≥ -1 (-1: the whole sequence, 0 disables)"}
+	}
+	if err := checkLastN("penalty_last_n", cfg.LastN, "the whole sequence"); err != nil {
+		return nil, err
 	}
 	for i, s := range cfg.SequenceBreakers {
 		if s == "" || len(s) > maxBreakerLen {

@@ -1,6 +1,7 @@
 package processors
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/loomlm/loom/core"
@@ -30,17 +31,24 @@ type DynamicTemperature struct {
 	plain              Temperature
 }
 
-// NewDynamicTemperature returns the processor; t, delta and exponent must be finite and ≥ 0.
+// NewDynamicTemperature returns the processor: t as for NewTemperature, delta in [0, 3.4e38]
+// with t + delta within the float32 range (the step's temperature divides float32 logits),
+// exponent any finite number ≥ 0.
 func NewDynamicTemperature(t, delta, exponent float64) (*DynamicTemperature, error) {
 	plain, err := NewTemperature(t)
 	if err != nil {
 		return nil, err
 	}
-	if !(delta >= 0) || math.IsInf(delta, 1) {
-		return nil, &core.ParamError{Param: "delta", Value: delta, Reason: "must be a finite number ≥ 0 (0: plain temperature)"}
+	if err := checkFloat("delta", delta, nonNegative32, "0: plain temperature"); err != nil {
+		return nil, err
 	}
-	if !(exponent >= 0) || math.IsInf(exponent, 1) {
-		return nil, &core.ParamError{Param: "exponent", Value: exponent, Reason: "must be a finite number ≥ 0"}
+	// The step's temperature reaches t + delta, which the logits are divided by in float32.
+	if t+delta > maxFloat32 {
+		return nil, &core.ParamError{Param: "delta", Value: delta, Reason: fmt.Sprintf("t + delta = %g exceeds the float32 range (3.4028235e+38)", t+delta)}
+	}
+	// Ĥ ∈ [0, 1] is raised to the exponent in float64: any finite exponent ≥ 0 is safe.
+	if err := checkFloat("exponent", exponent, nonNegativeAny, ""); err != nil {
+		return nil, err
 	}
 	return &DynamicTemperature{t: t, delta: delta, exponent: exponent, plain: *plain}, nil
 }

@@ -24,7 +24,7 @@ func TestConstructionErrors(t *testing.T) {
 		{"temperature +Inf", func() error { _, err := processors.NewTemperature(infF); return err }, "t"},
 		{"temperature tiny", func() error { _, err := processors.NewTemperature(1e-40); return err }, "t"},
 		{"top_k negative", func() error { _, err := processors.NewTopK(-1); return err }, "k"},
-		{"top_p zero", func() error { _, err := processors.NewTopP(0, 1); return err }, "p"},
+		{"top_p negative", func() error { _, err := processors.NewTopP(-0.1, 1); return err }, "p"},
 		{"top_p above 1", func() error { _, err := processors.NewTopP(1.5, 1); return err }, "p"},
 		{"top_p NaN", func() error { _, err := processors.NewTopP(nanF, 1); return err }, "p"},
 		{"top_p min_keep", func() error { _, err := processors.NewTopP(0.9, 0); return err }, "min_keep"},
@@ -40,18 +40,18 @@ func TestConstructionErrors(t *testing.T) {
 		{"penalties repeat", func() error { _, err := processors.NewPenalties(-1, 0, 0, processors.Window{}); return err }, "repeat"},
 		{"penalties frequency", func() error { _, err := processors.NewPenalties(1, nanF, 0, processors.Window{}); return err }, "frequency"},
 		{"penalties presence", func() error { _, err := processors.NewPenalties(1, 0, infF, processors.Window{}); return err }, "presence"},
-		{"penalties last_n", func() error { _, err := processors.NewPenalties(1, 0, 0, processors.Window{LastN: -1}); return err }, "last_n"},
+		{"penalties last_n", func() error { _, err := processors.NewPenalties(1, 0, 0, processors.Window{LastN: -2}); return err }, "last_n"},
 		{"scope", func() error { _, err := processors.ParseScope("prompt"); return err }, "scope"},
 		{"no_repeat_ngram", func() error { _, err := processors.NewNoRepeatNGram(0); return err }, "n"},
-		{"min_new_tokens", func() error { _, err := processors.NewMinNewTokens(-1, nil); return err }, "n"},
+		{"min_new_tokens", func() error { _, err := processors.NewMinNewTokens(-1, nil, 0); return err }, "n"},
 		{"logit_bias id", func() error {
 			_, err := processors.NewLogitBias(map[core.TokenID]float64{3: 1, 200000: -1}, 100)
 			return err
 		}, "bias.200000"},
 		{"logit_bias negative id", func() error { _, err := processors.NewLogitBias(map[core.TokenID]float64{-1: 1}, 100); return err }, "bias.-1"},
 		{"logit_bias +Inf", func() error { _, err := processors.NewLogitBias(map[core.TokenID]float64{3: infF}, 100); return err }, "bias.3"},
-		{"bad_words empty", func() error { _, err := processors.NewBadWords([][]core.TokenID{{1}, {}}, 100); return err }, "ids[1]"},
-		{"bad_words id", func() error { _, err := processors.NewBadWords([][]core.TokenID{{1, 100}}, 100); return err }, "ids[0][1]"},
+		{"bad_words empty", func() error { _, err := processors.NewBadWords([][]core.TokenID{{1}, {}}, 100, nil); return err }, "ids[1]"},
+		{"bad_words id", func() error { _, err := processors.NewBadWords([][]core.TokenID{{1, 100}}, 100, nil); return err }, "ids[0][1]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { wantParamError(t, c.build(), c.param) })
@@ -61,7 +61,7 @@ func TestConstructionErrors(t *testing.T) {
 		t.Errorf("logit_bias error %q, want %q", err, want)
 	}
 	_, err = processors.NewTopP(1.5, 1)
-	if want := "p = 1.5: must be in (0, 1]"; err == nil || err.Error() != want {
+	if want := "p = 1.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)"; err == nil || err.Error() != want {
 		t.Errorf("top_p error %q, want %q", err, want)
 	}
 }
@@ -109,7 +109,7 @@ func TestFiltersOnInvalidRows(t *testing.T) {
 	}
 	// Penalties and bans pass NaN and ±Inf through.
 	seq := newSeq(t, 10, []core.TokenID{1, 2, 3, 3})
-	pen, _ := processors.NewPenalties(1.3, 0.5, 0.5, processors.Window{})
+	pen, _ := processors.NewPenalties(1.3, 0.5, 0.5, processors.Window{LastN: processors.WholeHistory})
 	row := []float32{0, 1, nan, inf, ninf, 5, 6, 7, 8, 9}
 	c := candidates(row, dense)
 	if err := pen.Process(seq, c); err != nil {

@@ -298,8 +298,12 @@ func refMinP(x []float64, p float64, minKeep int) []float64 {
 }
 
 // refPenalties applies the three penalties to x for a sequence of tokens whose first promptLen
-// are the prompt.
+// are the prompt, counting the last lastN tokens of the scope (-1: all of them; 0: none, the
+// penalties are off).
 func refPenalties(x []float64, tokens []core.TokenID, promptLen int, repeat, freq, presence float64, generatedOnly bool, lastN int) []float64 {
+	if lastN == 0 {
+		return slices.Clone(x)
+	}
 	start := 0
 	if generatedOnly {
 		start = promptLen

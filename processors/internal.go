@@ -17,9 +17,6 @@ func tokensOf(seq *core.Sequence) (tokens []core.TokenID, promptLen int) {
 	return seq.Tokens(), seq.PromptLen()
 }
 
-// finite reports whether v is neither NaN nor ±Inf.
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
 // banner bans tokens in a candidate set: on a dense row it sets their logits to -Inf at once;
 // on a sparse set it collects them (in scratch of the set) and removes them in flush, which
 // keeps a sorted set sorted.

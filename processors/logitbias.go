@@ -18,7 +18,8 @@ type LogitBias struct {
 }
 
 // NewLogitBias returns a logit-bias processor for a vocabulary of vocab tokens. Every id must
-// lie in [0, vocab) and every bias be finite or -Inf.
+// lie in [0, vocab) and every bias be -Inf or within the float32 range (it is stored as float32
+// and added to float32 logits).
 func NewLogitBias(bias map[core.TokenID]float64, vocab int) (*LogitBias, error) {
 	p := &LogitBias{}
 	for id := range bias {
@@ -30,8 +31,10 @@ func NewLogitBias(bias map[core.TokenID]float64, vocab int) (*LogitBias, error) 
 		if id < 0 || int(id) >= vocab {
 			return nil, &core.ParamError{Param: fmt.Sprintf("bias.%d", id), Reason: fmt.Sprintf("token id %d is outside the vocabulary [0, %d)", id, vocab)}
 		}
-		if math.IsNaN(v) || math.IsInf(v, 1) {
-			return nil, &core.ParamError{Param: fmt.Sprintf("bias.%d", id), Value: v, Reason: `must be a finite number or "-inf"`}
+		if !math.IsInf(v, -1) {
+			if err := checkFloat(fmt.Sprintf("bias.%d", id), v, float32Range, `or "-inf" to ban`); err != nil {
+				return nil, err
+			}
 		}
 		p.biases = append(p.biases, float32(v))
 	}

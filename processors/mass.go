@@ -86,9 +86,13 @@ func keepByMass(c *core.Candidates, logits, e []float32, a, m float32, target fl
 	}
 	// Only entries with a − logit < (bnd+1)/histScale can be in the buckets up to bnd: a
 	// vectorised mask of the logits above a slightly lower threshold finds them, and the
-	// exact bucket decides.
-	reach := float32(bnd+1) / histScale
-	t := a - reach - (1e-3 + 1e-6*(abs32(a)+reach))
+	// exact bucket decides. The last bucket is unbounded (every key beyond 22 nats), so
+	// when it is the boundary every entry not banned qualifies.
+	t := negInf
+	if bnd < histBuckets-1 {
+		reach := float32(bnd+1) / histScale
+		t = a - reach - (1e-3 + 1e-6*(abs32(a)+reach))
+	}
 	w := 0
 	var words [maskChunk / 64]uint64
 	for base := 0; base < len(logits); base += maskChunk {
@@ -114,8 +118,9 @@ func keepByMass(c *core.Candidates, logits, e []float32, a, m float32, target fl
 	}
 	kept := items[:w]
 
+	// Keys in float64: in the last bucket they may be far apart, even beyond float32's range.
 	slices.SortFunc(boundary, func(x, y core.Candidate) int {
-		kx, ky := abs32(a-x.Logit), abs32(a-y.Logit)
+		kx, ky := math.Abs(float64(a)-float64(x.Logit)), math.Abs(float64(a)-float64(y.Logit))
 		switch {
 		case kx < ky:
 			return -1

@@ -24,11 +24,11 @@ type MinP struct {
 
 // NewMinP returns a min-p processor; p must be in [0, 1] and minKeep ≥ 1.
 func NewMinP(p float64, minKeep int) (*MinP, error) {
-	if !(p >= 0 && p <= 1) {
-		return nil, &core.ParamError{Param: "p", Value: p, Reason: "must be in [0, 1]"}
+	if err := checkFloat("p", p, unitInterval, "0 disables"); err != nil {
+		return nil, err
 	}
-	if minKeep < 1 {
-		return nil, &core.ParamError{Param: "min_keep", Value: minKeep, Reason: "must be ≥ 1"}
+	if err := checkMinKeep(minKeep); err != nil {
+		return nil, err
 	}
 	return &MinP{p: p, lnP: float32(math.Log(p)), minKeep: minKeep}, nil
 }

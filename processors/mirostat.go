@@ -12,8 +12,9 @@ import (
 type MirostatConfig struct {
 	// Version is 1 (Basu et al. 2021, Algorithm 1) or 2 (llama.cpp's simplified variant).
 	Version int
-	// Tau is the target surprise τ in bits (−log₂ p of the chosen token), ≥ 0; Eta the
-	// learning rate η of μ, ≥ 0 (0 keeps μ at its start, 2τ).
+	// Tau is the target surprise τ in bits (−log₂ p of the chosen token), in [0, 3.4e38]; Eta
+	// the learning rate η of μ, in [0, 3.4e38] (0 keeps μ at its start, 2τ). μ ln 2 is
+	// compared with logits, hence the float32 bound.
 	Tau, Eta float64
 	// M is how many of the most likely tokens version 1 uses to estimate the Zipf exponent
 	// (≥ 2; llama.cpp uses 100); VocabSize is N in its formula, the model's vocabulary size.
@@ -64,13 +65,15 @@ type Mirostat struct {
 
 // NewMirostat returns a Mirostat processor with μ = 2τ.
 func NewMirostat(cfg MirostatConfig) (*Mirostat, error) {
-	switch {
-	case cfg.Version != 1 && cfg.Version != 2:
+	if cfg.Version != 1 && cfg.Version != 2 {
 		return nil, &core.ParamError{Param: "version", Value: cfg.Version, Reason: "must be 1 or 2"}
-	case !(cfg.Tau >= 0) || math.IsInf(cfg.Tau, 1):
-		return nil, &core.ParamError{Param: "tau", Value: cfg.Tau, Reason: "must be a finite number ≥ 0 (bits)"}
-	case !(cfg.Eta >= 0) || math.IsInf(cfg.Eta, 1):
-		return nil, &core.ParamError{Param: "eta", Value: cfg.Eta, Reason: "must be a finite number ≥ 0"}
+	}
+	// μ = 2τ, moved by η per step, is compared with logits (μ ln 2 below log Z).
+	if err := checkFloat("tau", cfg.Tau, nonNegative32, "bits"); err != nil {
+		return nil, err
+	}
+	if err := checkFloat("eta", cfg.Eta, nonNegative32, ""); err != nil {
+		return nil, err
 	}
 	if cfg.Version == 1 {
 		if cfg.M < 2 {

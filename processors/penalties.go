@@ -38,9 +38,11 @@ func (s Scope) String() string {
 	return "all"
 }
 
-// Window selects the tokens a penalty counts: those of Scope, and of them only the last LastN
-// (0: all of them). llama.cpp's repeat_last_n differs in its special values: there 0 disables
-// the penalties and -1 means the whole context; its default, 64, is last_n = 64 here.
+// Window selects the tokens a penalty counts: those of Scope, and of them only the last LastN.
+// LastN = WholeHistory (-1) counts every token of the scope and LastN = 0 disables the penalty,
+// as llama.cpp's repeat_last_n (whose default, 64, is LastN = 64 here) and as DRY's
+// penalty_last_n; any other negative value is an error. The zero Window is therefore a
+// disabled one: write Window{LastN: WholeHistory} for the whole sequence.
 type Window struct {
 	Scope Scope
 	LastN int
@@ -54,7 +56,10 @@ type Window struct {
 //	presence:   logit −= presence
 //
 // in that order; tokens absent from the window are untouched. repeat = 1, frequency = 0 and
-// presence = 0 disable each part. NewRepetitionPenalty, NewFrequencyPenalty and
+// presence = 0 disable each part; a window of LastN = 0 disables them all. A finite logit that
+// the frequency or presence part pushes beyond the float32 range is clamped to the largest
+// float32 (upwards; the count multiplies the penalty) or becomes -Inf, a ban (downwards), as
+// DRY's penalty does. NewRepetitionPenalty, NewFrequencyPenalty and
 // NewPresencePenalty build one part alone; NewPenalties all three in one pass, the same as
 // the three in a chain with the same window (llama.cpp's combined sampler).
 //
@@ -72,45 +77,47 @@ type Penalties struct {
 	seen                   int          // tokens of the sequence counted so far
 	last                   core.TokenID // the last of them
 	ready                  bool
+	rev                    uint64 // the sequence's Revision when counted
 }
 
-// NewPenalties returns the combined penalty processor ("penalties"): repeat must be > 0,
-// frequency and presence finite (negative values encourage repetition).
+// NewPenalties returns the combined penalty processor ("penalties"): repeat must be in
+// [2^-126, 3.4e38] (a normal float32, so that dividing by it stays finite), frequency and
+// presence within the float32 range (negative values encourage repetition), w.LastN ≥ -1.
 func NewPenalties(repeat, frequency, presence float64, w Window) (*Penalties, error) {
 	return newPenalties("penalties", repeat, frequency, presence, w, "repeat", "frequency", "presence")
 }
 
 // NewRepetitionPenalty returns the repetition penalty ("repetition_penalty"): positive logits
 // of tokens in the window are divided by penalty, negative ones multiplied by it; penalty must
-// be > 0 (1 disables, below 1 encourages repetition).
+// be in [2^-126, 3.4e38] (1 disables, below 1 encourages repetition).
 func NewRepetitionPenalty(penalty float64, w Window) (*Penalties, error) {
 	return newPenalties("repetition_penalty", penalty, 0, 0, w, "penalty", "", "")
 }
 
 // NewFrequencyPenalty returns the frequency penalty ("frequency_penalty"): logit −= penalty ×
-// count; penalty must be finite.
+// count; penalty must be within the float32 range.
 func NewFrequencyPenalty(penalty float64, w Window) (*Penalties, error) {
 	return newPenalties("frequency_penalty", 1, penalty, 0, w, "", "penalty", "")
 }
 
 // NewPresencePenalty returns the presence penalty ("presence_penalty"): logit −= penalty for
-// every token in the window, however often; penalty must be finite.
+// every token in the window, however often; penalty must be within the float32 range.
 func NewPresencePenalty(penalty float64, w Window) (*Penalties, error) {
 	return newPenalties("presence_penalty", 1, 0, penalty, w, "", "", "penalty")
 }
 
 func newPenalties(name string, repeat, freq, presence float64, w Window, repeatParam, freqParam, presenceParam string) (*Penalties, error) {
-	if !(repeat > 0) || !finite(repeat) {
-		return nil, &core.ParamError{Param: repeatParam, Value: repeat, Reason: "must be a finite number > 0 (1 disables)"}
+	if err := checkFloat(repeatParam, repeat, divisor32, "1 disables"); err != nil {
+		return nil, err
 	}
-	if !finite(freq) {
-		return nil, &core.ParamError{Param: freqParam, Value: freq, Reason: "must be a finite number (0 disables)"}
+	if err := checkFloat(freqParam, freq, float32Range, "0 disables"); err != nil {
+		return nil, err
 	}
-	if !finite(presence) {
-		return nil, &core.ParamError{Param: presenceParam, Value: presence, Reason: "must be a finite number (0 disables)"}
+	if err := checkFloat(presenceParam, presence, float32Range, "0 disables"); err != nil {
+		return nil, err
 	}
-	if w.LastN < 0 {
-		return nil, &core.ParamError{Param: "last_n", Value: w.LastN, Reason: "must be ≥ 0 (0: the whole scope)"}
+	if err := checkLastN("last_n", w.LastN, "the whole scope"); err != nil {
+		return nil, err
 	}
 	if w.Scope != ScopeAll && w.Scope != ScopeGenerated {
 		return nil, &core.ParamError{Param: "scope", Value: int(w.Scope), Reason: "unknown scope"}
@@ -121,7 +128,9 @@ func newPenalties(name string, repeat, freq, presence float64, w Window, repeatP
 // Name implements core.LogitsProcessor.
 func (p *Penalties) Name() string { return p.name }
 
-func (p *Penalties) disabled() bool { return p.repeat == 1 && p.freq == 0 && p.presence == 0 }
+func (p *Penalties) disabled() bool {
+	return p.window.LastN == 0 || p.repeat == 1 && p.freq == 0 && p.presence == 0
+}
 
 // Process implements core.LogitsProcessor.
 func (p *Penalties) Process(seq *core.Sequence, c *core.Candidates) error {
@@ -154,15 +163,24 @@ func (p *Penalties) Process(seq *core.Sequence, c *core.Candidates) error {
 	return nil
 }
 
+// penalise applies the three parts to a logit seen count times. NaN and ±Inf pass through; a
+// finite logit pushed past the float32 range is clamped to its largest value upwards and
+// becomes -Inf (banned) downwards.
 func (p *Penalties) penalise(v float32, count int32) float32 {
+	if !(v > negInf && v <= maxFloat32) {
+		return v
+	}
 	if p.repeat != 1 {
 		if v > 0 {
-			v /= p.repeat
+			v = min(v/p.repeat, maxFloat32)
 		} else {
 			v *= p.repeat
+			if v == negInf {
+				return v
+			}
 		}
 	}
-	return v - (p.freq*float32(count) + p.presence)
+	return min(v-(p.freq*float32(count)+p.presence), maxFloat32)
 }
 
 // Accept implements core.StatefulProcessor.
@@ -183,11 +201,16 @@ func (p *Penalties) Clone() core.StatefulProcessor {
 // was counted, from scratch otherwise.
 func (p *Penalties) follow(seq *core.Sequence) {
 	tokens, promptLen := tokensOf(seq)
+	var rev uint64
+	if seq != nil {
+		rev = seq.Revision()
+	}
 	start := 0
 	if p.window.Scope == ScopeGenerated {
 		start = promptLen
 	}
-	if !p.ready || p.seen > len(tokens) || (p.seen > 0 && tokens[p.seen-1] != p.last) {
+	if !p.ready || p.rev != rev || p.seen > len(tokens) || (p.seen > 0 && tokens[p.seen-1] != p.last) {
+		p.rev = rev
 		if p.counts.ids == nil {
 			p.counts.grow()
 		}

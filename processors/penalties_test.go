@@ -60,7 +60,7 @@ func TestPenaltiesMatchDefinition(t *testing.T) {
 	}
 	for _, k := range kinds {
 		for _, scope := range []processors.Scope{processors.ScopeAll, processors.ScopeGenerated} {
-			for _, lastN := range []int{0, 1, 4, 10, 100} {
+			for _, lastN := range []int{processors.WholeHistory, 0, 1, 4, 10, 100} {
 				w := processors.Window{Scope: scope, LastN: lastN}
 				want := refPenalties(toF64(row), seq.Tokens(), seq.PromptLen(), k.repeat, k.freq, k.presence, scope == processors.ScopeGenerated, lastN)
 				for _, f := range forms {
@@ -98,7 +98,7 @@ func TestPenaltiesFollowTheSequence(t *testing.T) {
 	}
 	row := randomRow(rand.New(rand.NewPCG(1, 1)), vocab, 2)
 	r := rand.New(rand.NewPCG(23, 24))
-	for _, w := range []processors.Window{{processors.ScopeAll, 0}, {processors.ScopeAll, 5}, {processors.ScopeGenerated, 3}, {processors.ScopeGenerated, 0}} {
+	for _, w := range []processors.Window{{processors.ScopeAll, processors.WholeHistory}, {processors.ScopeAll, 5}, {processors.ScopeGenerated, 3}, {processors.ScopeGenerated, processors.WholeHistory}} {
 		p, _ := processors.NewPenalties(1.2, 0.3, 0.2, w)
 		var clone core.StatefulProcessor
 		var cloneTokens []core.TokenID
@@ -163,7 +163,7 @@ func TestPenaltiesInAGeneration(t *testing.T) {
 
 func TestPenaltiesOnSortedSetMarkUnsorted(t *testing.T) {
 	seq := newSeq(t, 10, []core.TokenID{9})
-	p, _ := processors.NewFrequencyPenalty(10, processors.Window{})
+	p, _ := processors.NewFrequencyPenalty(10, processors.Window{LastN: processors.WholeHistory})
 	c := candidates([]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, sparseSorted)
 	if err := p.Process(seq, c); err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestLogitBias(t *testing.T) {
 }
 
 func TestMinNewTokens(t *testing.T) {
-	p, err := processors.NewMinNewTokens(2, []core.TokenID{testmodel.EOS, 7})
+	p, err := processors.NewMinNewTokens(2, []core.TokenID{testmodel.EOS, 7}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestBadWords(t *testing.T) {
 		wantParamError(t, err, "words[1]")
 	}
 	the := tokID(tok, "the")
-	p, err := processors.NewBadWords(append(seqs, []core.TokenID{the, big, cat}, []core.TokenID{cat}), tok.VocabSize())
+	p, err := processors.NewBadWords(append(seqs, []core.TokenID{the, big, cat}, []core.TokenID{cat}), tok.VocabSize(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func ExamplePenalties() {
 	seq, _ := s.Prefill()
 
 	// Token 5 occurs twice, token 6 once.
-	p, _ := processors.NewPenalties(2, 0.5, 1, processors.Window{Scope: processors.ScopeAll})
+	p, _ := processors.NewPenalties(2, 0.5, 1, processors.Window{Scope: processors.ScopeAll, LastN: processors.WholeHistory})
 	c := core.NewCandidates([]float32{0, 0, 0, 0, 0, 4, -4, 1})
 	_ = p.Process(seq, c)
 	fmt.Println(c.Dense()[5:])
@@ -398,7 +398,7 @@ func ExampleMinNewTokens() {
 	seq, _ := s.Prefill()
 
 	// Nothing generated yet: the end-of-generation token </s> (id 2) is banned.
-	p, _ := processors.NewMinNewTokens(5, tok.Special().EndOfGeneration)
+	p, _ := processors.NewMinNewTokens(5, tok.Special().EndOfGeneration, tok.VocabSize())
 	c := core.NewCandidates([]float32{0, 0, 3, 1})
 	_ = p.Process(seq, c)
 	fmt.Println(c.Dense())
@@ -408,7 +408,7 @@ func ExampleMinNewTokens() {
 func ExampleBadWords() {
 	m, tok := testmodel.Default()
 	words, _ := processors.BadWordSequences(tok, []string{"big dog"})
-	p, _ := processors.NewBadWords(words, tok.VocabSize())
+	p, _ := processors.NewBadWords(words, tok.VocabSize(), tok.Special().EndOfGeneration)
 
 	pipe := &core.Pipeline{Model: m, Tokenizer: tok, Strategy: strategies.Greedy{}}
 	prompt, _ := tok.Encode("the big", core.EncodeOptions{})
@@ -433,7 +433,7 @@ func ExampleNewFrequencyPenalty() {
 
 	// Counting generated tokens only (vLLM's and OpenAI's convention), the prompt's two 4s do
 	// not count: only token 5, generated twice, is penalised.
-	p, _ := processors.NewFrequencyPenalty(0.5, processors.Window{Scope: processors.ScopeGenerated})
+	p, _ := processors.NewFrequencyPenalty(0.5, processors.Window{Scope: processors.ScopeGenerated, LastN: processors.WholeHistory})
 	c := core.NewCandidates([]float32{0, 0, 0, 0, 1, 1})
 	_ = p.Process(seq, c)
 	fmt.Println(c.Dense()[4:])

@@ -138,13 +138,13 @@ func TestProcessorErrorsNameLineAndField(t *testing.T) {
 		procs string
 		want  string
 	}{
-		{"[[processors]]\ntype = \"top_p\"\np = 1.5\n", "p.toml:10: processors[0].p = 1.5: must be in (0, 1]"},
-		{"[[processors]]\ntype = \"temperature\"\nt = -1\n", "p.toml:10: processors[0].t = -1: must be a finite number ≥ 0 (0 means greedy)"},
+		{"[[processors]]\ntype = \"top_p\"\np = 1.5\n", "p.toml:10: processors[0].p = 1.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)"},
+		{"[[processors]]\ntype = \"temperature\"\nt = -1\n", "p.toml:10: processors[0].t = -1: must be in [1e-30, 3.4028235e+38] (float32 range; 0 means greedy)"},
 		{"[[processors]]\ntype = \"top_k\"\nk = -2\n", "p.toml:10: processors[0].k = -2: must be ≥ 0 (0 disables)"},
 		{"[[processors]]\ntype = \"top_k\"\nk = 2.5\n", "p.toml:10: processors[0].k = 2.5: must be an int"},
 		{"[[processors]]\ntype = \"min_p\"\nmin_keep = 0\n", "p.toml:10: processors[0].min_keep = 0: must be ≥ 1"},
 		{"[[processors]]\ntype = \"penalties\"\nscope = \"prompt\"\n", `p.toml:10: processors[0].scope = "prompt": must be "all" or "generated"`},
-		{"[[processors]]\ntype = \"penalties\"\nrepeat = 0\n", "p.toml:10: processors[0].repeat = 0: must be a finite number > 0 (1 disables)"},
+		{"[[processors]]\ntype = \"penalties\"\nrepeat = 0\n", "p.toml:10: processors[0].repeat = 0: must be in [1.1754944e-38, 3.4028235e+38] (float32 range; 1 disables)"},
 		{"[[processors]]\ntype = \"frequency_penalty\"\n", "p.toml:8: processors[0].penalty: missing"},
 		{"[[processors]]\ntype = \"logit_bias\"\nbias = { \"5\" = 1, \"99999\" = \"-inf\" }\n", "p.toml:10: processors[0].bias.99999: token id 99999 is outside the vocabulary [0, 59)"},
 		{"[[processors]]\ntype = \"bad_words\"\nids = [[1], [3, 70]]\n", "p.toml:10: processors[0].ids[1][1] = 70: outside the vocabulary [0, 59)"},

@@ -125,23 +125,17 @@ func refTopNSigma(x []float64, n float64) []float64 {
 	return out
 }
 
-// refCutoff keeps tokens with p ≥ cut or among the minKeep largest logits (ties included).
+// refCutoff keeps tokens with p ≥ cut or among the minKeep largest logits (ties by the lower
+// id).
 func refCutoff(x []float64, cut float64, minKeep int) []float64 {
 	probs := softmax(x)
-	sorted := slices.Clone(x)
-	slices.SortFunc(sorted, func(a, b float64) int {
-		switch {
-		case a > b:
-			return -1
-		case a < b:
-			return 1
-		}
-		return 0
-	})
-	kth := sorted[min(minKeep, len(sorted))-1]
+	top := map[int]bool{}
+	for _, i := range order(negated(x))[:min(minKeep, len(x))] {
+		top[i] = true
+	}
 	out := slices.Clone(x)
 	for i, p := range probs {
-		if !(p >= cut || x[i] >= kth) {
+		if !(p >= cut || top[i]) {
 			out[i] = math.Inf(-1)
 		}
 	}

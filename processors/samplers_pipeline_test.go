@@ -98,10 +98,10 @@ func TestNewSamplerErrorsNameLineAndField(t *testing.T) {
 		{"[[processors]]\ntype = \"xtc\"\nthreshold = 2.0\n", "p.toml:10: processors[0].threshold = 2: must be in (0, 1] (above 0.5 disables)"},
 		{"[[processors]]\ntype = \"mirostat\"\nversion = 3\n", "p.toml:10: processors[0].version = 3: must be 1 or 2"},
 		{"[[processors]]\ntype = \"mirostat\"\nversion = 1\nm = 1\n", "p.toml:11: processors[0].m = 1: must be ≥ 2"},
-		{"[[processors]]\ntype = \"top_n_sigma\"\nn = -1.0\n", "p.toml:10: processors[0].n = -1: must be a finite number ≥ 0 (0 disables)"},
+		{"[[processors]]\ntype = \"top_n_sigma\"\nn = -1.0\n", "p.toml:10: processors[0].n = -1: must be in [0, 3.4028235e+38] (float32 range; 0 disables)"},
 		{"[[processors]]\ntype = \"epsilon_cutoff\"\nepsilon = 1.0\n", "p.toml:10: processors[0].epsilon = 1: must be in (0, 1)"},
 		{"[[processors]]\ntype = \"eta_cutoff\"\nmin_keep = 0\n", "p.toml:10: processors[0].min_keep = 0: must be ≥ 1"},
-		{"[[processors]]\ntype = \"dynamic_temperature\"\ndelta = -1.0\n", "p.toml:10: processors[0].delta = -1: must be a finite number ≥ 0 (0: plain temperature)"},
+		{"[[processors]]\ntype = \"dynamic_temperature\"\ndelta = -1.0\n", "p.toml:10: processors[0].delta = -1: must be in [0, 3.4028235e+38] (float32 range; 0: plain temperature)"},
 		{"[[processors]]\ntype = \"top_p\"\nboundary = \"strict\"\n", `p.toml:10: processors[0].boundary = "strict": must be "inclusive" or "exclusive"`},
 	}
 	for _, c := range cases {

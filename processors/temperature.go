@@ -1,8 +1,6 @@
 package processors
 
 import (
-	"math"
-
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/internal/fastmath"
 )
@@ -25,13 +23,13 @@ type Temperature struct {
 // minTemperature keeps t a normal float32 and 1/t finite.
 const minTemperature = 1e-30
 
-// NewTemperature returns a temperature processor; t must be 0 or a finite number ≥ 1e-30.
+// NewTemperature returns a temperature processor; t must be 0 or in [1e-30, 3.4e38] (a normal
+// float32 whose reciprocal is finite).
 func NewTemperature(t float64) (*Temperature, error) {
-	if !(t >= 0) || math.IsInf(t, 1) {
-		return nil, &core.ParamError{Param: "t", Value: t, Reason: "must be a finite number ≥ 0 (0 means greedy)"}
-	}
-	if t > 0 && t < minTemperature {
-		return nil, &core.ParamError{Param: "t", Value: t, Reason: "must be 0 (greedy) or at least 1e-30"}
+	if t != 0 {
+		if err := checkFloat("t", t, temperature32, "0 means greedy"); err != nil {
+			return nil, err
+		}
 	}
 	return &Temperature{t: float32(t)}, nil
 }

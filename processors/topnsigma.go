@@ -25,10 +25,11 @@ type TopNSigma struct {
 	n float64
 }
 
-// NewTopNSigma returns a top-nσ processor; n must be a finite number ≥ 0.
+// NewTopNSigma returns a top-nσ processor; n must be in [0, 3.4e38] (n·σ is subtracted from a
+// float32 logit).
 func NewTopNSigma(n float64) (*TopNSigma, error) {
-	if !(n >= 0) || math.IsInf(n, 1) {
-		return nil, &core.ParamError{Param: "n", Value: n, Reason: "must be a finite number ≥ 0 (0 disables)"}
+	if err := checkFloat("n", n, nonNegative32, "0 disables"); err != nil {
+		return nil, err
 	}
 	return &TopNSigma{n: n}, nil
 }

@@ -16,7 +16,13 @@ import (
 //
 //	keep i ⇔ rank(i) ≤ max(minKeep, min{ r : Σ_{rank(j) ≤ r} p(j) ≥ p })
 //
-// and renormalises over the kept tokens (p'(i) ∝ p(i)). p = 1 disables it.
+// and renormalises over the kept tokens (p'(i) ∝ p(i)). p = 1 disables it; p = 0 keeps the
+// single most likely token (the lowest id among equal logits), or the minKeep most likely, as
+// llama.cpp does.
+//
+// minKeep counts tokens not banned and ranks them by logit, ties by the lower id: when the
+// prefix that reaches p is shorter than minKeep, the kept set is exactly the minKeep largest
+// logits, however far below the maximum they lie (their probabilities may round to 0).
 //
 // Engines differ only when a prefix sums to exactly p; Boundary chooses (NewTopPBoundary):
 //
@@ -72,7 +78,7 @@ func (b Boundary) String() string {
 	return "inclusive"
 }
 
-// NewTopP returns a top-p processor with the inclusive boundary; p must be in (0, 1] and
+// NewTopP returns a top-p processor with the inclusive boundary; p must be in [0, 1] and
 // minKeep ≥ 1.
 func NewTopP(p float64, minKeep int) (*TopP, error) {
 	return NewTopPBoundary(p, minKeep, Inclusive)
@@ -80,11 +86,11 @@ func NewTopP(p float64, minKeep int) (*TopP, error) {
 
 // NewTopPBoundary returns a top-p processor with the given boundary.
 func NewTopPBoundary(p float64, minKeep int, b Boundary) (*TopP, error) {
-	if !(p > 0 && p <= 1) {
-		return nil, &core.ParamError{Param: "p", Value: p, Reason: "must be in (0, 1]"}
+	if err := checkFloat("p", p, unitInterval, "1 disables, 0 keeps the most likely token"); err != nil {
+		return nil, err
 	}
-	if minKeep < 1 {
-		return nil, &core.ParamError{Param: "min_keep", Value: minKeep, Reason: "must be ≥ 1"}
+	if err := checkMinKeep(minKeep); err != nil {
+		return nil, err
 	}
 	if b != Inclusive && b != Exclusive {
 		return nil, &core.ParamError{Param: "boundary", Value: int(b), Reason: "unknown boundary"}
@@ -118,11 +124,16 @@ func (p *TopP) Process(_ *core.Sequence, c *core.Candidates) error {
 		if err != nil {
 			return err
 		}
+		items := c.Items()
 		var cum float64
 		for i, q := range probs {
+			if items[i].Logit == negInf { // the rest is banned too
+				c.SetItems(items[:i], true)
+				break
+			}
 			cum += float64(q)
 			if reached(cum, p.p, p.exclusive) && i+1 >= p.minKeep {
-				c.SetItems(c.Items()[:i+1], true)
+				c.SetItems(items[:i+1], true)
 				break
 			}
 		}
@@ -225,12 +236,15 @@ func nucleus(c *core.Candidates, e []float32, target float64, minKeep int, exclu
 			}
 		}
 	}
-	id := func(i core.TokenID) core.TokenID {
+	// The entry at index i: its id and logit.
+	entry := func(i core.TokenID) core.Candidate {
 		if row != nil {
-			return i
+			return core.Candidate{ID: i, Logit: row[i]}
 		}
-		return items[i].ID
+		return items[i]
 	}
+	// Descending e, then descending logit (entries more than ~87 below the maximum all have
+	// e = 0 in the last bucket, yet min_keep must take them by logit), then ascending id.
 	slices.SortFunc(boundary, func(x, y core.Candidate) int {
 		switch {
 		case x.Logit > y.Logit:
@@ -238,7 +252,14 @@ func nucleus(c *core.Candidates, e []float32, target float64, minKeep int, exclu
 		case x.Logit < y.Logit:
 			return 1
 		}
-		return int(id(x.ID)) - int(id(y.ID))
+		ex, ey := entry(x.ID), entry(y.ID)
+		switch {
+		case ex.Logit > ey.Logit:
+			return -1
+		case ex.Logit < ey.Logit:
+			return 1
+		}
+		return int(ex.ID) - int(ey.ID)
 	})
 	n := 0
 	for n < len(boundary) && (!reached(cum, target, exclusive) || before+n < minKeep) {

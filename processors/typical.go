@@ -27,11 +27,11 @@ type TypicalP struct {
 
 // NewTypicalP returns a typical-p processor; p must be in (0, 1] and minKeep ≥ 1.
 func NewTypicalP(p float64, minKeep int) (*TypicalP, error) {
-	if !(p > 0 && p <= 1) {
-		return nil, &core.ParamError{Param: "p", Value: p, Reason: "must be in (0, 1]"}
+	if err := checkFloat("p", p, halfOpenUnit, "1 disables"); err != nil {
+		return nil, err
 	}
-	if minKeep < 1 {
-		return nil, &core.ParamError{Param: "min_keep", Value: minKeep, Reason: "must be ≥ 1"}
+	if err := checkMinKeep(minKeep); err != nil {
+		return nil, err
 	}
 	return &TypicalP{p: p, minKeep: minKeep}, nil
 }

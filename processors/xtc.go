@@ -49,14 +49,14 @@ type XTC struct {
 
 // NewXTC returns an XTC processor: threshold in (0, 1], probability in [0, 1], minKeep ≥ 1.
 func NewXTC(threshold, probability float64, minKeep int) (*XTC, error) {
-	if !(threshold > 0 && threshold <= 1) {
-		return nil, &core.ParamError{Param: "threshold", Value: threshold, Reason: "must be in (0, 1] (above 0.5 disables)"}
+	if err := checkFloat("threshold", threshold, halfOpenUnit, "above 0.5 disables"); err != nil {
+		return nil, err
 	}
-	if !(probability >= 0 && probability <= 1) {
-		return nil, &core.ParamError{Param: "probability", Value: probability, Reason: "must be in [0, 1] (0 disables)"}
+	if err := checkFloat("probability", probability, unitInterval, "0 disables"); err != nil {
+		return nil, err
 	}
-	if minKeep < 1 {
-		return nil, &core.ParamError{Param: "min_keep", Value: minKeep, Reason: "must be ≥ 1"}
+	if err := checkMinKeep(minKeep); err != nil {
+		return nil, err
 	}
 	return &XTC{threshold: threshold, probability: probability, lnThreshold: math.Log(threshold), minKeep: minKeep}, nil
 }

@@ -64,9 +64,7 @@ func (s *Session) update(infos []*pluginpb.SequenceInfo, appended bool) []*Seque
 			q = &Sequence{index: int(in.Index), promptLen: len(s.req.Prompt)}
 			s.seqs[q.index] = q
 		}
-		if appended && len(in.Tokens) > q.NumGenerated() {
-			q.sum += float64(in.LastLogprob)
-		}
+		q.follow(len(in.Tokens), appended, in.LastLogprob)
 		q.tokens = append(append(q.tokens[:0], s.req.Prompt...), in.Tokens...)
 		q.text = append(q.text[:0], in.Text...)
 		q.finish = FinishReason(in.FinishReason)
@@ -102,7 +100,7 @@ func (s *Session) Fork(q *Sequence) (*Sequence, error) {
 		return nil, errors.New("host returned no forked sequence")
 	}
 	f := s.update(r.Sequences, false)[0]
-	f.sum = q.sum
+	f.logprobs, f.sum = append([]float32(nil), q.logprobs...), q.sum
 	return f, nil
 }
 
@@ -191,13 +189,13 @@ func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) error 
 	return rpcErr(err)
 }
 
-// Truncate rolls q back to its first generated tokens (its prompt is kept).
+// Truncate rolls q back to its first generated tokens (its prompt is kept); its SumLogprob
+// becomes the sum over the tokens kept.
 func (s *Session) Truncate(q *Sequence, generated int) error {
 	r, err := s.client.Truncate(s.ctx, &pluginpb.TruncateRequest{Index: int32(q.index), Length: uint32(max(generated, 0))})
 	if err != nil {
 		return rpcErr(err)
 	}
-	q.sum = 0
 	s.update(r.Sequences, false)
 	return nil
 }

@@ -24,7 +24,30 @@ type Sequence struct {
 	promptLen int
 	text      []byte
 	finish    FinishReason
+	logprobs  []float32 // per generated token, as appended through the Session
 	sum       float64
+}
+
+// follow brings the log-probabilities up to n generated tokens: a token just appended adds lp,
+// tokens taken off (Truncate) take theirs away.
+func (q *Sequence) follow(n int, appended bool, lp float32) {
+	switch {
+	case n < len(q.logprobs):
+		q.logprobs = q.logprobs[:n]
+		q.sum = 0
+		for _, v := range q.logprobs {
+			q.sum += float64(v)
+		}
+	case n > len(q.logprobs):
+		for len(q.logprobs) < n-1 {
+			q.logprobs = append(q.logprobs, 0) // not appended through this session
+		}
+		if !appended {
+			lp = 0
+		}
+		q.logprobs = append(q.logprobs, lp)
+		q.sum += float64(lp)
+	}
 }
 
 // Index is the sequence's index in its request (sample i of n, or beam i).
@@ -52,7 +75,8 @@ func (q *Sequence) FinishReason() FinishReason { return q.finish }
 func (q *Sequence) Finished() bool { return q.finish != "" }
 
 // SumLogprob is the summed log-probability of the tokens a strategy appended to the sequence
-// through its Session (a fork starts with its parent's sum; Truncate resets it to 0).
+// through its Session, as given to Append or chosen by StepGreedy and StepSample (a fork
+// starts with its parent's; Truncate keeps the sum over the tokens left).
 func (q *Sequence) SumLogprob() float64 { return q.sum }
 
 // Processor is a logits processor, the plugin-side counterpart of core.LogitsProcessor: it

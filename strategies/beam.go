@@ -43,7 +43,7 @@ type BeamConfig struct {
 }
 
 // Beam is beam search. At every step each live beam's logits go through the pipeline's
-// processors; candidates are ranked by the beam's summed log-probability plus the processed
+// processors (without DoSample, a temperature of 0 is not applied: see greedyTemperature); candidates are ranked by the beam's summed log-probability plus the processed
 // log-probability of the token; the best 2·NumBeams (beam, token) pairs are walked in order: a
 // pair ending in an end-of-generation token (among the first NumBeams) is set aside as a
 // finished sequence, the others become the next beams until NumBeams are live. New beams fork
@@ -112,6 +112,9 @@ func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 	if root.Finished() {
 		s.SetOutputs([]*core.Sequence{root})
 		return s.EmitFinal([]*core.Sequence{root})
+	}
+	if !b.cfg.DoSample {
+		neutraliseGreedyTemperature(root)
 	}
 	B := b.cfg.NumBeams
 	eog := map[core.TokenID]bool{}
@@ -204,6 +207,27 @@ func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 	}
 	s.SetOutputs(outs)
 	return s.EmitFinal(outs)
+}
+
+// greedyTemperature stands in a beam's chain for a temperature of 0, which beam search without
+// sampling does not apply: t = 0 keeps only the argmax, so every beam would have one candidate
+// and the search would collapse to greedy decoding (and fail outright once no_repeat_ngram_size
+// bans that one token). Beam search is already the deterministic search; it ranks by the
+// distribution the rest of the chain leaves.
+type greedyTemperature struct{}
+
+func (greedyTemperature) Name() string { return "temperature (t = 0: not applied by beam search)" }
+
+func (greedyTemperature) Process(*core.Sequence, *core.Candidates) error { return nil }
+
+// neutraliseGreedyTemperature replaces the t = 0 temperatures of q's chain (forks inherit it).
+func neutraliseGreedyTemperature(q *core.Sequence) {
+	chain := q.Processors()
+	for i, p := range chain {
+		if t, ok := p.(*processors.Temperature); ok && t.T() == 0 {
+			chain[i] = greedyTemperature{}
+		}
+	}
 }
 
 func countLive(next []beamCandidate, eog map[core.TokenID]bool) int {

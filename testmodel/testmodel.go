@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -85,6 +86,24 @@ func New(cfg Config) (*Model, *Tokenizer) {
 
 // Default returns the default test model and tokenizer (seed 1, order 2, 59 tokens).
 func Default() (*Model, *Tokenizer) { return New(Config{}) }
+
+// Name is the builtin model name tests give the default test model in pipelines.
+const Name = "test"
+
+// Open opens the default test model for a pipeline's [model] table; it has the signature of
+// pipeline.ModelOpener. The test model is not part of the loom program: a test that declares
+// builtin = "test" registers it first,
+//
+//	pipeline.RegisterBuiltinModel(testmodel.Name, testmodel.Open)
+//
+// It takes no options: any key is an error naming it.
+func Open(options map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
+	for k := range options {
+		return nil, nil, nil, fmt.Errorf("%s: the test model takes no options", k)
+	}
+	m, t := Default()
+	return m, t, nil, nil
+}
 
 // Config implements core.Model.
 func (m *Model) Config() core.ModelConfig {

@@ -122,7 +122,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.n, "n", "number of sequences to sample, in [1, 1024]")
 	fs.Var(&f.temperature, "temperature", "sampling temperature (0 = greedy)")
 	fs.Var(&f.topK, "top-k", "keep the k most likely tokens (0 = off)")
-	fs.Var(&f.topP, "top-p", "nucleus sampling threshold in (0, 1] (1 = off)")
+	fs.Var(&f.topP, "top-p", "nucleus sampling threshold in [0, 1] (1 = off)")
 	fs.Var(&f.kvBudg, "kv-budget", "most memory the KV cache may take, in MiB (default: the model's, see kv_budget_mb)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object with the whole result, token ids included")
 	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs)")

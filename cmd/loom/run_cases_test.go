@@ -150,8 +150,8 @@ func TestRunFlagLimits(t *testing.T) {
 		{[]string{"--trace", "101"}, 1, "--trace 101: must be in [0, 100]"},
 		{[]string{"--kv-budget", "0"}, 1, "--kv-budget 0: must be in [1, 1048576] (MiB)"},
 		{[]string{"--kv-budget", "1048577"}, 1, "--kv-budget 1048577: must be in [1, 1048576] (MiB)"},
-		{[]string{"--top-p", "1.5"}, 1, "--top-p 1.5: must be in (0, 1]"},
-		{[]string{"--top-p", "0", withTopP}, 1, "--top-p 0: must be in (0, 1]"},
+		{[]string{"--top-p", "1.5"}, 1, "--top-p 1.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)"},
+		{[]string{"--top-p", "-0.5", withTopP}, 1, "--top-p -0.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)"},
 		{[]string{"--top-k", "-1"}, 1, "--top-k -1: "},
 		{[]string{"--temperature", "-1", withTopP}, 1, "--temperature -1: "},
 		{[]string{"--temperature", "-1"}, 1, "--temperature -1: "},
@@ -371,7 +371,7 @@ seconds = 0
 		p + ":4: model.kv_budget_mb = -1: must be a positive integer",
 		p + ":7: generation.n = 2000: must be in [1, 1024]",
 		p + `:10: strategy.type = "beem": unknown strategy type`,
-		p + ":14: processors[0].p = 1.5: must be in (0, 1]",
+		p + ":14: processors[0].p = 1.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)",
 		p + ":18: stopping[0].seconds = 0: must be positive",
 	}
 	lines := strings.Split(strings.TrimSpace(errs), "\n")

@@ -22,8 +22,8 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-// fixture returns the path of a file of the shared reference fixtures, skipping the test
-// where they are absent.
+// fixture returns the path of a file of the repository's test fixtures (testdata/), failing
+// the test where it is absent.
 func fixture(t *testing.T, rel string) string {
 	t.Helper()
 	return fixtures.Path(t, rel)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the example plugins into bin/plugins/ (or the directory given) and writes there a
 # ready copy of each example's pipeline.toml with the binary's sha256 filled in:
-#   examples/plugins/build.sh && loom run bin/plugins/banwords.toml --prompt "the cat"
+#   examples/plugins/build.sh && loom run bin/plugins/banwords.toml --prompt "And it came to pass"
 # The Python example needs /usr/bin/python3 with Debian's python3-grpcio and python3-protobuf.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -2,26 +2,12 @@
 
 package fastmath
 
-// useAVX2 selects the assembly kernels: the CPU has AVX2 and the operating system saves the
-// YMM registers. Tests switch it off to compare the two implementations.
-var useAVX2 = hasAVX2()
+import "golang.org/x/sys/cpu"
 
-func hasAVX2() bool {
-	maxLeaf, _, _, _ := cpuid(0, 0)
-	if maxLeaf < 7 {
-		return false
-	}
-	_, _, ecx1, _ := cpuid(1, 0)
-	const osxsave, avx = 1 << 27, 1 << 28
-	if ecx1&osxsave == 0 || ecx1&avx == 0 {
-		return false
-	}
-	if xgetbv0()&6 != 6 { // XMM and YMM state enabled by the OS
-		return false
-	}
-	_, ebx7, _, _ := cpuid(7, 0)
-	return ebx7&(1<<5) != 0
-}
+// useAVX2 selects the assembly kernels: the CPU has AVX2 and the operating system saves the
+// YMM registers (cpu.X86.HasAVX2 checks both). Tests switch it off to compare the two
+// implementations.
+var useAVX2 = cpu.X86.HasAVX2
 
 func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
 	if useAVX2 {
@@ -90,7 +76,3 @@ func divideAVX2(xs []float32, d float32)
 
 //go:noescape
 func maskAboveAVX2(dst []uint64, xs []float32, t float32)
-
-func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
-
-func xgetbv0() uint32

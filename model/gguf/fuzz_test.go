@@ -2,7 +2,6 @@ package gguf
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -115,13 +114,9 @@ func FuzzRead(f *testing.F) {
 		u32(uint32(TypeString)).u64(1).str("x").u32(uint32(TypeArray)).u64(0).Bytes())
 	f.Add(new(bld).header(2, 1, 0).tensorInfo("t", ggml.Q8_0, 0, 32).padTo(32).Bytes())
 	// The beginnings of the real files, where the metadata is.
-	if td, err := fixtures.Dir(); err == nil {
-		for _, name := range []string{"models/stories260K-f32.gguf", "vocab/ggml-vocab-llama-spm.gguf"} {
-			data, err := os.ReadFile(filepath.Join(td, name))
-			if err == nil {
-				f.Add(data[:min(len(data), 4096)])
-			}
-		}
+	for _, name := range []string{"models/stories260K-f32.gguf", "vocab/ggml-vocab-llama-spm.gguf"} {
+		data := fixtures.Read(f, filepath.FromSlash(name))
+		f.Add(data[:min(len(data), 4096)])
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Read(data)

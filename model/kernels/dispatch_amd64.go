@@ -6,12 +6,15 @@ import (
 	"os"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/loomlm/loom/internal/cpufeature"
 )
 
-// The assembly needs AVX2 and FMA (every such CPU also has F16C); cpu.X86 reports AVX2 only
-// when the operating system saves the YMM registers.
+// The assembly needs AVX2, FMA and F16C (it converts F16 weights and the half-precision
+// scales of the quantised blocks); cpu.X86 reports AVX2 only when the operating system saves
+// the YMM registers, and cpufeature.HasF16C reads the flag x/sys/cpu does not expose.
 func init() {
-	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA || !cpufeature.HasF16C {
 		return
 	}
 	avx2 := &impl{

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +18,7 @@ import (
 
 func openStories(t testing.TB, file string, opts Options) *Model {
 	t.Helper()
-	m, err := Open(filepath.Join(fixtures.Path(t), "models", file), opts)
+	m, err := Open(fixtures.Path(t, "models", file), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +26,8 @@ func openStories(t testing.TB, file string, opts Options) *Model {
 	return m
 }
 
-// reference is one llama.cpp reference run: prompt, greedy ids and the logits of every step.
+// reference is one reference run (testdata/reference): prompt, greedy ids and, for the
+// llama.cpp F32-cache runs, the logits of every step.
 type reference struct {
 	prompt, gen []int32
 	logits      [][]float32
@@ -47,14 +46,12 @@ func readIDs(line, prefix string) ([]int32, error) {
 	return ids, nil
 }
 
-func loadReference(t testing.TB, name string, vocab int) reference {
+// loadReference reads the reference run name, with its logits when withLogits.
+func loadReference(t testing.TB, name string, vocab int, withLogits bool) reference {
 	t.Helper()
-	base := filepath.Join(fixtures.Path(t), "reference", "stories260K", name)
-	txt, err := os.ReadFile(base + ".txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	txt := fixtures.Read(t, "reference", "stories260K", name+".txt")
 	var ref reference
+	var err error
 	for _, line := range strings.Split(string(txt), "\n") {
 		switch {
 		case strings.HasPrefix(line, "PROMPT "):
@@ -63,17 +60,25 @@ func loadReference(t testing.TB, name string, vocab int) reference {
 			ref.gen, err = readIDs(line, "GEN ")
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s.txt: %v", name, err)
 		}
 	}
-	if raw, err := os.ReadFile(base + ".logits.f32"); err == nil {
-		for off := 0; off+4*vocab <= len(raw); off += 4 * vocab {
-			row := make([]float32, vocab)
-			for i := range row {
-				row[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[off+4*i:]))
-			}
-			ref.logits = append(ref.logits, row)
+	if len(ref.prompt) == 0 || len(ref.gen) == 0 {
+		t.Fatalf("%s.txt: no PROMPT or no GEN line", name)
+	}
+	if !withLogits {
+		return ref
+	}
+	raw := fixtures.Read(t, "reference", "stories260K", name+".logits.f32")
+	if len(raw)%(4*vocab) != 0 {
+		t.Fatalf("%s.logits.f32: %d bytes, not rows of %d float32", name, len(raw), vocab)
+	}
+	for off := 0; off < len(raw); off += 4 * vocab {
+		row := make([]float32, vocab)
+		for i := range row {
+			row[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[off+4*i:]))
 		}
+		ref.logits = append(ref.logits, row)
 	}
 	return ref
 }
@@ -134,7 +139,7 @@ func TestReferenceGreedy(t *testing.T) {
 	m := openStories(t, "stories260K-f32.gguf", Options{})
 	for _, name := range []string{"llamacpp-kvf32_bos_256", "llamacpp-kvf32_once-upon-a-time_256"} {
 		t.Run(name, func(t *testing.T) {
-			ref := loadReference(t, name, m.Params().VocabSize)
+			ref := loadReference(t, name, m.Params().VocabSize, true)
 			if len(ref.logits) != len(ref.gen) {
 				t.Fatalf("reference has %d logits rows for %d ids", len(ref.logits), len(ref.gen))
 			}
@@ -158,6 +163,23 @@ func TestReferenceGreedy(t *testing.T) {
 	}
 }
 
+// TestReferenceRunC checks the F32 model with an F32 cache against llama2.c's run.c on the
+// original checkpoint: the same greedy ids at every step, from the same prompt ids.
+func TestReferenceRunC(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{})
+	for _, name := range []string{"llama2c-runc_bos_256", "llama2c-runc_once-upon-a-time_256"} {
+		t.Run(name, func(t *testing.T) {
+			ref := loadReference(t, name, m.Params().VocabSize, false)
+			ids, _ := greedy(t, m, ref.prompt, len(ref.gen))
+			for i := range ids {
+				if ids[i] != ref.gen[i] {
+					t.Fatalf("ids differ from step %d: got %d, run.c chose %d", i, ids[i], ref.gen[i])
+				}
+			}
+		})
+	}
+}
+
 // TestF16Weights runs the model stored as F16, and with an F16 cache, and compares it loosely
 // with the F32 reference: half precision moves these logits by a few hundredths.
 func TestF16Weights(t *testing.T) {
@@ -171,7 +193,7 @@ func TestF16Weights(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/kv-%v", tc.file, tc.kv), func(t *testing.T) {
 			m := openStories(t, tc.file, Options{KVType: tc.kv})
-			ref := loadReference(t, "llamacpp-kvf32_once-upon-a-time_256", m.Params().VocabSize)
+			ref := loadReference(t, "llamacpp-kvf32_once-upon-a-time_256", m.Params().VocabSize, true)
 			ids, rows := greedy(t, m, ref.prompt, 32)
 			same := 0
 			for same < len(ids) && ids[same] == ref.gen[same] {
@@ -202,7 +224,7 @@ func TestReferenceKVF16(t *testing.T) {
 		{"llamacpp-kvf16-default_once-upon-a-time_256", 143},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := loadReference(t, tc.name, m.Params().VocabSize)
+			ref := loadReference(t, tc.name, m.Params().VocabSize, false)
 			ids, _ := greedy(t, m, ref.prompt, len(ref.gen))
 			same := 0
 			for same < len(ids) && ids[same] == ref.gen[same] {
@@ -493,7 +515,7 @@ func TestLoadErrors(t *testing.T) {
 		want string
 	}{
 		{"missing file", "/nonexistent/model.gguf", "no such file"},
-		{"not a model", filepath.Join(fixtures.Path(t), "vocab", "ggml-vocab-llama-spm.gguf"), "token_embd.weight"},
+		{"not a model", fixtures.Path(t, "vocab", "ggml-vocab-llama-spm.gguf"), "token_embd.weight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Open(tc.path, Options{})

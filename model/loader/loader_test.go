@@ -3,8 +3,6 @@ package loader
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,13 +15,10 @@ import (
 	"github.com/loomlm/loom/pipeline"
 )
 
-func readGen(t testing.TB, model string) []int32 {
+// readGen returns the ids llama.cpp generated greedily after "Once upon a time".
+func readGen(t testing.TB) []int32 {
 	t.Helper()
-	ref := filepath.Join(filepath.Dir(model), "..", "reference", "stories260K", "llamacpp-kvf32_once-upon-a-time_256.txt")
-	data, err := os.ReadFile(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := fixtures.Read(t, "reference", "stories260K", "llamacpp-kvf32_once-upon-a-time_256.txt")
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, "GEN "); ok {
 			var ids []int32
@@ -63,7 +58,7 @@ func TestPipelineGreedy(t *testing.T) {
 	if got := res.PromptTokens; !equal(got, wantPrompt) {
 		t.Fatalf("prompt tokens %v, want %v", got, wantPrompt)
 	}
-	gen := readGen(t, path)
+	gen := readGen(t)
 	if got := res.Sequences[0].Tokens; !equal(got, gen[:len(got)]) || len(got) != 100 {
 		t.Fatalf("generated %v, want the reference's first 100: %v", got, gen[:100])
 	}

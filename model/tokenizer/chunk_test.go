@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,14 +14,11 @@ import (
 // TestSPMChunksAreExact checks that tokenising SentencePiece text chunk by chunk gives what
 // the merge algorithm gives on the whole text at once.
 func TestSPMChunksAreExact(t *testing.T) {
-	toks := []*Tokenizer{mustNew(t, spmVocab(true, testPieces, nil))}
-	if td, err := fixtures.Dir(); err == nil {
-		tok, err := Load(filepath.Join(td, "vocab", "ggml-vocab-llama-spm.gguf"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		toks = append(toks, tok)
+	llama, err := Load(fixtures.Path(t, "vocab", "ggml-vocab-llama-spm.gguf"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	toks := []*Tokenizer{mustNew(t, spmVocab(true, testPieces, nil)), llama}
 	alphabet := []string{"a", "b", "c", "h", "i", "the", "ing", " ", " ", "  ", "\n", "\t", "é", "中文", "🦙", "\xff", "\xe4\xb8", "1", "23", ".", "'", "▁"}
 	r := rand.New(rand.NewPCG(5, 8))
 	for _, tok := range toks {

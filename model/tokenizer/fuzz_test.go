@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,28 +9,21 @@ import (
 	"github.com/loomlm/loom/internal/fixtures"
 )
 
-// FuzzEncode tokenises arbitrary bytes with the fixture vocabularies (or, without them, the
-// small test vocabularies): no panic or error, Decode gives the text back, and SentencePiece
-// chunking agrees with the merge algorithm run on the whole text.
+// FuzzEncode tokenises arbitrary bytes with the fixture vocabularies and the small test
+// vocabularies: no panic or error, Decode gives the text back, and SentencePiece chunking
+// agrees with the merge algorithm run on the whole text.
 func FuzzEncode(f *testing.F) {
-	var toks []*Tokenizer
-	if td, err := fixtures.Dir(); err == nil {
-		for _, name := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
-			path := filepath.Join(td, "vocab", name)
-			tok, err := Load(path)
-			if err != nil {
-				f.Fatal(err)
-			}
-			toks = append(toks, tok)
-			if inp, err := os.ReadFile(path + ".inp"); err == nil {
-				for _, c := range strings.Split(string(inp), "\n__ggml_vocab_test__\n") {
-					f.Add(c)
-				}
-			}
+	toks := []*Tokenizer{mustNew(f, spmVocab(true, testPieces, testSpecials)),
+		mustNew(f, bpeVocab("llama-bpe", []string{"Ġ t", "h e", "Ġt he"}, nil))}
+	for _, name := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
+		tok, err := Load(fixtures.Path(f, "vocab", name))
+		if err != nil {
+			f.Fatal(err)
 		}
-	} else {
-		toks = append(toks, mustNew(f, spmVocab(true, testPieces, testSpecials)),
-			mustNew(f, bpeVocab("llama-bpe", []string{"Ġ t", "h e", "Ġt he"}, nil)))
+		toks = append(toks, tok)
+		for _, c := range strings.Split(string(fixtures.Read(f, "vocab", name+".inp")), "\n__ggml_vocab_test__\n") {
+			f.Add(c)
+		}
 	}
 	f.Add("Hello, y'all! 🦙\n\n  \t x\xff\xe4\xb8")
 	f.Fuzz(func(t *testing.T, text string) {

@@ -8,7 +8,7 @@
 //
 // Config ([plugins.config]):
 //
-//	words = ["cat", "the dog"]   # required: byte strings that must not appear in the output
+//	words = ["LORD", "the king"]   # required: byte strings that must not appear in the output
 //
 // Build it with `go build -o bin/plugins/banwords ./examples/plugins/banwords`.
 package main

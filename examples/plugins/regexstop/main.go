@@ -4,7 +4,7 @@
 //
 // Config ([plugins.config]):
 //
-//	pattern   = '\bsad\b'   # required: a Go (RE2) regular expression
+//	pattern   = '\bsaith\b' # required: a Go (RE2) regular expression
 //	include   = false       # keep the matched text in the output
 //	hold_back = 16          # bytes of streamed text held back while a match may be forming
 //

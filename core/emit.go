@@ -1,0 +1,116 @@
+package core
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+func (s *Session) checkStop(q *Sequence, id TokenID) Stop {
+	for _, e := range s.eog {
+		if id == e {
+			return Stop{Reason: FinishEOS, Detail: fmt.Sprintf("end-of-generation token %d", id)}
+		}
+	}
+	for _, c := range s.pipe.Stopping {
+		if st := c.Check(q); st.Reason != FinishNone {
+			return st
+		}
+	}
+	if q.NumGenerated() >= s.req.MaxNewTokens {
+		return Stop{Reason: FinishLength, Detail: fmt.Sprintf("max_new_tokens = %d", s.req.MaxNewTokens)}
+	}
+	if n := s.pipe.Model.Config().ContextLength; n > 0 && len(q.tokens) >= n {
+		return Stop{Reason: FinishLength, Detail: fmt.Sprintf("context length %d", n)}
+	}
+	return Stop{}
+}
+
+// emit streams the text of q that became safe to show. A running sequence keeps back an
+// incomplete UTF-8 character and the stop-string hold-back.
+func (s *Session) emit(q *Sequence, ch Choice) error {
+	if s.req.OnEvent == nil || s.deferEvents {
+		return nil
+	}
+	ev := Event{Sequence: q.index, Token: ch.ID, Score: ch.Logprob, Finished: q.Finished(), FinishReason: q.finish}
+	ev.Text = s.takeText(q)
+	return s.req.OnEvent(ev)
+}
+
+func (s *Session) takeText(q *Sequence) string {
+	end := len(q.text)
+	if q.textEnd >= 0 {
+		end = q.textEnd
+	}
+	if !q.Finished() {
+		end = completeUTF8(q.text, max(end-s.holdBack, 0))
+	}
+	if end <= q.streamed {
+		return ""
+	}
+	t := string(q.text[q.streamed:end])
+	q.streamed = end
+	return t
+}
+
+// completeUTF8 returns the largest e ≤ end such that b[:e] does not end inside a character
+// whose remaining bytes may still arrive.
+func completeUTF8(b []byte, end int) int {
+	for i := end - 1; i >= 0 && i >= end-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:end]) {
+				return i
+			}
+			return end
+		}
+	}
+	return end
+}
+
+// Finish ends q with a reason (strategies use it for their own ends: a pruned beam, a
+// cancelled request) and streams its remaining text. A discarded or finished sequence, or an
+// empty reason, leaves q as it is.
+func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
+	if q == nil || q.discarded || q.Finished() || reason == FinishNone {
+		return
+	}
+	q.finish, q.finishDetail = reason, detail
+	if s.req.OnEvent != nil && !s.deferEvents {
+		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Finished: true, FinishReason: reason})
+	}
+}
+
+// DeferEvents stops per-token events: a strategy whose sequences are provisional (beam search)
+// calls it first and reports its final sequences with EmitFinal.
+func (s *Session) DeferEvents() { s.deferEvents = true }
+
+// EmitFinal sends one event per sequence with its whole text, in order, numbered by position.
+func (s *Session) EmitFinal(seqs []*Sequence) error {
+	if s.req.OnEvent == nil {
+		return nil
+	}
+	for i, q := range seqs {
+		last := TokenID(-1)
+		if g := q.Generated(); len(g) > 0 {
+			last = g[len(g)-1]
+		}
+		if err := s.req.OnEvent(Event{Sequence: i, Token: last, Text: s.takeText(q), Finished: true, FinishReason: q.finish}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retract withdraws text of q that was streamed but is no longer q's (a Truncate cut it): the
+// event's Retract counts the bytes taken back, back to a character boundary.
+func (s *Session) retract(q *Sequence) error {
+	if q.streamed <= len(q.text) {
+		return nil
+	}
+	keep := completeUTF8(q.text, len(q.text))
+	n := q.streamed - keep
+	q.streamed = keep
+	if s.req.OnEvent == nil || s.deferEvents {
+		return nil
+	}
+	return s.req.OnEvent(Event{Sequence: q.index, Token: -1, Retract: n})
+}

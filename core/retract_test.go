@@ -1,0 +1,73 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/testmodel"
+)
+
+// Text streamed before a Truncate is withdrawn by an event with Retract, so that a client
+// applying the events in order holds exactly the final text.
+func TestTruncateRetractsStreamedText(t *testing.T) {
+	model, tok := testmodel.Default()
+	var shown []byte
+	retracted := 0
+	strat := core.StrategyFunc(func(ctx context.Context, s *core.Session) error {
+		q, err := s.Prefill()
+		if err != nil {
+			return err
+		}
+		step := func(n int) error {
+			for range n {
+				if err := s.Forward(q); err != nil {
+					return err
+				}
+				c, err := s.Process(q)
+				if err != nil {
+					return err
+				}
+				ch, err := s.Sample(q, c)
+				if err != nil {
+					return err
+				}
+				if err := s.Append(q, ch); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := step(6); err != nil {
+			return err
+		}
+		if err := s.Truncate(q, q.PromptLen()+2); err != nil {
+			return err
+		}
+		return step(5)
+	})
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strat}
+	res, err := core.Generate(context.Background(), p, core.Request{
+		Prompt: "the cat", MaxNewTokens: 7, Seed: core.SeedOf(3),
+		OnEvent: func(ev core.Event) error {
+			if ev.Retract > 0 {
+				retracted += ev.Retract
+				shown = shown[:len(shown)-ev.Retract]
+			}
+			shown = append(shown, ev.Text...)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retracted == 0 {
+		t.Fatal("no text was retracted")
+	}
+	if got := res.Sequences[0].Text; string(shown) != got {
+		t.Fatalf("streamed %q, result %q", shown, got)
+	}
+	if n := len(res.Sequences[0].Tokens); n != 7 {
+		t.Fatalf("%d tokens, want 7", n)
+	}
+}
