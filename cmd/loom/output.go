@@ -20,13 +20,23 @@ type textOutput struct {
 	quiet bool
 	// streamed is the raw text of sequence 0 written so far.
 	streamed strings.Builder
+	// revised is set when the strategy withdrew streamed text (Event.Retract): what was
+	// written cannot be taken back, so streaming stops and the final text is written whole.
+	revised bool
 }
 
 // event streams the text of sequence 0. The last event of a sequence is held back: it may
 // carry a beam search's whole text, which waits for the result to say how many sequences
 // there are.
 func (o *textOutput) event(ev core.Event) error {
-	if ev.Sequence != 0 || ev.Finished || ev.Text == "" {
+	if ev.Sequence != 0 || o.revised {
+		return nil
+	}
+	if ev.Retract > 0 {
+		o.revised = true
+		return nil
+	}
+	if ev.Finished || ev.Text == "" {
 		return nil
 	}
 	o.streamed.WriteString(ev.Text)
@@ -42,10 +52,17 @@ func (o *textOutput) finish(res *core.Result) {
 	seqs := res.Sequences
 	if len(seqs) == 1 {
 		rest := seqs[0].Text
-		if strings.HasPrefix(rest, streamed) {
+		switch {
+		case o.revised || !strings.HasPrefix(rest, streamed):
+			// The streamed text was revised: start a new line with the final text.
+			if streamed != "" {
+				io.WriteString(o.w, "\n")
+			}
+			if !o.quiet && streamed != "" {
+				fmt.Fprintf(o.w, "--- sequence 0 (%s), revised\n", seqs[0].FinishReason)
+			}
+		default:
 			rest = rest[len(streamed):]
-		} else if streamed != "" {
-			io.WriteString(o.w, "\n")
 		}
 		io.WriteString(o.w, validUTF8(rest)+"\n")
 		return
