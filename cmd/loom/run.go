@@ -97,7 +97,7 @@ func (o *optionalSeed) String() string {
 func (o *optionalSeed) Set(s string) error {
 	u, err := pipeline.ParseSeed(s)
 	if err != nil {
-		return fmt.Errorf("%q: %v", s, err)
+		return err
 	}
 	o.v = &u
 	return nil
@@ -125,10 +125,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.topP, "top-p", "nucleus sampling threshold in [0, 1] (1 = off)")
 	fs.Var(&f.kvBudg, "kv-budget", "most memory the KV cache may take, in MiB (default: the model's, see kv_budget_mb)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object with the whole result, token ids included")
-	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs)")
-	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100]")
+	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs): a table per sequence on standard error, or in --json")
+	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100] (shown as --logprobs shows its table)")
 	fs.Var(&f.trace, "trace", "record the distribution after every processor, with the N most likely tokens per step, N in [0, 100]")
-	fs.BoolVar(&f.quiet, "quiet", false, "print only the generated text (no sequence headers, no summary)")
+	fs.BoolVar(&f.quiet, "quiet", false, "print only the generated text (no sequence headers, no summary line)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -186,6 +186,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	res, genErr := core.Generate(ctx, built.Pipeline, req)
 	if res == nil {
+		if ctx.Err() != nil {
+			return &exitError{code: 130, err: errors.New("interrupted")}
+		}
 		return explain(genErr)
 	}
 	if f.jsonOut {

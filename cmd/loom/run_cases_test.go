@@ -155,7 +155,7 @@ func TestRunFlagLimits(t *testing.T) {
 		{[]string{"--top-k", "-1"}, 1, "--top-k -1: "},
 		{[]string{"--temperature", "-1", withTopP}, 1, "--temperature -1: "},
 		{[]string{"--temperature", "-1"}, 1, "--temperature -1: "},
-		{[]string{"--seed", "-1"}, 2, `invalid value "-1" for flag -seed: "-1": must be an integer in [0, 18446744073709551615]`},
+		{[]string{"--seed", "-1"}, 2, `invalid value "-1" for flag -seed: must be an integer in [0, 18446744073709551615]`},
 		{[]string{"--seed", "18446744073709551616"}, 2, "must be an integer in [0, 18446744073709551615]"},
 		{[]string{"--model", "/nonexistent/m.gguf"}, 1, "--model: "},
 	}
