@@ -194,6 +194,9 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 // openModel opens a [model] or [draft_model] table, recording its errors: an error in one of
 // the table's options is placed on that option's line (or names the flag that set it).
 func (b *Built) openModel(el *errList, ms ModelSpec, dir string) (core.Model, core.Tokenizer) {
+	if (ms.Path == "") == (ms.Builtin == "") {
+		return nil, nil // the parser has reported the table
+	}
 	model, tok, closer, err := OpenModel(ms, dir)
 	if err == nil {
 		if closer != nil {

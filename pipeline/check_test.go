@@ -125,6 +125,20 @@ func TestPartsCheckedWhenModelFails(t *testing.T) {
 	}
 }
 
+// A [model] table the parser rejected is reported once, not again when opening it.
+func TestBadModelTableReportedOnce(t *testing.T) {
+	got := buildErrors(t, "[model]\nbuiltin = 3\n\n[generation]\nn = 0\n", pipeline.Options{})
+	want := []string{"bad.toml:1: model: set exactly one of path", "bad.toml:2: model.builtin: must be a non-empty string", "bad.toml:5: generation.n = 0"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors:\n%s\nwant %d", len(got), strings.Join(got, "\n"), len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("error %d:\n got  %s\n want %s…", i, got[i], want[i])
+		}
+	}
+}
+
 // Overrides are held to the file's limits and their errors name the flag.
 func TestOverrideErrorsNameTheFlag(t *testing.T) {
 	n, topP, kv := 0, 2.0, 0
