@@ -18,6 +18,8 @@ type Env struct {
 	Model          core.Model
 	DraftModel     core.Model
 	DraftTokenizer core.Tokenizer
+	// modelFailed is set while building parts after a model failed to open.
+	modelFailed bool
 }
 
 // Args gives a constructor its part's parameters, typed, with defaults from the Part's

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,11 @@ type Options struct {
 	StartPlugins func(spec *Spec, reg *Registry) (io.Closer, error)
 	// Overrides change the file's settings (command-line flags).
 	Overrides Overrides
+	// Model and Tokenizer, when set, are the pipeline's model: a model the program has already
+	// loaded (or implemented itself). The file's [model] table, if any, is then not opened and
+	// may be left out; the caller keeps ownership (Built.Close does not close the model).
+	Model     core.Model
+	Tokenizer core.Tokenizer
 }
 
 // Overrides are settings that take precedence over the pipeline file. Nil fields change
@@ -32,11 +38,25 @@ type Overrides struct {
 	Temperature *float64
 	TopK        *int
 	TopP        *float64
-	// MaxNewTokens, Seed and N replace the [generation] defaults.
+	// MaxNewTokens, Seed, N, TopLogprobs and Trace replace the [generation] defaults; they
+	// are held to the same ranges as the file's values.
 	MaxNewTokens *int
 	Seed         *uint64
 	N            *int
+	TopLogprobs  *int
+	Trace        *int
+	// KVBudgetMiB sets the [model] option kv_budget_mb: the most memory the KV cache may
+	// take, in MiB.
+	KVBudgetMiB *int
 }
+
+// overrideFlags names the command-line flag of each override, for errors.
+var overrideFlags = map[string]string{
+	"max_new_tokens": "--max-new-tokens", "n": "--n", "top_logprobs": "--top-logprobs", "trace": "--trace",
+}
+
+// MaxKVBudgetMiB is the largest KV cache budget an override may ask for (1 TiB).
+const MaxKVBudgetMiB = 1 << 20
 
 // Built is a ready pipeline with the request defaults of its file. Close releases the model
 // and stops plugins.
@@ -72,35 +92,46 @@ func (b *Built) Request(prompt string) core.Request {
 	}
 }
 
-// LoadAndBuild loads a pipeline file and builds it.
+// LoadAndBuild loads a pipeline file and builds it. A file with errors is still built as far
+// as it can be, so that the error lists every problem of the file at once.
 func LoadAndBuild(path string, opts Options) (*Built, error) {
 	spec, err := Load(path)
-	if err != nil {
+	if spec == nil {
 		return nil, err
 	}
 	return Build(spec, opts)
 }
 
 // Build applies the overrides, opens the model, starts plugins and builds every part. It
-// reports every problem it finds, each with file, line and field path.
+// reports every problem it finds, each with file, line and field path (or the flag of an
+// override), together with the problems Parse found in spec: a spec that Parse returned with
+// an error may be given, and its build fails with all of them.
 func Build(spec *Spec, opts Options) (*Built, error) {
 	reg := opts.Registry
 	if reg == nil {
 		reg = Builtins()
 	}
 	reg = reg.Clone()
-	applyOverrides(spec, opts.Overrides)
-	el := &errList{file: spec.File, loc: spec.loc}
+	el := &errList{file: spec.File, loc: spec.loc, flags: map[string]string{}}
+	el.errs = append(el.errs, spec.errs...)
+	if !spec.hasModel && opts.Model == nil {
+		el.add("", "no [model] table: declare path = \"FILE.gguf\" or builtin = \"NAME\"")
+	}
+	if (opts.Model == nil) != (opts.Tokenizer == nil) {
+		return nil, errors.New("pipeline: Options.Model and Options.Tokenizer must be set together")
+	}
+	applyOverrides(spec, opts.Overrides, el)
 	b := &Built{Spec: spec, Generation: spec.Generation}
-	fail := func(err error) (*Built, error) {
+	fail := func() (*Built, error) {
 		_ = b.Close()
-		return nil, err
+		el.sort()
+		return nil, el.err()
 	}
 
 	if len(spec.Plugins) > 0 {
 		if opts.StartPlugins == nil {
 			el.add("plugins", "this program cannot run plugins")
-			return fail(el.err())
+			return fail()
 		}
 		closer, err := opts.StartPlugins(spec, reg)
 		if closer != nil {
@@ -109,36 +140,30 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 		if err != nil {
 			var es Errors
 			if errors.As(err, &es) {
-				return fail(es)
+				el.errs = append(el.errs, es...)
+			} else {
+				el.add("plugins", "%v", err)
 			}
-			el.add("plugins", "%v", err)
-			return fail(el.err())
+			return fail()
 		}
 	}
 
+	// A model that fails to open is reported, and the parts are still built (without it) so
+	// that every error of the file comes at once.
 	env := &Env{}
-	model, tok, closer, err := OpenModel(spec.Model, spec.Dir)
-	if closer != nil {
-		b.closers = append(b.closers, closer)
+	switch {
+	case opts.Model != nil:
+		env.Model, env.Tokenizer = opts.Model, opts.Tokenizer
+	case spec.hasModel:
+		env.Model, env.Tokenizer = b.openModel(el, spec.Model, spec.Dir)
 	}
-	if err != nil {
-		el.add(spec.Model.path, "%v", err)
-		return fail(el.err())
-	}
-	env.Model, env.Tokenizer = model, tok
+	env.modelFailed = env.Model == nil
 	if spec.DraftModel != nil {
-		dm, dt, closer, err := OpenModel(*spec.DraftModel, spec.Dir)
-		if closer != nil {
-			b.closers = append(b.closers, closer)
-		}
-		if err != nil {
-			el.add(spec.DraftModel.path, "%v", err)
-			return fail(el.err())
-		}
-		env.DraftModel, env.DraftTokenizer = dm, dt
+		env.DraftModel, env.DraftTokenizer = b.openModel(el, *spec.DraftModel, spec.Dir)
+		env.modelFailed = env.modelFailed || env.DraftModel == nil
 	}
 
-	p := &core.Pipeline{Model: model, Tokenizer: tok}
+	p := &core.Pipeline{Model: env.Model, Tokenizer: env.Tokenizer}
 	if v := buildPart(el, reg, Strategy, spec.Strategy, env); v != nil {
 		p.Strategy = v.(core.Strategy)
 	}
@@ -155,15 +180,48 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 			p.Stopping = append(p.Stopping, v.(core.StoppingCriterion))
 		}
 	}
-	if err := el.err(); err != nil {
-		return fail(err)
+	if el.err() != nil {
+		return fail()
 	}
 	if err := p.Validate(); err != nil {
 		el.add("", "%v", err)
-		return fail(el.err())
+		return fail()
 	}
 	b.Pipeline = p
 	return b, nil
+}
+
+// openModel opens a [model] or [draft_model] table, recording its errors: an error in one of
+// the table's options is placed on that option's line (or names the flag that set it).
+func (b *Built) openModel(el *errList, ms ModelSpec, dir string) (core.Model, core.Tokenizer) {
+	if (ms.Path == "") == (ms.Builtin == "") {
+		return nil, nil // the parser has reported the table
+	}
+	model, tok, closer, err := OpenModel(ms, dir)
+	if err == nil {
+		if closer != nil {
+			b.closers = append(b.closers, closer)
+		}
+		return model, tok
+	}
+	if closer != nil {
+		_ = closer.Close()
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var pe *core.ParamError
+		if errors.As(e, &pe) {
+			el.add(ms.path+"."+pe.Param, "%s", strings.TrimPrefix(pe.Error(), pe.Param))
+		} else {
+			el.add(ms.path, "%v", e)
+		}
+	}
+	return nil, nil
 }
 
 // buildPart checks a part's parameters against its description and calls its constructor.
@@ -209,9 +267,13 @@ func buildPart(el *errList, reg *Registry, kind Kind, ps PartSpec, env *Env) any
 	}
 	for _, e := range errs {
 		var pe *core.ParamError
-		if errors.As(e, &pe) {
+		switch {
+		case errors.As(e, &pe):
 			el.add(ps.Path+"."+pe.Param, "%s", strings.TrimPrefix(pe.Error(), pe.Param))
-		} else {
+		case env.modelFailed:
+			// Without its model a part may fail for that reason alone: only its parameter
+			// errors are reported until the model opens.
+		default:
 			el.add(ps.Path, "%s: %v", ps.Type, e)
 		}
 	}
@@ -221,24 +283,45 @@ func buildPart(el *errList, reg *Registry, kind Kind, ps PartSpec, env *Env) any
 	return v
 }
 
-func applyOverrides(spec *Spec, o Overrides) {
+// applyOverrides applies the overrides to spec, checking them against the limits the file's
+// values have; errors (recorded in el) name the flag.
+func applyOverrides(spec *Spec, o Overrides, el *errList) {
 	if o.ModelPath != "" {
 		abs, err := filepath.Abs(o.ModelPath)
 		if err != nil {
 			abs = o.ModelPath
 		}
-		spec.Model = ModelSpec{Path: abs, Options: spec.Model.Options, path: "flag --model"}
+		if spec.Model.Options == nil {
+			spec.Model.Options = map[string]any{}
+		}
+		spec.Model = ModelSpec{Path: abs, Options: spec.Model.Options, path: "model"}
+		spec.hasModel = true
+		el.flags["model"] = "--model"
 	}
-	// set overrides the parameter of the first processor of type typ, or adds a processor
-	// whose errors name the flag.
+	if o.KVBudgetMiB != nil {
+		if v := *o.KVBudgetMiB; v < 1 || v > MaxKVBudgetMiB {
+			el.addFlag("--kv-budget", v, fmt.Sprintf("must be in [1, %d] (MiB)", MaxKVBudgetMiB))
+		} else {
+			if spec.Model.Options == nil {
+				spec.Model.Options = map[string]any{}
+			}
+			spec.Model.Options["kv_budget_mb"] = int64(v)
+			el.flags["model.kv_budget_mb"] = "--kv-budget"
+		}
+	}
+	// set overrides the parameter of the first processor of type typ, or adds a processor;
+	// either way the parameter's errors name the flag.
 	set := func(typ, param string, v any, first bool, flag string) {
 		for _, ps := range spec.Processors {
 			if ps.Type == typ {
 				ps.Params[param] = v
+				el.flags[ps.Path+"."+param] = flag
 				return
 			}
 		}
 		ps := PartSpec{Type: typ, Params: map[string]any{param: v}, Path: "flag " + flag}
+		el.flags[ps.Path] = flag
+		el.flags[ps.Path+"."+param] = flag
 		if first {
 			spec.Processors = slices.Insert(spec.Processors, 0, ps)
 		} else {
@@ -257,14 +340,27 @@ func applyOverrides(spec *Spec, o Overrides) {
 	if o.TopP != nil {
 		set("top_p", "p", *o.TopP, false, "--top-p")
 	}
-	if o.MaxNewTokens != nil {
-		spec.Generation.MaxNewTokens = *o.MaxNewTokens
+	for _, g := range []struct {
+		key string
+		v   *int
+		dst *int
+	}{
+		{"max_new_tokens", o.MaxNewTokens, &spec.Generation.MaxNewTokens},
+		{"n", o.N, &spec.Generation.N},
+		{"top_logprobs", o.TopLogprobs, &spec.Generation.TopLogprobs},
+		{"trace", o.Trace, &spec.Generation.Trace},
+	} {
+		if g.v == nil {
+			continue
+		}
+		if reason := generationLimits[g.key].check(*g.v); reason != "" {
+			el.addFlag(overrideFlags[g.key], *g.v, reason)
+			continue
+		}
+		*g.dst = *g.v
 	}
 	if o.Seed != nil {
 		spec.Generation.Seed = o.Seed
-	}
-	if o.N != nil {
-		spec.Generation.N = *o.N
 	}
 }
 

@@ -2,18 +2,26 @@ package pipeline
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
-// Error is one problem in a pipeline file, with where it is.
+// Error is one problem in a pipeline file, with where it is: a line of the file, or the
+// command-line flag (an override) that set the value.
 type Error struct {
 	File string
 	Line int    // 0 when unknown
 	Path string // field path, e.g. "processors[2].p"
 	Msg  string
+	// Flag, when set, is the override that caused the error ("--top-p"); the error then reads
+	// "--n 0: must be in [1, 1024]" and names no file.
+	Flag string
 }
 
 func (e *Error) Error() string {
+	if e.Flag != "" {
+		return e.Flag + e.Msg
+	}
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -46,10 +54,35 @@ type errList struct {
 	file string
 	loc  *locator
 	errs Errors
+	// flags maps the field paths that command-line overrides set to the flag's name.
+	flags map[string]string
 }
 
+// add records an error at a field path. An error on a field set by a flag names the flag: a
+// message " = v: reason" becomes "--flag v: reason".
 func (l *errList) add(path, format string, args ...any) {
-	l.errs = append(l.errs, &Error{File: l.file, Line: l.loc.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	msg := fmt.Sprintf(format, args...)
+	if flag, ok := l.flags[path]; ok {
+		switch {
+		case strings.HasPrefix(msg, " = "):
+			msg = " " + strings.TrimPrefix(msg, " = ")
+		case !strings.HasPrefix(msg, ":"):
+			msg = ": " + msg
+		}
+		l.errs = append(l.errs, &Error{Flag: flag, Path: path, Msg: msg})
+		return
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: l.loc.line(path), Path: path, Msg: msg})
+}
+
+// addFlag records an error of a flag's value: "--n 0: must be in [1, 1024]".
+func (l *errList) addFlag(flag string, value any, reason string) {
+	l.errs = append(l.errs, &Error{Flag: flag, Msg: fmt.Sprintf(" %v: %s", value, reason)})
+}
+
+// sort orders the errors by line, flag errors and errors without a line first.
+func (l *errList) sort() {
+	sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 }
 
 func (l *errList) err() error {

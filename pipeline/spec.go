@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -31,6 +32,10 @@ type Spec struct {
 	Order string
 
 	loc *locator
+	// errs are the problems Parse found; Build reports them together with its own.
+	errs Errors
+	// hasModel records whether the file has a [model] table.
+	hasModel bool
 }
 
 // ModelSpec is the [model] (or [draft_model]) table: a GGUF file or an embedded model.
@@ -89,12 +94,14 @@ func Load(path string) (*Spec, error) {
 	return Parse(path, src)
 }
 
-// Parse parses pipeline source; name is used in errors and to resolve relative paths.
+// Parse parses pipeline source; name is used in errors and to resolve relative paths. On
+// errors in the file's values it returns the spec as well as the errors, so that Build can
+// report them together with those only building finds; on invalid TOML the spec is nil.
 func Parse(name string, src []byte) (*Spec, error) {
 	s := &Spec{File: name, Dir: filepath.Dir(name), loc: newLocator(src)}
 	el := &errList{file: name, loc: s.loc}
-	var raw map[string]any
-	if _, err := toml.Decode(string(src), &raw); err != nil {
+	raw, err := decodeTOML(src)
+	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			return nil, Errors{{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
@@ -137,9 +144,7 @@ func Parse(name string, src []byte) (*Spec, error) {
 			el.add(k, "unknown table or key (known: model, draft_model, generation, strategy, processors, stopping, plugins, order, name, description)")
 		}
 	}
-	if _, ok := raw["model"]; !ok {
-		el.add("", "no [model] table: declare path = \"FILE.gguf\" or builtin = \"NAME\"")
-	}
+	_, s.hasModel = raw["model"]
 	if _, ok := raw["generation"]; !ok {
 		s.Generation = Generation{MaxNewTokens: DefaultMaxNewTokens, N: 1}
 	}
@@ -149,11 +154,36 @@ func Parse(name string, src []byte) (*Spec, error) {
 	if s.Strategy.Type == "" && s.Strategy.Path == "" {
 		s.Strategy = PartSpec{Type: "sample", Path: "strategy", Params: map[string]any{}}
 	}
-	sort.SliceStable(el.errs, func(i, j int) bool { return el.errs[i].Line < el.errs[j].Line })
+	el.sort()
+	s.errs = el.errs
 	if err := el.err(); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// decodeTOML decodes a pipeline's source. TOML integers are signed 64-bit, so a seed above
+// 2^63-1 written as a plain integer does not decode; such a seed literal is read as the string
+// of its digits (which [generation] seed also accepts) instead of failing.
+func decodeTOML(src []byte) (map[string]any, error) {
+	text := string(src)
+	for {
+		var raw map[string]any
+		_, err := toml.Decode(text, &raw)
+		var pe toml.ParseError
+		if err == nil || !errors.As(err, &pe) || pe.LastKey != "generation.seed" {
+			return raw, err
+		}
+		start, end := pe.Position.Start, pe.Position.Start+pe.Position.Len
+		if start < 0 || end > len(text) || start >= end {
+			return raw, err
+		}
+		lit := strings.ReplaceAll(text[start:end], "_", "")
+		if _, perr := strconv.ParseUint(lit, 10, 64); perr != nil || lit[0] == '+' {
+			return raw, err
+		}
+		text = text[:start] + strconv.Quote(lit) + text[end:]
+	}
 }
 
 // Line returns the line that declares a field path, or 0.
@@ -211,15 +241,15 @@ func parseGeneration(el *errList, v any) Generation {
 	if !ok {
 		return g
 	}
-	intIn := func(k string, lo, hi int) (int, bool) {
+	intIn := func(k string) (int, bool) {
 		p := "generation." + k
 		i, ok := toInt(m[k])
 		if !ok {
 			el.add(p, " = %v: must be an integer", m[k])
 			return 0, false
 		}
-		if i < lo || i > hi {
-			el.add(p, " = %d: must be in [%d, %d]", i, lo, hi)
+		if reason := generationLimits[k].check(i); reason != "" {
+			el.add(p, " = %d: %s", i, reason)
 			return 0, false
 		}
 		return i, true
@@ -234,24 +264,25 @@ func parseGeneration(el *errList, v any) Generation {
 	for _, k := range sortedKeys(m) {
 		switch k {
 		case "max_new_tokens":
-			if i, ok := intIn(k, 0, 1<<24); ok {
+			if i, ok := intIn(k); ok {
 				g.MaxNewTokens = i
 			}
 		case "n":
-			if i, ok := intIn(k, 1, 1024); ok {
+			if i, ok := intIn(k); ok {
 				g.N = i
 			}
 		case "seed":
-			if i, ok := intIn(k, 0, math.MaxInt); ok {
-				seed := uint64(i)
+			if seed, err := parseSeed(m[k]); err != nil {
+				el.add("generation.seed", " = %s: %v", formatTOML(m[k]), err)
+			} else {
 				g.Seed = &seed
 			}
 		case "top_logprobs":
-			if i, ok := intIn(k, 0, 100); ok {
+			if i, ok := intIn(k); ok {
 				g.TopLogprobs = i
 			}
 		case "trace":
-			if i, ok := intIn(k, 0, 100); ok {
+			if i, ok := intIn(k); ok {
 				g.Trace = i
 			}
 		case "ignore_eos":
@@ -263,6 +294,59 @@ func parseGeneration(el *errList, v any) Generation {
 		}
 	}
 	return g
+}
+
+// limit is the inclusive range of an integer setting.
+type limit struct{ lo, hi int }
+
+// check returns why i is out of range, or "".
+func (l limit) check(i int) string {
+	if i < l.lo || i > l.hi {
+		return fmt.Sprintf("must be in [%d, %d]", l.lo, l.hi)
+	}
+	return ""
+}
+
+// generationLimits are the ranges of the [generation] integers; the command-line overrides
+// are held to the same ranges.
+var generationLimits = map[string]limit{
+	"max_new_tokens": {0, 1 << 24},
+	"n":              {1, 1024},
+	"top_logprobs":   {0, 100},
+	"trace":          {0, 100},
+}
+
+// ParseSeed parses a seed: a decimal integer in [0, 2^64-1]. It is what `--seed` and a
+// [generation] seed written as a string accept.
+func ParseSeed(s string) (uint64, error) {
+	u, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("must be an integer in [0, %d]", uint64(math.MaxUint64))
+	}
+	return u, nil
+}
+
+// parseSeed reads [generation] seed: a non-negative integer, or a string of decimal digits
+// (for seeds above 2^63-1, which TOML integers cannot hold).
+func parseSeed(v any) (uint64, error) {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return 0, fmt.Errorf("must be an integer in [0, %d]", uint64(math.MaxUint64))
+		}
+		return uint64(x), nil
+	case string:
+		return ParseSeed(x)
+	}
+	return 0, fmt.Errorf("must be an integer in [0, %d] (or a string of its digits)", uint64(math.MaxUint64))
+}
+
+// formatTOML writes a decoded value the way the file spells it (strings quoted).
+func formatTOML(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
 }
 
 func parsePart(el *errList, path string, v any) PartSpec {

@@ -7,7 +7,6 @@ import (
 
 // stoppingParts lists the built-in stopping criteria.
 func stoppingParts() []*Part {
-	vocab := func(a *Args) int { return a.Env.Model.Config().VocabSize }
 	return []*Part{
 		{
 			Kind: Stopping, Type: "max_new_tokens",
@@ -22,7 +21,11 @@ func stoppingParts() []*Part {
 			Doc:    "Stop on any of these end-of-generation ids (reason eos), besides the tokenizer's own.",
 			Params: []Param{{Name: "ids", Type: IntList, Doc: "token ids"}},
 			NewStopping: func(a *Args) (core.StoppingCriterion, error) {
-				return stopping.NewEOS(a.Ints("ids"), vocab(a))
+				v, err := vocabSize(a)
+				if err != nil {
+					return nil, err
+				}
+				return stopping.NewEOS(a.Ints("ids"), v)
 			},
 		},
 		{
@@ -30,7 +33,11 @@ func stoppingParts() []*Part {
 			Doc:    "Stop on any of these token ids (reason stop_token).",
 			Params: []Param{{Name: "ids", Type: IntList, Doc: "token ids"}},
 			NewStopping: func(a *Args) (core.StoppingCriterion, error) {
-				return stopping.NewStopTokens(a.Ints("ids"), vocab(a))
+				v, err := vocabSize(a)
+				if err != nil {
+					return nil, err
+				}
+				return stopping.NewStopTokens(a.Ints("ids"), v)
 			},
 		},
 		{

@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/loomlm/loom/cache"
@@ -80,6 +83,17 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 
+	// Ctrl-C or SIGTERM stops the benchmark cleanly, so that the deferred removal of the
+	// temporary synthetic models runs.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	interrupted := func(err error) error {
+		if ctx.Err() != nil {
+			return &exitError{code: 130, err: errors.New("interrupted")}
+		}
+		return err
+	}
+
 	type target struct{ path, label, typ string }
 	var targets []target
 	if f.synthetic != "" {
@@ -99,8 +113,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		for _, typ := range strings.Split(f.types, ",") {
 			typ = strings.ToLower(strings.TrimSpace(typ))
 			path := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", f.synthetic, typ))
-			if err := writeSyntheticFile(path, shape, typ, f.keep != "", stderr); err != nil {
-				return err
+			if err := writeSyntheticFile(ctx, path, shape, typ, f.keep != "", stderr); err != nil {
+				return interrupted(err)
 			}
 			targets = append(targets, target{path, f.synthetic, strings.ToUpper(typ)})
 		}
@@ -144,7 +158,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		tests := []struct {
 			name string
 			n    int
-			run  func(*llama.Model, int) (time.Duration, error)
+			run  func(context.Context, *llama.Model, int) (time.Duration, error)
 		}{
 			{fmt.Sprintf("pp%d", f.prompt), f.prompt, benchPrompt},
 			{fmt.Sprintf("tg%d", f.gen), f.gen, benchGenerate},
@@ -153,9 +167,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			if test.n == 0 {
 				continue
 			}
-			if _, err := test.run(m, min(test.n, 16)); err != nil { // warm-up
+			if _, err := test.run(ctx, m, min(test.n, 16)); err != nil { // warm-up
 				m.Close()
-				return err
+				return interrupted(err)
 			}
 			res := benchResult{
 				Model: label, Type: typ, SizeBytes: m.WeightBytes(), Params: params, KV: f.kv,
@@ -163,10 +177,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				Threads: runtime.GOMAXPROCS(0), Kernels: kernels.Implementation(),
 			}
 			for range f.reps {
-				d, err := test.run(m, test.n)
+				d, err := test.run(ctx, m, test.n)
 				if err != nil {
 					m.Close()
-					return err
+					return interrupted(err)
 				}
 				res.Samples = append(res.Samples, float64(test.n)/d.Seconds())
 			}
@@ -196,8 +210,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 }
 
 // writeSyntheticFile writes a synthetic model to path, or keeps an existing file when reuse
-// is set.
-func writeSyntheticFile(path string, shape llama.Shape, typ string, reuse bool, stderr io.Writer) error {
+// is set. Cancelling ctx stops the writing and removes the partial file.
+func writeSyntheticFile(ctx context.Context, path string, shape llama.Shape, typ string, reuse bool, stderr io.Writer) error {
 	if reuse {
 		if _, err := os.Stat(path); err == nil {
 			return nil
@@ -209,7 +223,7 @@ func writeSyntheticFile(path string, shape llama.Shape, typ string, reuse bool, 
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(fh, 1<<20)
+	w := bufio.NewWriterSize(ctxWriter{ctx, fh}, 1<<20)
 	err = llama.WriteSynthetic(w, shape, typ, 1)
 	if err == nil {
 		err = w.Flush()
@@ -224,6 +238,19 @@ func writeSyntheticFile(path string, shape llama.Shape, typ string, reuse bool, 
 	return os.Rename(tmp, path)
 }
 
+// ctxWriter fails its writes once ctx is cancelled.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
 // benchTokens returns n pseudo-random token ids of the model's vocabulary (past the specials).
 func benchTokens(m *llama.Model, n int) []int32 {
 	r := rand.New(rand.NewPCG(uint64(n), 42))
@@ -236,7 +263,7 @@ func benchTokens(m *llama.Model, n int) []int32 {
 }
 
 // benchPrompt times one forward pass over n prompt tokens in a fresh sequence.
-func benchPrompt(m *llama.Model, n int) (time.Duration, error) {
+func benchPrompt(ctx context.Context, m *llama.Model, n int) (time.Duration, error) {
 	st, err := m.NewState()
 	if err != nil {
 		return 0, err
@@ -244,12 +271,12 @@ func benchPrompt(m *llama.Model, n int) (time.Duration, error) {
 	defer st.Close()
 	toks := benchTokens(m, n)
 	start := time.Now()
-	err = m.Forward(context.Background(), []core.ForwardItem{{State: st, Tokens: toks}})
+	err = m.Forward(ctx, []core.ForwardItem{{State: st, Tokens: toks}})
 	return time.Since(start), err
 }
 
 // benchGenerate times n forward passes of one token each, from an empty sequence.
-func benchGenerate(m *llama.Model, n int) (time.Duration, error) {
+func benchGenerate(ctx context.Context, m *llama.Model, n int) (time.Duration, error) {
 	st, err := m.NewState()
 	if err != nil {
 		return 0, err
@@ -260,7 +287,10 @@ func benchGenerate(m *llama.Model, n int) (time.Duration, error) {
 	start := time.Now()
 	for _, tok := range toks {
 		batch[0] = core.ForwardItem{State: st, Tokens: []int32{tok}}
-		if err := m.Forward(context.Background(), batch); err != nil {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := m.Forward(ctx, batch); err != nil {
 			return 0, err
 		}
 	}

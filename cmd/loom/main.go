@@ -15,6 +15,8 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"github.com/loomlm/loom/pipeline"
 )
 
 // command is one subcommand of loom.
@@ -86,6 +88,14 @@ func exitCode(err error, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "loom:", ee.err)
 		}
 		return ee.code
+	}
+	var es pipeline.Errors
+	if errors.As(err, &es) {
+		// Each pipeline error names its file and line (or flag): one a line.
+		for _, e := range es {
+			fmt.Fprintln(stderr, e)
+		}
+		return 1
 	}
 	fmt.Fprintln(stderr, "loom:", err)
 	return 1

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
 )
@@ -83,12 +84,31 @@ func (o *optionalInt) Set(s string) error {
 	return nil
 }
 
+// optionalSeed is the --seed flag: any uint64, so every seed loom reports can be replayed.
+type optionalSeed struct{ v *uint64 }
+
+func (o *optionalSeed) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return fmt.Sprint(*o.v)
+}
+
+func (o *optionalSeed) Set(s string) error {
+	u, err := pipeline.ParseSeed(s)
+	if err != nil {
+		return err
+	}
+	o.v = &u
+	return nil
+}
+
 type runFlags struct {
-	model, prompt, promptFile string
-	maxNew, seed, topK, n     optionalInt
-	temperature, topP         optionalFloat
-	jsonOut, logprobs, quiet  bool
-	topLogprobs, trace        int
+	model, prompt, promptFile                   string
+	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
+	seed                                        optionalSeed
+	temperature, topP                           optionalFloat
+	jsonOut, logprobs, quiet                    bool
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -97,17 +117,18 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.model, "model", "", "GGUF model file (replaces the pipeline's [model])")
 	fs.StringVar(&f.prompt, "prompt", "", "prompt text")
 	fs.StringVar(&f.promptFile, "prompt-file", "", "read the prompt from this file (- for standard input)")
-	fs.Var(&f.maxNew, "max-new-tokens", "tokens to generate at most per sequence")
-	fs.Var(&f.seed, "seed", "random seed (default: the pipeline's, else a random one, reported)")
-	fs.Var(&f.n, "n", "number of sequences to sample")
+	fs.Var(&f.maxNew, "max-new-tokens", "tokens to generate at most per sequence, in [0, 16777216]")
+	fs.Var(&f.seed, "seed", "random seed in [0, 2^64-1] (default: the pipeline's, else a random one, reported)")
+	fs.Var(&f.n, "n", "number of sequences to sample, in [1, 1024]")
 	fs.Var(&f.temperature, "temperature", "sampling temperature (0 = greedy)")
 	fs.Var(&f.topK, "top-k", "keep the k most likely tokens (0 = off)")
-	fs.Var(&f.topP, "top-p", "nucleus sampling threshold (1 = off)")
+	fs.Var(&f.topP, "top-p", "nucleus sampling threshold in [0, 1] (1 = off)")
+	fs.Var(&f.kvBudg, "kv-budget", "most memory the KV cache may take, in MiB (default: the model's, see kv_budget_mb)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object with the whole result, token ids included")
-	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs)")
-	fs.IntVar(&f.topLogprobs, "top-logprobs", 0, "record the N most likely raw tokens per step")
-	fs.IntVar(&f.trace, "trace", 0, "record the distribution after every processor, with the N most likely tokens per step")
-	fs.BoolVar(&f.quiet, "quiet", false, "print only the generated text")
+	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs): a table per sequence on standard error, or in --json")
+	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100] (shown as --logprobs shows its table)")
+	fs.Var(&f.trace, "trace", "record the distribution after every processor, with the N most likely tokens per step, N in [0, 100]")
+	fs.BoolVar(&f.quiet, "quiet", false, "print only the generated text (no sequence headers, no summary line)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -116,10 +137,14 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "loom run: one pipeline file at most, got %d\n", len(pos))
 		return errUsage
 	}
-	prompt, err := readPrompt(f)
-	if err != nil {
-		return err
+	if f.prompt != "" && f.promptFile != "" {
+		return errors.New("give --prompt or --prompt-file, not both")
 	}
+
+	// From here on Ctrl-C (or SIGTERM) cancels the run, and what was generated is printed
+	// before loom exits (with code 130); plugins and models are closed on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
 	var spec *pipeline.Spec
 	if len(pos) == 1 {
@@ -127,43 +152,44 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	} else {
 		spec, err = pipeline.Parse("(default pipeline)", []byte(defaultPipeline))
 	}
-	if err != nil {
+	if spec == nil {
 		return err
 	}
+	// A spec with errors goes on to Build, which reports them with the rest.
 	opts := pipeline.Options{StartPlugins: startPlugins}
 	o := &opts.Overrides
-	o.ModelPath = f.model
-	o.Temperature, o.TopP, o.TopK, o.MaxNewTokens, o.N = f.temperature.v, f.topP.v, f.topK.v, f.maxNew.v, f.n.v
-	if f.seed.v != nil {
-		if *f.seed.v < 0 {
-			return fmt.Errorf("--seed %d: must not be negative", *f.seed.v)
-		}
-		s := uint64(*f.seed.v)
-		o.Seed = &s
-	}
+	o.ModelPath, o.Seed = f.model, f.seed.v
+	o.Temperature, o.TopP, o.TopK = f.temperature.v, f.topP.v, f.topK.v
+	o.MaxNewTokens, o.N, o.TopLogprobs, o.Trace, o.KVBudgetMiB = f.maxNew.v, f.n.v, f.topLogprobs.v, f.trace.v, f.kvBudg.v
 	built, err := pipeline.Build(spec, opts)
 	if err != nil {
 		return err
 	}
 	defer built.Close()
 
+	prompt, err := readPrompt(f, built.Pipeline)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return &exitError{code: 130, err: errors.New("interrupted")}
+	}
 	req := built.Request(prompt)
 	req.Return.Logprobs = req.Return.Logprobs || f.logprobs
-	req.Return.TopLogprobs = max(req.Return.TopLogprobs, f.topLogprobs)
-	req.Return.Trace = max(req.Return.Trace, f.trace)
-	streaming := !f.jsonOut && req.N == 1
-	if streaming {
-		req.OnEvent = func(ev core.Event) error {
-			_, err := io.WriteString(stdout, ev.Text)
-			return err
+
+	var out *textOutput
+	if !f.jsonOut {
+		out = &textOutput{w: stdout, quiet: f.quiet}
+		if req.N <= 1 {
+			req.OnEvent = out.event
 		}
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	res, genErr := core.Generate(ctx, built.Pipeline, req)
 	if res == nil {
-		return genErr
+		if ctx.Err() != nil {
+			return &exitError{code: 130, err: errors.New("interrupted")}
+		}
+		return explain(genErr)
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -172,39 +198,98 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		if streaming {
-			fmt.Fprintln(stdout)
-		} else {
-			for _, s := range res.Sequences {
-				fmt.Fprintf(stdout, "--- sequence %d (%s)\n%s\n", s.Index, s.FinishReason, s.Text)
-			}
-		}
+		out.finish(res)
+		printDetails(stderr, built.Pipeline.Tokenizer, res)
 		if !f.quiet {
-			printSummary(stderr, built.Pipeline.Tokenizer, res)
+			printSummary(stderr, res)
 		}
 	}
 	if genErr != nil {
 		if errors.Is(genErr, context.Canceled) {
 			return &exitError{code: 130, err: errors.New("interrupted")}
 		}
-		return genErr
+		return explain(genErr)
 	}
-	return nil
+	return failedSequences(res)
 }
 
-func readPrompt(f runFlags) (string, error) {
+// explain adds to an error what the user can do about it.
+func explain(err error) error {
+	if err != nil && errors.Is(err, cache.ErrBudget) {
+		return fmt.Errorf("%w\n%s", err, kvBudgetHint)
+	}
+	return err
+}
+
+const kvBudgetHint = "raise the KV cache budget with --kv-budget MIB (or kv_budget_mb in the pipeline's [model] table), or lower --n or --max-new-tokens"
+
+// failedSequences returns an error (exit 1) that lists every sequence that finished with
+// reason "error" and its detail, or nil.
+func failedSequences(res *core.Result) error {
+	var lines []string
+	for _, s := range res.Sequences {
+		if s.FinishReason != core.FinishError {
+			continue
+		}
+		detail := s.FinishDetail
+		if detail == "" {
+			detail = "no detail given"
+		}
+		if strings.Contains(detail, cache.ErrBudget.Error()) {
+			detail += "\n" + kvBudgetHint
+		}
+		lines = append(lines, fmt.Sprintf("sequence %d failed: %s", s.Index, detail))
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return &exitError{code: 1, err: errors.New(strings.Join(lines, "\nloom: "))}
+}
+
+// readPrompt reads the prompt of --prompt or --prompt-file, refusing one too long for the
+// model's context before it is read in full or encoded.
+func readPrompt(f runFlags, p *core.Pipeline) (string, error) {
+	limit := int64(pipeline.MaxPromptBytes(p))
 	switch {
-	case f.prompt != "" && f.promptFile != "":
-		return "", errors.New("give --prompt or --prompt-file, not both")
 	case f.promptFile == "-":
-		b, err := io.ReadAll(os.Stdin)
-		return string(b), err
+		r := io.Reader(os.Stdin)
+		if limit > 0 {
+			r = io.LimitReader(r, limit+1)
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return "", fmt.Errorf("--prompt-file -: %w", err)
+		}
+		if int64(len(b)) > limit && limit > 0 {
+			return "", pipeline.CheckPromptSize(p, "--prompt-file - (standard input)", int64(len(b)))
+		}
+		return string(b), nil
 	case f.promptFile != "":
-		b, err := os.ReadFile(f.promptFile)
+		fh, err := os.Open(f.promptFile)
 		if err != nil {
 			return "", fmt.Errorf("--prompt-file: %w", err)
 		}
+		defer fh.Close()
+		if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() {
+			if err := pipeline.CheckPromptSize(p, "--prompt-file "+f.promptFile, st.Size()); err != nil {
+				return "", err
+			}
+		}
+		r := io.Reader(fh)
+		if limit > 0 {
+			r = io.LimitReader(r, limit+1)
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return "", fmt.Errorf("--prompt-file: %w", err)
+		}
+		if err := pipeline.CheckPromptSize(p, "--prompt-file "+f.promptFile, int64(len(b))); err != nil {
+			return "", err
+		}
 		return string(b), nil
+	}
+	if err := pipeline.CheckPromptSize(p, "--prompt", int64(len(f.prompt))); err != nil {
+		return "", err
 	}
 	return f.prompt, nil
 }
@@ -221,22 +306,22 @@ func jsonResult(res *core.Result, err error) any {
 	return out
 }
 
-func printSummary(w io.Writer, tok core.Tokenizer, res *core.Result) {
+func printSummary(w io.Writer, res *core.Result) {
+	// Finish reasons in order of first appearance, with a count when one repeats.
+	var order []core.FinishReason
+	count := map[core.FinishReason]int{}
 	for _, s := range res.Sequences {
-		for _, st := range s.Trace {
-			fmt.Fprintf(w, "step %d: chose %d %q\n", st.Step, st.Chosen, tok.TokenBytes(st.Chosen))
-			for _, stage := range st.Stages {
-				fmt.Fprintf(w, "  %-20s kept %-7d", stage.Processor, stage.Kept)
-				for _, tp := range stage.Top {
-					fmt.Fprintf(w, " %q %.3f", tp.Text, tp.Value)
-				}
-				fmt.Fprintln(w)
-			}
+		if count[s.FinishReason] == 0 {
+			order = append(order, s.FinishReason)
 		}
+		count[s.FinishReason]++
 	}
-	reasons := make([]string, len(res.Sequences))
-	for i, s := range res.Sequences {
-		reasons[i] = string(s.FinishReason)
+	reasons := make([]string, len(order))
+	for i, r := range order {
+		reasons[i] = string(r)
+		if count[r] > 1 {
+			reasons[i] += fmt.Sprintf(" ×%d", count[r])
+		}
 	}
 	t := res.Timings
 	fmt.Fprintf(w, "[%d prompt tokens, %.1f tok/s prefill; %d generated, %.1f tok/s; finish: %s; seed %d]\n",

@@ -14,6 +14,7 @@
 package loader
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -79,10 +80,11 @@ func Open(path string, options map[string]any) (core.Model, core.Tokenizer, io.C
 // optionKeys lists the options ParseOptions accepts.
 var optionKeys = []string{"batch_tokens", "block_size", "context_length", "kv_budget_mb", "kv_type", "prefix_cache"}
 
-// ParseOptions converts the options of a [model] table to llama.Options. Errors are
-// *core.ParamError naming the key.
+// ParseOptions converts the options of a [model] table to llama.Options. It reports every bad
+// option at once: the error joins one *core.ParamError per key (errors.Join).
 func ParseOptions(options map[string]any) (llama.Options, error) {
 	var o llama.Options
+	var errs []error
 	keys := make([]string, 0, len(options))
 	for k := range options {
 		keys = append(keys, k)
@@ -102,11 +104,12 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 		switch k {
 		case "kv_type":
 			s, ok := v.(string)
-			if !ok {
-				return o, bad(`must be "f32" or "f16"`)
+			var perr error
+			if ok {
+				o.KVType, perr = cache.ParseDType(s)
 			}
-			if o.KVType, err = cache.ParseDType(s); err != nil {
-				return o, bad(`must be "f32" or "f16"`)
+			if !ok || perr != nil {
+				err = bad(`must be "f32" or "f16"`)
 			}
 		case "kv_budget_mb":
 			var n int
@@ -122,17 +125,17 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 		case "prefix_cache":
 			b, ok := v.(bool)
 			if !ok {
-				return o, bad("must be true or false")
+				err = bad("must be true or false")
 			}
 			o.NoPrefixCache = !b
 		default:
-			return o, &core.ParamError{Param: k, Reason: "unknown model option (known: " + strings.Join(optionKeys, ", ") + ")"}
+			err = &core.ParamError{Param: k, Reason: "unknown model option (known: " + strings.Join(optionKeys, ", ") + ")"}
 		}
 		if err != nil {
-			return o, err
+			errs = append(errs, err)
 		}
 	}
-	return o, nil
+	return o, errors.Join(errs...)
 }
 
 func asInt(v any) (int, bool) {
