@@ -2,6 +2,9 @@ package core_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/core"
@@ -69,5 +72,21 @@ func TestTruncateRetractsStreamedText(t *testing.T) {
 	}
 	if n := len(res.Sequences[0].Tokens); n != 7 {
 		t.Fatalf("%d tokens, want 7", n)
+	}
+}
+
+// A prompt too long for the context is refused before it is encoded, with the sizes.
+func TestOversizedPromptRefusedBeforeEncoding(t *testing.T) {
+	model, tok := testmodel.Default()
+	ctx := model.Config().ContextLength
+	if ctx <= 0 {
+		t.Fatal("the test model declares no context length")
+	}
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: core.StrategyFunc(func(context.Context, *core.Session) error { return nil })}
+	limit := core.MaxPromptBytes(p)
+	huge := strings.Repeat("x", limit+1)
+	_, err := core.NewSession(context.Background(), p, core.Request{Prompt: huge})
+	if !errors.Is(err, core.ErrContextFull) || !strings.Contains(err.Error(), fmt.Sprint(limit+1)) {
+		t.Fatalf("error %v, want ErrContextFull naming %d bytes", err, limit+1)
 	}
 }

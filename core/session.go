@@ -119,6 +119,13 @@ func NewSession(ctx context.Context, p *Pipeline, req Request) (*Session, error)
 	if req.PromptTokens != nil {
 		s.prompt = append([]TokenID(nil), req.PromptTokens...)
 	} else {
+		// A prompt can only overflow the context if it has at least as many bytes as the
+		// context has positions; only then is the bound worth computing, before encoding.
+		if ctx := p.Model.Config().ContextLength; ctx > 0 && len(req.Prompt) >= ctx {
+			if limit := MaxPromptBytes(p); len(req.Prompt) > limit {
+				return nil, fmt.Errorf("%w: a prompt of %d bytes cannot fit a context of %d tokens (no token covers more than %d bytes)", ErrContextFull, len(req.Prompt), ctx, limit/ctx)
+			}
+		}
 		toks, err := p.Tokenizer.Encode(req.Prompt, EncodeOptions{AddSpecial: !req.NoSpecial, ParseSpecial: req.ParseSpecial})
 		if err != nil {
 			return nil, fmt.Errorf("encoding the prompt: %w", err)
@@ -146,6 +153,29 @@ func NewSession(ctx context.Context, p *Pipeline, req Request) (*Session, error)
 		}
 	}
 	return s, nil
+}
+
+// MaxPromptBytes bounds the prompts that can fit a pipeline's model: a prompt of more bytes
+// than this encodes to more tokens than the model's context holds, whatever the text. It lets
+// a program refuse an oversized prompt before encoding it (encoding costs memory in proportion
+// to the text). It returns 0 when the model declares no context length (no bound).
+//
+// The bound is sound because a token never covers more bytes of text than the longest entry
+// of the vocabulary: a text of B bytes encodes to at least ⌈B / L⌉ tokens, where L is the
+// longest token in bytes (its text or its stored piece, whichever is longer, so special tokens
+// written in the text and escaped byte pieces count too). A text of more than C × L bytes thus
+// needs more than C positions.
+func MaxPromptBytes(p *Pipeline) int {
+	ctx := p.Model.Config().ContextLength
+	if ctx <= 0 {
+		return 0
+	}
+	longest := 1
+	for id := range p.Tokenizer.VocabSize() {
+		t := TokenID(id)
+		longest = max(longest, len(p.Tokenizer.TokenBytes(t)), len(p.Tokenizer.Piece(t)))
+	}
+	return ctx * longest
 }
 
 // Request returns the request (with defaults filled in).

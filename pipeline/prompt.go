@@ -6,28 +6,8 @@ import (
 	"github.com/loomlm/loom/core"
 )
 
-// MaxPromptBytes bounds the prompts that can fit a pipeline's model: a prompt of more bytes
-// than this encodes to more tokens than the model's context holds, whatever the text. It lets
-// a program refuse an oversized prompt before encoding it (encoding costs memory in proportion
-// to the text). It returns 0 when the model declares no context length (no bound).
-//
-// The bound is sound because a token never covers more bytes of text than the longest entry
-// of the vocabulary: a text of B bytes encodes to at least ⌈B / L⌉ tokens, where L is the
-// longest token in bytes (its text or its stored piece, whichever is longer, so special tokens
-// written in the text and escaped byte pieces count too). A text of more than C × L bytes thus
-// needs more than C positions.
-func MaxPromptBytes(p *core.Pipeline) int {
-	ctx := p.Model.Config().ContextLength
-	if ctx <= 0 {
-		return 0
-	}
-	longest := 1
-	for id := range p.Tokenizer.VocabSize() {
-		t := core.TokenID(id)
-		longest = max(longest, len(p.Tokenizer.TokenBytes(t)), len(p.Tokenizer.Piece(t)))
-	}
-	return ctx * longest
-}
+// MaxPromptBytes is core.MaxPromptBytes.
+func MaxPromptBytes(p *core.Pipeline) int { return core.MaxPromptBytes(p) }
 
 // CheckPromptSize returns an error naming what (a flag or file) when a prompt of n bytes
 // cannot fit the pipeline's model (see MaxPromptBytes).
