@@ -1,0 +1,240 @@
+// Package earley recognises a byte-level CFG (package grammar) incrementally with an Earley
+// parser: Advance feeds one byte, IsAccepting tells whether the bytes so far form a sentence,
+// and CanAdvance tells which bytes may come next.
+//
+// The chart (one Earley set per byte consumed) is persistent: sets are never changed once
+// built, so Clone shares them and costs O(1), and Rollback to an earlier position just drops
+// the sets above it. This is what makes beam forks, per-token snapshots and the depth-first
+// walk of a token trie cheap.
+//
+// Items are (production, dot, origin). The closure follows Aycock and Horspool's treatment of
+// nullable nonterminals: predicting a nullable nonterminal also moves the predicting item past
+// it. Left recursion is handled natively; right recursion costs work proportional to its
+// depth at each completion (Leo's optimisation is not implemented).
+package earley
+
+import (
+	"fmt"
+
+	"github.com/loomlm/loom/constraint/grammar"
+)
+
+// item is an Earley item: production prod with the dot before RHS[dot], started at set origin.
+type item struct {
+	prod   int32
+	dot    int32
+	origin int32
+}
+
+// set is one Earley set. It is immutable once built.
+type set struct {
+	items  []item
+	scan   []int32 // indices of items whose next symbol is a terminal
+	next   grammar.ByteSet
+	accept bool
+}
+
+// Matcher is the state of a recogniser: the chart of the bytes advanced so far. It is not safe
+// for concurrent use; clones are independent of each other.
+type Matcher struct {
+	g    *grammar.CFG
+	sets []*set
+	// shared is the number of leading sets that another Matcher (a clone) may also hold: the
+	// backing array below it must not be overwritten.
+	shared int
+	sc     *scratch
+	spare  []*set
+}
+
+// New returns a matcher at the start of g.
+func New(g *grammar.CFG) *Matcher {
+	m := &Matcher{g: g}
+	s := m.newSet()
+	sc := m.scratchFor()
+	sc.begin(len(g.Names))
+	for _, pi := range g.ByLHS[g.Start] {
+		sc.add(s, item{prod: pi, origin: 0})
+	}
+	sc.predicted(g.Start)
+	m.closure(s, 0)
+	m.sets = append(m.sets, s)
+	return m
+}
+
+// Grammar returns the grammar m recognises.
+func (m *Matcher) Grammar() *grammar.CFG { return m.g }
+
+// Len is the number of bytes advanced so far (the position).
+func (m *Matcher) Len() int { return len(m.sets) - 1 }
+
+// IsAccepting reports whether the bytes so far are a sentence of the grammar.
+func (m *Matcher) IsAccepting() bool { return m.sets[len(m.sets)-1].accept }
+
+// CanAdvance reports whether b may follow the bytes so far. It does not change m.
+func (m *Matcher) CanAdvance(b byte) bool { return m.sets[len(m.sets)-1].next.Has(b) }
+
+// NextBytes returns the set of bytes that may follow the bytes so far.
+func (m *Matcher) NextBytes() grammar.ByteSet { return m.sets[len(m.sets)-1].next }
+
+// IsDone reports whether no byte may follow (the output is complete, or, for a matcher that
+// was fed a rejected byte by mistake, dead; Advance never leaves a matcher dead).
+func (m *Matcher) IsDone() bool {
+	n := m.sets[len(m.sets)-1].next
+	return n.Empty()
+}
+
+// Clone returns an independent matcher in the same state. It shares the chart and costs O(1).
+func (m *Matcher) Clone() *Matcher {
+	m.shared = max(m.shared, len(m.sets))
+	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets)}
+}
+
+// Rollback returns m to position pos (0 ≤ pos ≤ Len()), as if only the first pos bytes had
+// been advanced.
+func (m *Matcher) Rollback(pos int) error {
+	if pos < 0 || pos > m.Len() {
+		return fmt.Errorf("earley: rollback to position %d: must be in [0, %d]", pos, m.Len())
+	}
+	for i := len(m.sets) - 1; i > pos; i-- {
+		if i >= m.shared {
+			m.spare = append(m.spare, m.sets[i])
+			m.sets[i] = nil
+		}
+	}
+	m.sets = m.sets[:pos+1]
+	return nil
+}
+
+// Pop undoes the last n Advances: Rollback(Len()-n). It panics if n > Len(); it is the
+// cheap step of a token-trie walk.
+func (m *Matcher) Pop(n int) {
+	for range n {
+		i := len(m.sets) - 1
+		if i == 0 {
+			panic("earley: Pop past the start")
+		}
+		if i >= m.shared {
+			m.spare = append(m.spare, m.sets[i])
+			m.sets[i] = nil
+		}
+		m.sets = m.sets[:i]
+	}
+}
+
+// Advance feeds byte b. It returns false, leaving m unchanged, if b cannot continue the bytes
+// so far.
+func (m *Matcher) Advance(b byte) bool {
+	k := len(m.sets) - 1
+	cur := m.sets[k]
+	if !cur.next.Has(b) {
+		return false
+	}
+	g := m.g
+	s := m.newSet()
+	sc := m.scratchFor()
+	sc.begin(len(g.Names))
+	for _, ii := range cur.scan {
+		it := cur.items[ii]
+		sym := g.Prods[it.prod].RHS[it.dot]
+		if g.Terminals[sym.Terminal()].Has(b) {
+			sc.add(s, item{prod: it.prod, dot: it.dot + 1, origin: it.origin})
+		}
+	}
+	m.closure(s, int32(k+1))
+	m.push(s)
+	return true
+}
+
+// AdvanceBytes feeds bs in order. If a byte is rejected it returns the number of bytes
+// accepted before it and false, and m is left at its position before the call.
+func (m *Matcher) AdvanceBytes(bs []byte) (int, bool) {
+	start := m.Len()
+	for i, b := range bs {
+		if !m.Advance(b) {
+			m.Rollback(start)
+			return i, false
+		}
+	}
+	return len(bs), true
+}
+
+// push appends s to the chart, copying the chart first if the slot is shared with a clone.
+func (m *Matcher) push(s *set) {
+	if len(m.sets) < m.shared {
+		m.sets = append([]*set(nil), m.sets...)
+		m.shared = 0
+	}
+	m.sets = append(m.sets, s)
+}
+
+func (m *Matcher) newSet() *set {
+	if n := len(m.spare); n > 0 {
+		s := m.spare[n-1]
+		m.spare = m.spare[:n-1]
+		s.items = s.items[:0]
+		s.scan = s.scan[:0]
+		s.next = grammar.ByteSet{}
+		s.accept = false
+		return s
+	}
+	return &set{}
+}
+
+func (m *Matcher) scratchFor() *scratch {
+	if m.sc == nil {
+		m.sc = &scratch{}
+	}
+	return m.sc
+}
+
+// closure completes set s (at chart index k) with predictions and completions, then records
+// its scan items, next bytes and acceptance.
+func (m *Matcher) closure(s *set, k int32) {
+	g := m.g
+	sc := m.sc
+	for i := 0; i < len(s.items); i++ {
+		it := s.items[i]
+		p := &g.Prods[it.prod]
+		if int(it.dot) < len(p.RHS) {
+			sym := p.RHS[it.dot]
+			if sym.IsTerminal() {
+				continue
+			}
+			nt := int32(sym)
+			if !sc.isPredicted(nt) {
+				sc.predicted(nt)
+				for _, pi := range g.ByLHS[nt] {
+					sc.add(s, item{prod: pi, origin: k})
+				}
+			}
+			if g.Nullable[nt] {
+				sc.add(s, item{prod: it.prod, dot: it.dot + 1, origin: it.origin})
+			}
+			continue
+		}
+		// Complete p.LHS, started at it.origin.
+		if it.origin == k {
+			continue // an empty completion: covered by the nullable rule above
+		}
+		if it.origin == 0 && p.LHS == g.Start {
+			s.accept = true
+		}
+		for _, w := range m.sets[it.origin].items {
+			wp := &g.Prods[w.prod]
+			if int(w.dot) < len(wp.RHS) && wp.RHS[w.dot] == grammar.Symbol(p.LHS) {
+				sc.add(s, item{prod: w.prod, dot: w.dot + 1, origin: w.origin})
+			}
+		}
+	}
+	for i, it := range s.items {
+		p := &g.Prods[it.prod]
+		if int(it.dot) < len(p.RHS) {
+			if sym := p.RHS[it.dot]; sym.IsTerminal() {
+				s.scan = append(s.scan, int32(i))
+				s.next.Union(&g.Terminals[sym.Terminal()])
+			}
+		} else if it.origin == 0 && p.LHS == g.Start {
+			s.accept = true
+		}
+	}
+}
