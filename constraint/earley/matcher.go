@@ -159,10 +159,12 @@ func (m *Matcher) AdvanceBytes(bs []byte) (int, bool) {
 }
 
 // push appends s to the chart, copying the chart first if the slot is shared with a clone.
+// The sets themselves stay shared (they are never changed; only sets at or above shared
+// are recycled).
 func (m *Matcher) push(s *set) {
 	if len(m.sets) < m.shared {
-		m.sets = append([]*set(nil), m.sets...)
-		m.shared = 0
+		m.sets = append(make([]*set, 0, 2*len(m.sets)+1), m.sets...)
+		m.shared = len(m.sets)
 	}
 	m.sets = append(m.sets, s)
 }
