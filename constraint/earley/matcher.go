@@ -15,6 +15,7 @@ package earley
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/loomlm/loom/constraint/grammar"
 )
@@ -24,7 +25,11 @@ type item struct {
 	prod   int32
 	dot    int32
 	origin int32
+	next   grammar.Symbol // RHS[dot], or complete when the dot is at the end
 }
+
+// complete marks an item whose dot is at the end of its production.
+const complete = grammar.Symbol(math.MaxInt32)
 
 // set is one Earley set. It is immutable once built.
 type set struct {
@@ -53,7 +58,7 @@ func New(g *grammar.CFG) *Matcher {
 	sc := m.scratchFor()
 	sc.begin(len(g.Names))
 	for _, pi := range g.ByLHS[g.Start] {
-		sc.add(s, item{prod: pi, origin: 0})
+		sc.add(s, m.mk(pi, 0, 0))
 	}
 	sc.predicted(g.Start)
 	m.closure(s, 0)
@@ -134,10 +139,9 @@ func (m *Matcher) Advance(b byte) bool {
 	sc := m.scratchFor()
 	sc.begin(len(g.Names))
 	for _, ii := range cur.scan {
-		it := cur.items[ii]
-		sym := g.Prods[it.prod].RHS[it.dot]
-		if g.Terminals[sym.Terminal()].Has(b) {
-			sc.add(s, item{prod: it.prod, dot: it.dot + 1, origin: it.origin})
+		it := &cur.items[ii]
+		if g.Terminals[it.next.Terminal()].Has(b) {
+			sc.add(s, m.mk(it.prod, it.dot+1, it.origin))
 		}
 	}
 	m.closure(s, int32(k+1))
@@ -189,6 +193,16 @@ func (m *Matcher) scratchFor() *scratch {
 	return m.sc
 }
 
+// mk builds an item, recording the symbol after its dot.
+func (m *Matcher) mk(prod, dot, origin int32) item {
+	rhs := m.g.Prods[prod].RHS
+	next := complete
+	if int(dot) < len(rhs) {
+		next = rhs[dot]
+	}
+	return item{prod: prod, dot: dot, origin: origin, next: next}
+}
+
 // closure completes set s (at chart index k) with predictions and completions, then records
 // its scan items, next bytes and acceptance.
 func (m *Matcher) closure(s *set, k int32) {
@@ -196,47 +210,43 @@ func (m *Matcher) closure(s *set, k int32) {
 	sc := m.sc
 	for i := 0; i < len(s.items); i++ {
 		it := s.items[i]
-		p := &g.Prods[it.prod]
-		if int(it.dot) < len(p.RHS) {
-			sym := p.RHS[it.dot]
-			if sym.IsTerminal() {
+		switch {
+		case it.next == complete:
+			// Complete the production's LHS, started at it.origin. An empty completion
+			// (origin k) is covered by the nullable rule below.
+			if it.origin == k {
 				continue
 			}
-			nt := int32(sym)
+			lhs := grammar.Symbol(g.Prods[it.prod].LHS)
+			for _, w := range m.sets[it.origin].items {
+				if w.next == lhs {
+					sc.add(s, m.mk(w.prod, w.dot+1, w.origin))
+				}
+			}
+		case it.next.IsTerminal():
+		default:
+			nt := int32(it.next)
 			if !sc.isPredicted(nt) {
 				sc.predicted(nt)
 				for _, pi := range g.ByLHS[nt] {
-					sc.add(s, item{prod: pi, origin: k})
+					sc.add(s, m.mk(pi, 0, k))
 				}
 			}
 			if g.Nullable[nt] {
-				sc.add(s, item{prod: it.prod, dot: it.dot + 1, origin: it.origin})
-			}
-			continue
-		}
-		// Complete p.LHS, started at it.origin.
-		if it.origin == k {
-			continue // an empty completion: covered by the nullable rule above
-		}
-		if it.origin == 0 && p.LHS == g.Start {
-			s.accept = true
-		}
-		for _, w := range m.sets[it.origin].items {
-			wp := &g.Prods[w.prod]
-			if int(w.dot) < len(wp.RHS) && wp.RHS[w.dot] == grammar.Symbol(p.LHS) {
-				sc.add(s, item{prod: w.prod, dot: w.dot + 1, origin: w.origin})
+				sc.add(s, m.mk(it.prod, it.dot+1, it.origin))
 			}
 		}
 	}
-	for i, it := range s.items {
-		p := &g.Prods[it.prod]
-		if int(it.dot) < len(p.RHS) {
-			if sym := p.RHS[it.dot]; sym.IsTerminal() {
-				s.scan = append(s.scan, int32(i))
-				s.next.Union(&g.Terminals[sym.Terminal()])
+	for i := range s.items {
+		it := &s.items[i]
+		switch {
+		case it.next == complete:
+			if it.origin == 0 && g.Prods[it.prod].LHS == g.Start {
+				s.accept = true
 			}
-		} else if it.origin == 0 && p.LHS == g.Start {
-			s.accept = true
+		case it.next.IsTerminal():
+			s.scan = append(s.scan, int32(i))
+			s.next.Union(&g.Terminals[it.next.Terminal()])
 		}
 	}
 }

@@ -57,7 +57,7 @@ func (sc *scratch) add(s *set, it item) {
 			s.items = append(s.items, it)
 			return
 		}
-		if sl.it == it {
+		if sl.it.prod == it.prod && sl.it.dot == it.dot && sl.it.origin == it.origin {
 			return
 		}
 	}

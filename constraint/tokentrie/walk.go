@@ -6,10 +6,12 @@ import (
 	"github.com/loomlm/loom/core"
 )
 
-// Recognizer is an incremental byte recogniser that the walk drives: Advance feeds a byte
-// and reports whether it was accepted (a rejected byte leaves the state unchanged), Pop
-// undoes the last n accepted bytes.
+// Recognizer is an incremental byte recogniser that the walk drives: CanAdvance tells
+// whether a byte may come next without changing the state, Advance feeds a byte and reports
+// whether it was accepted (a rejected byte leaves the state unchanged), Pop undoes the last n
+// accepted bytes.
 type Recognizer interface {
+	CanAdvance(b byte) bool
 	Advance(b byte) bool
 	Pop(n int)
 }
@@ -52,6 +54,15 @@ func (t *Trie) Fill(r Recognizer, mask Mask) int {
 			depth = d
 		}
 		steps++
+		if nd.end == int32(i+1) { // a leaf: no need to build the state after its byte
+			if r.CanAdvance(nd.b) {
+				for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
+					mask.Set(id)
+				}
+			}
+			i++
+			continue
+		}
 		if !r.Advance(nd.b) {
 			i = int(nd.end)
 			continue
