@@ -18,6 +18,9 @@ type Env struct {
 	Model          core.Model
 	DraftModel     core.Model
 	DraftTokenizer core.Tokenizer
+	// Dir is the directory of the pipeline file, against which parts resolve relative paths
+	// (a grammar_file); empty means the working directory.
+	Dir string
 }
 
 // Args gives a constructor its part's parameters, typed, with defaults from the Part's

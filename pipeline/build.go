@@ -116,7 +116,7 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 		}
 	}
 
-	env := &Env{}
+	env := &Env{Dir: spec.Dir}
 	model, tok, closer, err := OpenModel(spec.Model, spec.Dir)
 	if closer != nil {
 		b.closers = append(b.closers, closer)
