@@ -116,3 +116,32 @@ func TestConstraintProcessorErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestStructuredDocPipelines builds and runs every TOML block of docs/structured.md.
+func TestStructuredDocPipelines(t *testing.T) {
+	doc, err := os.ReadFile("../docs/structured.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(doc), "```toml\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("docs/structured.md has no TOML block")
+	}
+	for i, blk := range blocks {
+		src, _, _ := strings.Cut(blk, "```")
+		b, err := buildFile(t, src, nil)
+		if err != nil {
+			t.Fatalf("block %d: %v", i+1, err)
+		}
+		req := b.Request("And God said")
+		req.MaxNewTokens = 40
+		req.Seed = core.SeedOf(1)
+		res, err := core.Generate(context.Background(), b.Pipeline, req)
+		if err != nil {
+			t.Fatalf("block %d: %v", i+1, err)
+		}
+		if s := res.Sequences[0]; s.FinishReason != core.FinishEOS || s.Text == "" {
+			t.Fatalf("block %d: %q finished by %q, want a complete output ended by eos", i+1, s.Text, s.FinishReason)
+		}
+	}
+}
