@@ -16,6 +16,7 @@ package earley
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/grammar"
 )
@@ -37,7 +38,15 @@ type set struct {
 	scan   []int32 // indices of items whose next symbol is a terminal
 	next   grammar.ByteSet
 	accept bool
+	// id is unique among all sets ever built (a recycled set gets a new one); the memo of
+	// Advance is keyed by it.
+	id uint64
+	// pinned sets are referenced by a memo and never recycled.
+	pinned bool
 }
+
+// setIDs numbers sets.
+var setIDs atomic.Uint64
 
 // Matcher is the state of a recogniser: the chart of the bytes advanced so far. It is not safe
 // for concurrent use; clones are independent of each other.
@@ -49,6 +58,7 @@ type Matcher struct {
 	shared int
 	sc     *scratch
 	spare  []*set
+	memo   memo
 }
 
 // New returns a matcher at the start of g.
@@ -102,7 +112,9 @@ func (m *Matcher) Rollback(pos int) error {
 	}
 	for i := len(m.sets) - 1; i > pos; i-- {
 		if i >= m.shared {
-			m.spare = append(m.spare, m.sets[i])
+			if !m.sets[i].pinned {
+				m.spare = append(m.spare, m.sets[i])
+			}
 			m.sets[i] = nil
 		}
 	}
@@ -119,7 +131,9 @@ func (m *Matcher) Pop(n int) {
 			panic("earley: Pop past the start")
 		}
 		if i >= m.shared {
-			m.spare = append(m.spare, m.sets[i])
+			if !m.sets[i].pinned {
+				m.spare = append(m.spare, m.sets[i])
+			}
 			m.sets[i] = nil
 		}
 		m.sets = m.sets[:i]
@@ -135,6 +149,23 @@ func (m *Matcher) Advance(b byte) bool {
 		return false
 	}
 	g := m.g
+	// The new set depends only on the chart so far and on which scan items b matches (its
+	// signature): bytes with the same signature after the same set give the same set, so
+	// it is built once and shared (siblings in a token-trie walk, all the ordinary
+	// characters inside a string).
+	memo := len(cur.scan) <= 64
+	var sig uint64
+	if memo {
+		for j, ii := range cur.scan {
+			if g.Terminals[cur.items[ii].next.Terminal()].Has(b) {
+				sig |= 1 << j
+			}
+		}
+		if s := m.memo.get(k, cur.id, sig); s != nil {
+			m.push(s)
+			return true
+		}
+	}
 	s := m.newSet()
 	sc := m.scratchFor()
 	sc.begin(len(g.Names))
@@ -145,6 +176,10 @@ func (m *Matcher) Advance(b byte) bool {
 		}
 	}
 	m.closure(s, int32(k+1))
+	if memo {
+		s.pinned = true
+		m.memo.put(k, cur.id, sig, s)
+	}
 	m.push(s)
 	return true
 }
@@ -181,9 +216,10 @@ func (m *Matcher) newSet() *set {
 		s.scan = s.scan[:0]
 		s.next = grammar.ByteSet{}
 		s.accept = false
+		s.id = setIDs.Add(1)
 		return s
 	}
-	return &set{}
+	return &set{id: setIDs.Add(1)}
 }
 
 func (m *Matcher) scratchFor() *scratch {

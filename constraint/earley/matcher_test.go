@@ -137,6 +137,9 @@ func TestMatcherAgainstRegexp(t *testing.T) {
 	for _, tt := range tests {
 		g := grammar.MustCompile(tt.grammar)
 		re := regexp.MustCompile(tt.re)
+		// One matcher rolled back between strings, so states built for earlier strings are
+		// reused (the memo of Advance), next to a fresh matcher per string.
+		shared := New(g)
 		accepted := 0
 		for range 4000 {
 			n := rng.IntN(9)
@@ -147,6 +150,13 @@ func TestMatcherAgainstRegexp(t *testing.T) {
 			want := re.Match(b)
 			if got := recognises(g, string(b)); got != want {
 				t.Fatalf("%s: %q: matcher says %v, regexp %v", tt.grammar, b, got, want)
+			}
+			if err := shared.Rollback(0); err != nil {
+				t.Fatal(err)
+			}
+			_, ok := shared.AdvanceBytes(b)
+			if got := ok && shared.IsAccepting(); got != want {
+				t.Fatalf("%s: %q: reused matcher says %v, regexp %v", tt.grammar, b, got, want)
 			}
 			if want {
 				accepted++
