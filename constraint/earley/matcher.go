@@ -153,6 +153,10 @@ func (m *Matcher) Advance(b byte) bool {
 	// signature): bytes with the same signature after the same set give the same set, so
 	// it is built once and shared (siblings in a token-trie walk, all the ordinary
 	// characters inside a string).
+	if s := m.memo.byByte(k, cur.id, b); s != nil {
+		m.push(s)
+		return true
+	}
 	memo := len(cur.scan) <= 64
 	var sig uint64
 	if memo {
@@ -162,6 +166,7 @@ func (m *Matcher) Advance(b byte) bool {
 			}
 		}
 		if s := m.memo.get(k, cur.id, sig); s != nil {
+			m.memo.putByte(k, cur.id, b, s)
 			m.push(s)
 			return true
 		}
@@ -179,6 +184,7 @@ func (m *Matcher) Advance(b byte) bool {
 	if memo {
 		s.pinned = true
 		m.memo.put(k, cur.id, sig, s)
+		m.memo.putByte(k, cur.id, b, s)
 	}
 	m.push(s)
 	return true

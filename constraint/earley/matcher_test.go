@@ -258,3 +258,47 @@ func TestCloneAndRollbackIndependence(t *testing.T) {
 		t.Fatal("Rollback beyond Len succeeded")
 	}
 }
+
+// TestLongInputRollbacks advances a document longer than the memo's ring of rows, rolls back
+// to random positions and re-advances, checking every position against a fresh matcher.
+func TestLongInputRollbacks(t *testing.T) {
+	g := grammar.MustCompile(jsonGrammar)
+	doc := `{"items": [`
+	for i := range 60 {
+		if i > 0 {
+			doc += ", "
+		}
+		doc += `{"id": 12, "name": "n\u00e9", "ok": true}`
+	}
+	doc += "]}"
+	fresh := New(g)
+	want := make([]grammar.ByteSet, len(doc)+1)
+	want[0] = fresh.NextBytes()
+	for i := 0; i < len(doc); i++ {
+		if !fresh.Advance(doc[i]) {
+			t.Fatalf("byte %d rejected", i)
+		}
+		want[i+1] = fresh.NextBytes()
+	}
+	if !fresh.IsAccepting() {
+		t.Fatal("document not accepted")
+	}
+	m := New(g)
+	m.AdvanceBytes([]byte(doc))
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		pos := rng.IntN(m.Len() + 1)
+		if err := m.Rollback(pos); err != nil {
+			t.Fatal(err)
+		}
+		if m.NextBytes() != want[pos] {
+			t.Fatalf("after rollback to %d: next bytes differ", pos)
+		}
+		end := min(len(doc), pos+rng.IntN(400))
+		for i := pos; i < end; i++ {
+			if !m.Advance(doc[i]) || m.NextBytes() != want[i+1] {
+				t.Fatalf("re-advancing byte %d from %d: state differs", i, pos)
+			}
+		}
+	}
+}
