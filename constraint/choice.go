@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/regex"
 )
 
 // NewChoice returns a processor named "choice" that constrains the output to exactly one of
@@ -22,4 +23,14 @@ func NewChoice(choices []string) (*Processor, error) {
 		return nil, fmt.Errorf("choice: %w", err)
 	}
 	return New("choice", cfg), nil
+}
+
+// NewRegex returns a processor named "regex" that constrains the whole output to match re
+// (Go's regexp syntax; see package regex for what is supported).
+func NewRegex(re string) (*Processor, error) {
+	cfg, err := regex.Compile(re)
+	if err != nil {
+		return nil, err
+	}
+	return New("regex", cfg), nil
 }

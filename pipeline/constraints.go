@@ -24,6 +24,24 @@ func constraintParts() []*Part {
 			NewProcessor: newGrammarProcessor,
 		},
 		{
+			Kind: Processor, Type: "regex",
+			Doc: "Constrains the whole generated text to match a regular expression (Go regexp syntax; see docs/structured.md).",
+			Params: []Param{
+				{Name: "pattern", Type: String, Doc: "the regular expression"},
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				re := a.String("pattern")
+				if a.Err() != nil {
+					return nil, a.Err()
+				}
+				p, err := constraint.NewRegex(re)
+				if err != nil {
+					return nil, &core.ParamError{Param: "pattern", Reason: err.Error()}
+				}
+				return p, nil
+			},
+		},
+		{
 			Kind: Processor, Type: "choice",
 			Doc: "Constrains the generated text to exactly one of a list of strings.",
 			Params: []Param{

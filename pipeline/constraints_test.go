@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,6 +61,11 @@ func TestConstraintProcessorsGenerate(t *testing.T) {
 			valid: func(s string) bool { return s == "The answer is light." || s == "The answer is darkness." },
 		},
 		{
+			name:  "regex",
+			src:   head + "type = \"regex\"\npattern = '(Moses|Aaron) (spake|said) [a-z]{1,8}\\.'\n",
+			valid: regexp.MustCompile(`^(Moses|Aaron) (spake|said) [a-z]{1,8}\.$`).MatchString,
+		},
+		{
 			name:  "choice",
 			src:   head + "type = \"choice\"\nchoices = [\"Moses\", \"Aaron\", \"Pharaoh\"]\n",
 			valid: func(s string) bool { return s == "Moses" || s == "Aaron" || s == "Pharaoh" },
@@ -105,6 +111,7 @@ func TestConstraintProcessorErrors(t *testing.T) {
 		{"no grammar", head + "type = \"grammar\"\n", nil, "processors[0].grammar: missing"},
 		{"both", head + "type = \"grammar\"\ngrammar = 'root ::= \"a\"'\ngrammar_file = \"x.gbnf\"\n", nil, "give either grammar or grammar_file"},
 		{"empty choices", head + "type = \"choice\"\nchoices = []\n", nil, "constrained.toml:7: processors[0].choices: must list at least one string"},
+		{"bad regex", head + "type = \"regex\"\npattern = 'a(b'\n", nil, "constrained.toml:7: processors[0].pattern: regex \"a(b\": error parsing regexp: missing closing )"},
 		{"start rule", head + "type = \"grammar\"\ngrammar = 'root ::= \"a\"'\nstart = \"main\"\n", nil, `no rule named "main"`},
 	}
 	for _, tt := range tests {
