@@ -5,35 +5,57 @@ import (
 
 	"github.com/loomlm/loom/constraint"
 	"github.com/loomlm/loom/constraint/tokentrie"
+	"github.com/loomlm/loom/core"
 )
 
-// BenchmarkMask measures one token mask on the embedded vocabulary, averaged over the states
-// reached after every byte of a document (each op is one mask at one of those states).
+// BenchmarkMask measures one token mask on the embedded vocabulary as a decode loop computes
+// it: along the canonical tokenization of a document, each op computes the mask of the
+// current state and then accepts the document's next token (a new processor at the end of the
+// document). "cold" computes each state's mask on a fresh clone, whose memo is empty.
 func BenchmarkMask(b *testing.B) {
 	_, tok := openDefault(b)
 	constraint.TrieFor(tok) // built once per tokenizer, outside the measurement
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
 	cases := []struct{ name, grammar, text string }{
 		{"json", jsonGrammar, `{"name": "Ann Smith", "list": [1, -2.5e3, true, {"x": null}], "note": "In the beginning God created the heaven and the earth."}`},
 		{"person", personGrammar, `{ "name": "Bob smith", "age": 42, "tags": ["x", "yy"] }`},
 	}
 	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) {
-			p, err := constraint.NewGrammar(tc.grammar)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var states []*constraint.Processor
-			for cut := 0; cut <= len(tc.text); cut++ {
-				q := p.Clone().(*constraint.Processor)
-				if _, ok := q.Matcher().AdvanceBytes([]byte(tc.text[:cut])); !ok {
-					b.Fatalf("prefix %q rejected", tc.text[:cut])
-				}
-				states = append(states, q)
-			}
-			b.ResetTimer()
+		start, err := constraint.NewGrammar(tc.grammar)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := tok.Encode(tc.text, core.EncodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name+"/decode", func(b *testing.B) {
+			p := start.Clone().(*constraint.Processor)
 			i := 0
 			for b.Loop() {
-				states[i%len(states)].Mask(tok)
+				if i == len(ids) {
+					p, i = start.Clone().(*constraint.Processor), 0
+				}
+				if !p.Mask(tok).Has(ids[i]) {
+					b.Fatalf("token %d of the document is not allowed", i)
+				}
+				p.Accept(seq, ids[i])
+				i++
+			}
+		})
+		b.Run(tc.name+"/cold", func(b *testing.B) {
+			var states []*constraint.Processor
+			p := start.Clone().(*constraint.Processor)
+			for _, id := range ids {
+				states = append(states, p.Clone().(*constraint.Processor))
+				p.Accept(seq, id)
+			}
+			i := 0
+			for b.Loop() {
+				states[i%len(states)].Clone().(*constraint.Processor).Mask(tok)
 				i++
 			}
 		})
