@@ -17,8 +17,9 @@ const sparseDirect = 64
 // Processor constrains generated text to a grammar: it bans (-Inf on a dense set; removes
 // from a sparse set) every token whose bytes cannot continue a sentence of the grammar, bans
 // tokens with no bytes (control tokens), and allows the end-of-generation tokens only when the
-// text so far is a complete sentence. The prompt is not constrained: the grammar starts at the
-// first generated token.
+// text so far is a complete sentence. Once an end token is accepted, only end tokens are
+// allowed (a speculative draft may run past the end). The prompt is not constrained: the
+// grammar starts at the first generated token.
 //
 // It is a core.StatefulProcessor: Accept advances its Earley parser by the chosen token's
 // bytes, and Clone, which the session calls for every fork and after every token (its
@@ -73,6 +74,9 @@ func (p *Processor) Accept(seq *core.Sequence, id core.TokenID) {
 	}
 	tok := seq.Tokenizer()
 	if p.ended {
+		if isEndOfGeneration(tok, id) {
+			return // more end tokens (a speculative draft running past the end)
+		}
 		p.err = fmt.Errorf("%s: token %d (%q) follows the end of the constrained output", p.name, id, tok.Piece(id))
 		return
 	}
@@ -156,11 +160,11 @@ func (p *Processor) processFew(tok core.Tokenizer, c *core.Candidates) error {
 
 // allows reports whether token id may come next.
 func (p *Processor) allows(tok core.Tokenizer, id core.TokenID) bool {
+	if isEndOfGeneration(tok, id) {
+		return p.ended || p.m.IsAccepting()
+	}
 	if p.ended {
 		return false
-	}
-	if isEndOfGeneration(tok, id) {
-		return p.m.IsAccepting()
 	}
 	b := tok.TokenBytes(id)
 	if len(b) == 0 {
@@ -188,11 +192,11 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	}
 	if !p.ended {
 		trie.Fill(p.m, p.mask)
-		if p.m.IsAccepting() {
-			for _, id := range endOfGeneration(tok) {
-				if int(id) < trie.VocabSize() {
-					p.mask.Set(id)
-				}
+	}
+	if p.ended || p.m.IsAccepting() {
+		for _, id := range endOfGeneration(tok) {
+			if int(id) < trie.VocabSize() {
+				p.mask.Set(id)
 			}
 		}
 	}
