@@ -22,6 +22,8 @@ func TestParseValid(t *testing.T) {
 		{"left recursion", "root ::= root \"a\" | \"a\"", 1},
 		{"empty alternative", `root ::= "a" | `, 1},
 		{"dashes in names", "root ::= my-rule\nmy-rule ::= \"x\"", 2},
+		{"body on the next line", "root ::=\n  \"{\" (\n    [a-z] | # a letter\n    \"\\\\\" [nt] # an escape\n  )* \"}\"\n\nnext ::= \"x\"\n", 2},
+		{"brackets and carets inside a class", "root ::= [!#-/:-@[\\\\\\]^_`{-~]", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
