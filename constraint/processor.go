@@ -111,10 +111,9 @@ func (p *Processor) Process(seq *core.Sequence, c *core.Candidates) error {
 	}
 	mask := p.Mask(tok)
 	if c.IsDense() {
+		// A row longer than the vocabulary (a model's padded embedding) has its extra
+		// entries banned: Has is false beyond the vocabulary.
 		row := c.Dense()
-		if len(row) > mask.Len() {
-			return fmt.Errorf("%s: logits row has %d entries, the vocabulary %d", p.name, len(row), mask.Len())
-		}
 		ninf := float32(math.Inf(-1))
 		for i := range row {
 			if !mask.Has(core.TokenID(i)) {

@@ -39,7 +39,7 @@ func TestProcessDenseAndSparse(t *testing.T) {
 	mask := p.Mask(tok)
 	v := tok.VocabSize()
 
-	row := make([]float32, v)
+	row := make([]float32, v+5) // a padded row: the 5 entries past the vocabulary are banned
 	for i := range row {
 		row[i] = float32(i % 7)
 	}
