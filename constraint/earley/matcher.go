@@ -36,6 +36,7 @@ const complete = grammar.Symbol(math.MaxInt32)
 type set struct {
 	items  []item
 	scan   []int32 // indices of items whose next symbol is a terminal
+	wait   []int32 // indices of items whose next symbol is a nonterminal (for completions)
 	next   grammar.ByteSet
 	accept bool
 	// id is unique among all sets ever built (a recycled set gets a new one); the memo of
@@ -220,6 +221,7 @@ func (m *Matcher) newSet() *set {
 		m.spare = m.spare[:n-1]
 		s.items = s.items[:0]
 		s.scan = s.scan[:0]
+		s.wait = s.wait[:0]
 		s.next = grammar.ByteSet{}
 		s.accept = false
 		s.id = setIDs.Add(1)
@@ -260,8 +262,9 @@ func (m *Matcher) closure(s *set, k int32) {
 				continue
 			}
 			lhs := grammar.Symbol(g.Prods[it.prod].LHS)
-			for _, w := range m.sets[it.origin].items {
-				if w.next == lhs {
+			origin := m.sets[it.origin]
+			for _, wi := range origin.wait {
+				if w := &origin.items[wi]; w.next == lhs {
 					sc.add(s, m.mk(w.prod, w.dot+1, w.origin))
 				}
 			}
@@ -289,6 +292,8 @@ func (m *Matcher) closure(s *set, k int32) {
 		case it.next.IsTerminal():
 			s.scan = append(s.scan, int32(i))
 			s.next.Union(&g.Terminals[it.next.Terminal()])
+		default:
+			s.wait = append(s.wait, int32(i))
 		}
 	}
 }
