@@ -9,8 +9,8 @@
 //
 // Items are (production, dot, origin). The closure follows Aycock and Horspool's treatment of
 // nullable nonterminals: predicting a nullable nonterminal also moves the predicting item past
-// it. Left recursion is handled natively; right recursion costs work proportional to its
-// depth at each completion (Leo's optimisation is not implemented).
+// it. Left recursion is handled natively, and right recursion in constant work per byte by
+// Leo's optimisation (leo.go).
 package earley
 
 import (
@@ -34,9 +34,12 @@ const complete = grammar.Symbol(math.MaxInt32)
 
 // set is one Earley set. It is immutable once built.
 type set struct {
-	items  []item
-	scan   []int32 // indices of items whose next symbol is a terminal
-	wait   []int32 // indices of items whose next symbol is a nonterminal (for completions)
+	items []item
+	scan  []int32 // indices of items whose next symbol is a terminal
+	wait  []int32 // indices of items whose next symbol is a nonterminal (for completions)
+	// leo lists, for the nonterminals whose completion here is deterministic, the item
+	// that completing them finally yields (Leo's optimisation, see computeLeo).
+	leo    []leoItem
 	next   grammar.ByteSet
 	accept bool
 	// id is unique among all sets ever built (a recycled set gets a new one); the memo of
@@ -222,6 +225,7 @@ func (m *Matcher) newSet() *set {
 		s.items = s.items[:0]
 		s.scan = s.scan[:0]
 		s.wait = s.wait[:0]
+		s.leo = s.leo[:0]
 		s.next = grammar.ByteSet{}
 		s.accept = false
 		s.id = setIDs.Add(1)
@@ -263,6 +267,10 @@ func (m *Matcher) closure(s *set, k int32) {
 			}
 			lhs := grammar.Symbol(g.Prods[it.prod].LHS)
 			origin := m.sets[it.origin]
+			if top, ok := origin.leoFor(int32(lhs)); ok {
+				sc.add(s, m.mk(top.prod, int32(len(g.Prods[top.prod].RHS)), top.origin))
+				continue
+			}
 			for _, wi := range origin.wait {
 				if w := &origin.items[wi]; w.next == lhs {
 					sc.add(s, m.mk(w.prod, w.dot+1, w.origin))
@@ -296,4 +304,5 @@ func (m *Matcher) closure(s *set, k int32) {
 			s.wait = append(s.wait, int32(i))
 		}
 	}
+	m.computeLeo(s, k)
 }

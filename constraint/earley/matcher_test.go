@@ -3,6 +3,7 @@ package earley
 import (
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/grammar"
@@ -81,6 +82,18 @@ func TestMatcherTables(t *testing.T) {
 			grammar: "root ::= list\nlist ::= \"(\" items? \")\"\nitems ::= item (\" \" items)?\nitem ::= [a-z] | list",
 			pass:    []string{"()", "(a)", "(a b c)", "((a) (b (c)) d)", "(())"},
 			fail:    []string{"(", "(a b", "(a  b)", "(a)(b)", "((a)"},
+		},
+		{
+			name:    "deep right recursion (Leo chains)",
+			grammar: "root ::= \"[\" ws \"]\" tail\nws ::= ([ \\t] ws)?\ntail ::= \"x\" tail | \"\"",
+			pass:    []string{"[]", "[" + strings.Repeat(" \t", 300) + "]", "[ ]" + strings.Repeat("x", 500)},
+			fail:    []string{"[" + strings.Repeat(" ", 300), "[" + strings.Repeat(" ", 300) + "x]", "[ ]" + strings.Repeat("x", 500) + "y"},
+		},
+		{
+			name:    "centre recursion",
+			grammar: `root ::= "a" root "b" | "c"`,
+			pass:    []string{"c", "acb", strings.Repeat("a", 200) + "c" + strings.Repeat("b", 200)},
+			fail:    []string{"", "ab", strings.Repeat("a", 200) + "c" + strings.Repeat("b", 199), "acbb"},
 		},
 		{
 			name:    "nullable everything",
