@@ -145,6 +145,8 @@ func TestMatcherAgainstRegexp(t *testing.T) {
 		{`root ::= "a"{2,4} ("b" "a"{0,2})*`, `^a{2,4}(ba{0,2})*$`, "ab"},
 		{`root ::= [^a]* "a" [^a]*`, `^[^a]*a[^a]*$`, "abc"},
 		{"root ::= x*\nx ::= \"(\" \")\" | \"[\" x* \"]\"", `^(\(\)|\[(\(\)|\[\])*\])*$`, "()[]"},
+		{"root ::= x\nx ::= \"a\" x | \"b\" x | \"c\"", `^[ab]*c$`, "abc"},
+		{"root ::= \"(\" x \")\" y\nx ::= (\"a\" x)?\ny ::= (\"b\" z)?\nz ::= y", `^\(a*\)b*$`, "()ab"},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, tt := range tests {
@@ -155,7 +157,7 @@ func TestMatcherAgainstRegexp(t *testing.T) {
 		shared := New(g)
 		accepted := 0
 		for range 4000 {
-			n := rng.IntN(9)
+			n := rng.IntN(13)
 			b := make([]byte, n)
 			for i := range b {
 				b[i] = tt.alphabet[rng.IntN(len(tt.alphabet))]
