@@ -49,7 +49,11 @@ func (m *Matcher) computeLeo(s *set, k int32) {
 			s.leo = append(s.leo, leoItem{nt: int32(w.next), prod: w.prod, origin: w.origin})
 		}
 	}
-	direct := append([]leoItem(nil), s.leo...)
+	if len(s.leo) == 0 {
+		return
+	}
+	m.sc.leo = append(m.sc.leo[:0], s.leo...)
+	direct := m.sc.leo
 	for i := range s.leo {
 		top := direct[i]
 		// At most len(direct) steps inside this set: unit cycles (A ::= B, B ::= A) stop.

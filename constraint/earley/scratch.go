@@ -9,6 +9,8 @@ type scratch struct {
 	// An open-addressing hash set of the current set's items.
 	slots  []slot
 	filled int
+	// leo holds a set's direct Leo entries while their chains are followed.
+	leo []leoItem
 }
 
 type slot struct {
