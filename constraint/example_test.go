@@ -46,3 +46,21 @@ func ExampleNewChoice() {
 	// true false
 	// true true
 }
+
+// A regex constraint accepts the strings the expression matches in full.
+func ExampleNewRegex() {
+	p, err := constraint.NewRegex(`[0-9]{3}-[0-9]{4}`)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := p.Matcher()
+	_, ok := m.AdvanceBytes([]byte("555-12"))
+	fmt.Println(ok, m.IsAccepting(), m.CanAdvance('3'), m.CanAdvance('-'))
+
+	_, err = constraint.NewRegex(`\bword`)
+	fmt.Println(err)
+	// Output:
+	// true false true false
+	// regex "\\bword": word boundaries (\b, \B) are not supported
+}
