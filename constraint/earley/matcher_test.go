@@ -108,6 +108,22 @@ func TestMatcherTables(t *testing.T) {
 			fail:    []string{"Ae\t\n\\", "Aé \n\\"},
 		},
 		{
+			name: "schema-converter style",
+			grammar: `
+char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\bfnrt] | "u" [0-9a-fA-F]{4})
+item ::= "{" space item-a-kv "," space item-b-kv "}" space
+item-a-kv ::= "\"a\"" space ":" space integer
+item-b-kv ::= "\"b\"" space ":" space string
+integer ::= ("-"? integral-part) space
+integral-part ::= [0] | [1-9] [0-9]{0,15}
+root ::= "[" space (item ("," space item)*)? "]" space
+space ::= | " " | "\n"{1,2} [ \t]{0,20}
+string ::= "\"" char* "\"" space
+`,
+			pass: []string{`[]`, `[{"a": 1, "b": "x"}]`, "[\n\n\t{\"a\":-20,\"b\":\"\\u00e9\\n\"} , {\"a\": 0, \"b\": \"\"}]"},
+			fail: []string{`[{"a": 01, "b": "x"}]`, `[{"b": "x", "a": 1}]`, "[\n\n\n]", `[{"a": 1, "b": "\q"}]`},
+		},
+		{
 			name:    "json",
 			grammar: jsonGrammar,
 			pass: []string{
