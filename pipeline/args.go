@@ -20,6 +20,9 @@ type Env struct {
 	DraftTokenizer core.Tokenizer
 	// modelFailed is set while building parts after a model failed to open.
 	modelFailed bool
+	// Dir is the directory of the pipeline file, against which parts resolve relative paths
+	// (a grammar_file); empty means the working directory.
+	Dir string
 }
 
 // Args gives a constructor its part's parameters, typed, with defaults from the Part's

@@ -150,7 +150,7 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 
 	// A model that fails to open is reported, and the parts are still built (without it) so
 	// that every error of the file comes at once.
-	env := &Env{}
+	env := &Env{Dir: spec.Dir}
 	switch {
 	case opts.Model != nil:
 		env.Model, env.Tokenizer = opts.Model, opts.Tokenizer

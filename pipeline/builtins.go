@@ -41,6 +41,7 @@ func builtinParts() []*Part {
 	}
 	parts = append(parts, searchParts()...)
 	parts = append(parts, processorParts()...)
+	parts = append(parts, constraintParts()...)
 	parts = append(parts, stoppingParts()...)
 	return parts
 }

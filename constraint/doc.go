@@ -1,0 +1,17 @@
+// Package constraint makes a language model's output follow a formal language: it is a stateful
+// logits processor that bans every token whose bytes cannot continue a valid output and allows
+// end of sequence only where the output is complete.
+//
+// The pieces live in sub-packages:
+//
+//   - grammar parses GBNF (the grammar syntax of llama.cpp) and compiles it to a byte-level
+//     context-free grammar;
+//   - earley recognises that grammar incrementally, one byte at a time, with an Earley parser
+//     whose chart is persistent, so a clone (a beam fork, a snapshot for rollback) costs O(1);
+//   - tokentrie holds a vocabulary's token byte strings in a trie built once per tokenizer and
+//     computes a token mask by walking it depth first with the parser, skipping every subtree
+//     whose prefix the parser rejects.
+//
+// No work proportional to the vocabulary is done when a grammar is compiled, and none is cached
+// per parser state: a mask costs one parser step per trie node the walk visits.
+package constraint

@@ -1,0 +1,308 @@
+// Package earley recognises a byte-level CFG (package grammar) incrementally with an Earley
+// parser: Advance feeds one byte, IsAccepting tells whether the bytes so far form a sentence,
+// and CanAdvance tells which bytes may come next.
+//
+// The chart (one Earley set per byte consumed) is persistent: sets are never changed once
+// built, so Clone shares them and costs O(1), and Rollback to an earlier position just drops
+// the sets above it. This is what makes beam forks, per-token snapshots and the depth-first
+// walk of a token trie cheap.
+//
+// Items are (production, dot, origin). The closure follows Aycock and Horspool's treatment of
+// nullable nonterminals: predicting a nullable nonterminal also moves the predicting item past
+// it. Left recursion is handled natively, and right recursion in constant work per byte by
+// Leo's optimisation (leo.go).
+package earley
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"github.com/loomlm/loom/constraint/grammar"
+)
+
+// item is an Earley item: production prod with the dot before RHS[dot], started at set origin.
+type item struct {
+	prod   int32
+	dot    int32
+	origin int32
+	next   grammar.Symbol // RHS[dot], or complete when the dot is at the end
+}
+
+// complete marks an item whose dot is at the end of its production.
+const complete = grammar.Symbol(math.MaxInt32)
+
+// set is one Earley set. It is immutable once built.
+type set struct {
+	items []item
+	scan  []int32 // indices of items whose next symbol is a terminal
+	wait  []int32 // indices of items whose next symbol is a nonterminal (for completions)
+	// leo lists, for the nonterminals whose completion here is deterministic, the item
+	// that completing them finally yields (Leo's optimisation, see computeLeo).
+	leo    []leoItem
+	next   grammar.ByteSet
+	accept bool
+	// id is unique among all sets ever built (a recycled set gets a new one); the memo of
+	// Advance is keyed by it.
+	id uint64
+	// pinned sets are referenced by a memo and never recycled.
+	pinned bool
+}
+
+// setIDs numbers sets.
+var setIDs atomic.Uint64
+
+// Matcher is the state of a recogniser: the chart of the bytes advanced so far. It is not safe
+// for concurrent use; clones are independent of each other.
+type Matcher struct {
+	g    *grammar.CFG
+	sets []*set
+	// shared is the number of leading sets that another Matcher (a clone) may also hold: the
+	// backing array below it must not be overwritten.
+	shared int
+	sc     *scratch
+	spare  []*set
+	memo   memo
+}
+
+// New returns a matcher at the start of g.
+func New(g *grammar.CFG) *Matcher {
+	m := &Matcher{g: g}
+	s := m.newSet()
+	sc := m.scratchFor()
+	sc.begin(len(g.Names))
+	for _, pi := range g.ByLHS[g.Start] {
+		sc.add(s, m.mk(pi, 0, 0))
+	}
+	sc.predicted(g.Start)
+	m.closure(s, 0)
+	m.sets = append(m.sets, s)
+	return m
+}
+
+// Grammar returns the grammar m recognises.
+func (m *Matcher) Grammar() *grammar.CFG { return m.g }
+
+// Len is the number of bytes advanced so far (the position).
+func (m *Matcher) Len() int { return len(m.sets) - 1 }
+
+// IsAccepting reports whether the bytes so far are a sentence of the grammar.
+func (m *Matcher) IsAccepting() bool { return m.sets[len(m.sets)-1].accept }
+
+// CanAdvance reports whether b may follow the bytes so far. It does not change m.
+func (m *Matcher) CanAdvance(b byte) bool { return m.sets[len(m.sets)-1].next.Has(b) }
+
+// NextBytes returns the set of bytes that may follow the bytes so far.
+func (m *Matcher) NextBytes() grammar.ByteSet { return m.sets[len(m.sets)-1].next }
+
+// IsDone reports whether no byte may follow (the output is complete, or, for a matcher that
+// was fed a rejected byte by mistake, dead; Advance never leaves a matcher dead).
+func (m *Matcher) IsDone() bool {
+	n := m.sets[len(m.sets)-1].next
+	return n.Empty()
+}
+
+// Clone returns an independent matcher in the same state. It shares the chart and costs O(1).
+func (m *Matcher) Clone() *Matcher {
+	m.shared = max(m.shared, len(m.sets))
+	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets)}
+}
+
+// Rollback returns m to position pos (0 ≤ pos ≤ Len()), as if only the first pos bytes had
+// been advanced.
+func (m *Matcher) Rollback(pos int) error {
+	if pos < 0 || pos > m.Len() {
+		return fmt.Errorf("earley: rollback to position %d: must be in [0, %d]", pos, m.Len())
+	}
+	for i := len(m.sets) - 1; i > pos; i-- {
+		if i >= m.shared {
+			if !m.sets[i].pinned {
+				m.spare = append(m.spare, m.sets[i])
+			}
+			m.sets[i] = nil
+		}
+	}
+	m.sets = m.sets[:pos+1]
+	return nil
+}
+
+// Pop undoes the last n Advances: Rollback(Len()-n). It panics if n > Len(); it is the
+// cheap step of a token-trie walk.
+func (m *Matcher) Pop(n int) {
+	for range n {
+		i := len(m.sets) - 1
+		if i == 0 {
+			panic("earley: Pop past the start")
+		}
+		if i >= m.shared {
+			if !m.sets[i].pinned {
+				m.spare = append(m.spare, m.sets[i])
+			}
+			m.sets[i] = nil
+		}
+		m.sets = m.sets[:i]
+	}
+}
+
+// Advance feeds byte b. It returns false, leaving m unchanged, if b cannot continue the bytes
+// so far.
+func (m *Matcher) Advance(b byte) bool {
+	k := len(m.sets) - 1
+	cur := m.sets[k]
+	if !cur.next.Has(b) {
+		return false
+	}
+	g := m.g
+	// The new set depends only on the chart so far and on which scan items b matches (its
+	// signature): bytes with the same signature after the same set give the same set, so
+	// it is built once and shared (siblings in a token-trie walk, all the ordinary
+	// characters inside a string).
+	if s := m.memo.byByte(k, cur.id, b); s != nil {
+		m.push(s)
+		return true
+	}
+	memo := len(cur.scan) <= 64
+	var sig uint64
+	if memo {
+		for j, ii := range cur.scan {
+			if g.Terminals[cur.items[ii].next.Terminal()].Has(b) {
+				sig |= 1 << j
+			}
+		}
+		if s := m.memo.get(k, cur.id, sig); s != nil {
+			m.memo.putByte(k, cur.id, b, s)
+			m.push(s)
+			return true
+		}
+	}
+	s := m.newSet()
+	sc := m.scratchFor()
+	sc.begin(len(g.Names))
+	for _, ii := range cur.scan {
+		it := &cur.items[ii]
+		if g.Terminals[it.next.Terminal()].Has(b) {
+			sc.add(s, m.mk(it.prod, it.dot+1, it.origin))
+		}
+	}
+	m.closure(s, int32(k+1))
+	if memo {
+		s.pinned = true
+		m.memo.put(k, cur.id, sig, s)
+		m.memo.putByte(k, cur.id, b, s)
+	}
+	m.push(s)
+	return true
+}
+
+// AdvanceBytes feeds bs in order. If a byte is rejected it returns the number of bytes
+// accepted before it and false, and m is left at its position before the call.
+func (m *Matcher) AdvanceBytes(bs []byte) (int, bool) {
+	start := m.Len()
+	for i, b := range bs {
+		if !m.Advance(b) {
+			m.Rollback(start)
+			return i, false
+		}
+	}
+	return len(bs), true
+}
+
+// push appends s to the chart, copying the chart first if the slot is shared with a clone.
+// The sets themselves stay shared (they are never changed; only sets at or above shared
+// are recycled).
+func (m *Matcher) push(s *set) {
+	if len(m.sets) < m.shared {
+		m.sets = append(make([]*set, 0, 2*len(m.sets)+1), m.sets...)
+		m.shared = len(m.sets)
+	}
+	m.sets = append(m.sets, s)
+}
+
+func (m *Matcher) newSet() *set {
+	if n := len(m.spare); n > 0 {
+		s := m.spare[n-1]
+		m.spare = m.spare[:n-1]
+		s.items = s.items[:0]
+		s.scan = s.scan[:0]
+		s.wait = s.wait[:0]
+		s.leo = s.leo[:0]
+		s.next = grammar.ByteSet{}
+		s.accept = false
+		s.id = setIDs.Add(1)
+		return s
+	}
+	return &set{id: setIDs.Add(1)}
+}
+
+func (m *Matcher) scratchFor() *scratch {
+	if m.sc == nil {
+		m.sc = &scratch{}
+	}
+	return m.sc
+}
+
+// mk builds an item, recording the symbol after its dot.
+func (m *Matcher) mk(prod, dot, origin int32) item {
+	rhs := m.g.Prods[prod].RHS
+	next := complete
+	if int(dot) < len(rhs) {
+		next = rhs[dot]
+	}
+	return item{prod: prod, dot: dot, origin: origin, next: next}
+}
+
+// closure completes set s (at chart index k) with predictions and completions, then records
+// its scan items, next bytes and acceptance.
+func (m *Matcher) closure(s *set, k int32) {
+	g := m.g
+	sc := m.sc
+	for i := 0; i < len(s.items); i++ {
+		it := s.items[i]
+		switch {
+		case it.next == complete:
+			// Complete the production's LHS, started at it.origin. An empty completion
+			// (origin k) is covered by the nullable rule below.
+			if it.origin == k {
+				continue
+			}
+			lhs := grammar.Symbol(g.Prods[it.prod].LHS)
+			origin := m.sets[it.origin]
+			if top, ok := origin.leoFor(int32(lhs)); ok {
+				sc.add(s, m.mk(top.prod, int32(len(g.Prods[top.prod].RHS)), top.origin))
+				continue
+			}
+			for _, wi := range origin.wait {
+				if w := &origin.items[wi]; w.next == lhs {
+					sc.add(s, m.mk(w.prod, w.dot+1, w.origin))
+				}
+			}
+		case it.next.IsTerminal():
+		default:
+			nt := int32(it.next)
+			if !sc.isPredicted(nt) {
+				sc.predicted(nt)
+				for _, pi := range g.ByLHS[nt] {
+					sc.add(s, m.mk(pi, 0, k))
+				}
+			}
+			if g.Nullable[nt] {
+				sc.add(s, m.mk(it.prod, it.dot+1, it.origin))
+			}
+		}
+	}
+	for i := range s.items {
+		it := &s.items[i]
+		switch {
+		case it.next == complete:
+			if it.origin == 0 && g.Prods[it.prod].LHS == g.Start {
+				s.accept = true
+			}
+		case it.next.IsTerminal():
+			s.scan = append(s.scan, int32(i))
+			s.next.Union(&g.Terminals[it.next.Terminal()])
+		default:
+			s.wait = append(s.wait, int32(i))
+		}
+	}
+	m.computeLeo(s, k)
+}

@@ -1,0 +1,72 @@
+package constraint_test
+
+import (
+	"testing"
+
+	"github.com/loomlm/loom/constraint"
+	"github.com/loomlm/loom/core"
+)
+
+// TestMaskMatchesBruteForce compares the trie walk's mask, at several points of several
+// grammars, with a check of every token of the embedded vocabulary on its own: a token is
+// allowed when a copy of the parser accepts all its bytes (an end-of-generation token when
+// the parser accepts the text so far).
+func TestMaskMatchesBruteForce(t *testing.T) {
+	_, tok := openDefault(t)
+	tests := []struct {
+		name, grammar, text string
+	}{
+		{"json", jsonGrammar, `{"name": "Ann", "list": [1, -2.5e3, true, {"x": null}], "s": "a\"b\u00e9"}`},
+		{"person", personGrammar, `{ "name": "Bob smith", "age": 42, "tags": ["x", "yy"] }`},
+		{"unicode", `root ::= [α-ω]+ " " [^\x00-\x7F]{1,3} "."`, "αβγ é日本."},
+		{"choice", `root ::= "the Lord" | "the Lord God" | "thee" | "then"`, "the Lord God"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := constraint.NewGrammar(tt.grammar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := []byte(tt.text)
+			someAllowed, someBanned := false, false
+			for cut := 0; cut <= len(text); cut++ {
+				q := p.Clone().(*constraint.Processor)
+				m := q.Matcher()
+				if _, ok := m.AdvanceBytes(text[:cut]); !ok {
+					t.Fatalf("grammar rejects prefix %q", text[:cut])
+				}
+				mask := q.Mask(tok)
+				for id := range tok.VocabSize() {
+					want := allowedDirect(q, tok, core.TokenID(id))
+					if got := mask.Has(core.TokenID(id)); got != want {
+						t.Fatalf("after %q: token %d (%q) in mask = %v, brute force %v", text[:cut], id, tok.Piece(core.TokenID(id)), got, want)
+					}
+					someAllowed = someAllowed || want
+					someBanned = someBanned || !want
+				}
+				if m.Len() != cut {
+					t.Fatalf("Mask moved the parser: Len %d, want %d", m.Len(), cut)
+				}
+			}
+			if !someAllowed || !someBanned {
+				t.Fatalf("masks were trivial (some allowed %v, some banned %v)", someAllowed, someBanned)
+			}
+		})
+	}
+}
+
+// allowedDirect decides one token without the trie, on a clone of q's parser.
+func allowedDirect(q *constraint.Processor, tok core.Tokenizer, id core.TokenID) bool {
+	m := q.Matcher().Clone()
+	for _, e := range tok.Special().EndOfGeneration {
+		if e == id {
+			return m.IsAccepting()
+		}
+	}
+	b := tok.TokenBytes(id)
+	if len(b) == 0 {
+		return false
+	}
+	_, ok := m.AdvanceBytes(b)
+	return ok
+}

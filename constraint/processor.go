@@ -1,0 +1,238 @@
+package constraint
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/loomlm/loom/constraint/earley"
+	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/tokentrie"
+	"github.com/loomlm/loom/core"
+)
+
+// sparseDirect is the candidate count up to which a sparse set is checked token by token
+// against the parser instead of through a full mask.
+const sparseDirect = 64
+
+// Processor constrains generated text to a grammar: it bans (-Inf on a dense set; removes
+// from a sparse set) every token whose bytes cannot continue a sentence of the grammar, bans
+// tokens with no bytes (control tokens), and allows the end-of-generation tokens only when the
+// text so far is a complete sentence. Once an end token is accepted, only end tokens are
+// allowed (a speculative draft may run past the end). The prompt is not constrained: the
+// grammar starts at the first generated token.
+//
+// It is a core.StatefulProcessor: Accept advances its Earley parser by the chosen token's
+// bytes, and Clone, which the session calls for every fork and after every token (its
+// rollback snapshot), shares the parser's chart and costs O(1). A chosen token that the mask
+// forbids (a strategy forcing it) makes the next Process fail with an error naming the token.
+type Processor struct {
+	name  string
+	cfg   *grammar.CFG
+	m     *earley.Matcher
+	mask  tokentrie.Mask
+	ended bool  // an end-of-generation token was accepted
+	err   error // a forbidden token was accepted
+}
+
+// NewGrammar compiles GBNF source (start rule "root") into a processor named "grammar".
+// Errors name line and column.
+func NewGrammar(src string) (*Processor, error) {
+	g, err := grammar.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("grammar: %w", err)
+	}
+	cfg, err := grammar.Compile(g, "root")
+	if err != nil {
+		return nil, fmt.Errorf("grammar: %w", err)
+	}
+	return New("grammar", cfg), nil
+}
+
+// New returns a processor named name that constrains output to cfg.
+func New(name string, cfg *grammar.CFG) *Processor {
+	return &Processor{name: name, cfg: cfg, m: earley.New(cfg)}
+}
+
+// Name implements core.LogitsProcessor.
+func (p *Processor) Name() string { return p.name }
+
+// Matcher returns the processor's parser state (for inspection; do not advance it).
+func (p *Processor) Matcher() *earley.Matcher { return p.m }
+
+// Clone implements core.StatefulProcessor in O(1).
+func (p *Processor) Clone() core.StatefulProcessor {
+	c := *p
+	c.m = p.m.Clone()
+	c.mask = nil
+	return &c
+}
+
+// Accept implements core.StatefulProcessor: it advances the parser by id's bytes.
+func (p *Processor) Accept(seq *core.Sequence, id core.TokenID) {
+	if p.err != nil {
+		return
+	}
+	tok := seq.Tokenizer()
+	if p.ended {
+		if isEndOfGeneration(tok, id) {
+			return // more end tokens (a speculative draft running past the end)
+		}
+		p.err = fmt.Errorf("%s: token %d (%q) follows the end of the constrained output", p.name, id, tok.Piece(id))
+		return
+	}
+	if isEndOfGeneration(tok, id) {
+		if !p.m.IsAccepting() {
+			p.err = fmt.Errorf("%s: token %d (%q) ends the sequence, but the output so far is not complete", p.name, id, tok.Piece(id))
+		}
+		p.ended = true
+		return
+	}
+	b := tok.TokenBytes(id)
+	if len(b) == 0 {
+		p.err = fmt.Errorf("%s: token %d (%q) is a control token, which the constraint does not allow", p.name, id, tok.Piece(id))
+		return
+	}
+	if n, ok := p.m.AdvanceBytes(b); !ok {
+		p.err = fmt.Errorf("%s: token %d (%q) cannot continue the output: byte %d (0x%02X) is not allowed after %d bytes", p.name, id, tok.Piece(id), n, b[n], p.m.Len()+n)
+	}
+}
+
+// Err returns the error of a forbidden token accepted so far, or nil.
+func (p *Processor) Err() error { return p.err }
+
+// Process implements core.LogitsProcessor.
+func (p *Processor) Process(seq *core.Sequence, c *core.Candidates) error {
+	if p.err != nil {
+		return p.err
+	}
+	tok := seq.Tokenizer()
+	if !c.IsDense() && c.Len() <= sparseDirect {
+		return p.processFew(tok, c)
+	}
+	mask := p.Mask(tok)
+	if c.IsDense() {
+		// A row longer than the vocabulary (a model's padded embedding) has its extra
+		// entries banned: Has is false beyond the vocabulary.
+		row := c.Dense()
+		ninf := float32(math.Inf(-1))
+		for i := range row {
+			if !mask.Has(core.TokenID(i)) {
+				row[i] = ninf
+			}
+		}
+		if mask.Count() == 0 {
+			return p.noToken(c.Len())
+		}
+		return nil
+	}
+	items := c.Items()
+	kept := items[:0]
+	for _, it := range items {
+		if int(it.ID) < mask.Len() && mask.Has(it.ID) {
+			kept = append(kept, it)
+		}
+	}
+	if len(kept) == 0 {
+		return p.noToken(len(items))
+	}
+	c.SetItems(kept, c.Sorted())
+	return nil
+}
+
+// processFew checks each candidate of a small sparse set against the parser directly.
+func (p *Processor) processFew(tok core.Tokenizer, c *core.Candidates) error {
+	items := c.Items()
+	sorted := c.Sorted()
+	kept := items[:0]
+	n := len(items)
+	for _, it := range items {
+		if p.allows(tok, it.ID) {
+			kept = append(kept, it)
+		}
+	}
+	if len(kept) == 0 {
+		return p.noToken(n)
+	}
+	c.SetItems(kept, sorted)
+	return nil
+}
+
+// allows reports whether token id may come next.
+func (p *Processor) allows(tok core.Tokenizer, id core.TokenID) bool {
+	if isEndOfGeneration(tok, id) {
+		return p.ended || p.m.IsAccepting()
+	}
+	if p.ended {
+		return false
+	}
+	b := tok.TokenBytes(id)
+	if len(b) == 0 {
+		return false
+	}
+	n, ok := p.m.AdvanceBytes(b)
+	if ok {
+		p.m.Pop(n)
+	}
+	return ok
+}
+
+func (p *Processor) noToken(n int) error {
+	return fmt.Errorf("%s: none of the %d candidate tokens can continue the output after %d bytes (place the constraint before processors that truncate the candidates)", p.name, n, p.m.Len())
+}
+
+// Mask computes the set of tokens that may come next under tok's vocabulary. The result is
+// owned by p and valid until the next call.
+func (p *Processor) Mask(tok core.Tokenizer) Mask {
+	trie := TrieFor(tok)
+	if p.mask == nil || len(p.mask) != (trie.VocabSize()+63)/64 {
+		p.mask = tokentrie.NewMask(trie.VocabSize())
+	} else {
+		p.mask.Clear()
+	}
+	if !p.ended {
+		trie.Fill(p.m, p.mask)
+	}
+	if p.ended || p.m.IsAccepting() {
+		for _, id := range endOfGeneration(tok) {
+			if int(id) < trie.VocabSize() {
+				p.mask.Set(id)
+			}
+		}
+	}
+	return Mask{bits: p.mask, n: trie.VocabSize()}
+}
+
+// Mask is a set of allowed token ids over a vocabulary.
+type Mask struct {
+	bits tokentrie.Mask
+	n    int
+}
+
+// Has reports whether token id is allowed.
+func (m Mask) Has(id core.TokenID) bool { return int(id) < m.n && id >= 0 && m.bits.Has(id) }
+
+// Len is the vocabulary size.
+func (m Mask) Len() int { return m.n }
+
+// Count is the number of allowed tokens.
+func (m Mask) Count() int { return m.bits.Count() }
+
+func endOfGeneration(tok core.Tokenizer) []core.TokenID {
+	sp := tok.Special()
+	if len(sp.EndOfGeneration) > 0 {
+		return sp.EndOfGeneration
+	}
+	if sp.EOS >= 0 {
+		return []core.TokenID{sp.EOS}
+	}
+	return nil
+}
+
+func isEndOfGeneration(tok core.Tokenizer, id core.TokenID) bool {
+	for _, e := range endOfGeneration(tok) {
+		if e == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/loomlm/loom/constraint"
+	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/core"
+)
+
+// constraintParts lists the structured-output processors (see docs/structured.md).
+func constraintParts() []*Part {
+	return []*Part{
+		{
+			Kind: Processor, Type: "grammar",
+			Doc: "Constrains the generated text to a GBNF grammar (llama.cpp's notation): bans every token that cannot continue a sentence, allows end of sequence only when the text is complete.",
+			Params: []Param{
+				{Name: "grammar", Type: String, Default: "", Doc: "the grammar, inline (give this or grammar_file)"},
+				{Name: "grammar_file", Type: String, Default: "", Doc: "a GBNF file, relative to the pipeline file"},
+				{Name: "start", Type: String, Default: "root", Doc: "the start rule"},
+			},
+			NewProcessor: newGrammarProcessor,
+		},
+		{
+			Kind: Processor, Type: "regex",
+			Doc: "Constrains the whole generated text to match a regular expression (Go regexp syntax; see docs/structured.md).",
+			Params: []Param{
+				{Name: "pattern", Type: String, Doc: "the regular expression"},
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				re := a.String("pattern")
+				if a.Err() != nil {
+					return nil, a.Err()
+				}
+				p, err := constraint.NewRegex(re)
+				if err != nil {
+					return nil, &core.ParamError{Param: "pattern", Reason: err.Error()}
+				}
+				return p, nil
+			},
+		},
+		{
+			Kind: Processor, Type: "choice",
+			Doc: "Constrains the generated text to exactly one of a list of strings.",
+			Params: []Param{
+				{Name: "choices", Type: StringList, Doc: "the strings allowed (at least one)"},
+			},
+			NewProcessor: func(a *Args) (core.LogitsProcessor, error) {
+				choices := a.Strings("choices")
+				if a.Err() != nil {
+					return nil, a.Err()
+				}
+				if len(choices) == 0 {
+					return nil, &core.ParamError{Param: "choices", Reason: "must list at least one string"}
+				}
+				return constraint.NewChoice(choices)
+			},
+		},
+	}
+}
+
+func newGrammarProcessor(a *Args) (core.LogitsProcessor, error) {
+	src, file := a.String("grammar"), a.String("grammar_file")
+	start := a.String("start")
+	if a.Err() != nil {
+		return nil, a.Err()
+	}
+	param := "grammar"
+	switch {
+	case src != "" && file != "":
+		return nil, &core.ParamError{Param: "grammar_file", Reason: "give either grammar or grammar_file, not both"}
+	case file != "":
+		param = "grammar_file"
+		path := file
+		if !filepath.IsAbs(path) && a.Env.Dir != "" {
+			path = filepath.Join(a.Env.Dir, path)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
+		}
+		src = string(b)
+		g, err := grammar.Parse(src)
+		if err == nil {
+			var cfg *grammar.CFG
+			if cfg, err = grammar.Compile(g, start); err == nil {
+				return constraint.New("grammar", cfg), nil
+			}
+		}
+		return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("%s:%v", path, err)}
+	case src == "":
+		return nil, &core.ParamError{Param: "grammar", Reason: "missing: give grammar (inline GBNF) or grammar_file"}
+	}
+	g, err := grammar.Parse(src)
+	if err == nil {
+		var cfg *grammar.CFG
+		if cfg, err = grammar.Compile(g, start); err == nil {
+			return constraint.New("grammar", cfg), nil
+		}
+	}
+	return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("grammar line %v", err)}
+}

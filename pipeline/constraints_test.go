@@ -1,0 +1,154 @@
+package pipeline_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/pipeline"
+)
+
+// buildFile writes a pipeline file (and extra files) into a temporary directory and builds it.
+func buildFile(t *testing.T, src string, files map[string]string) (*pipeline.Built, error) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "constrained.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := pipeline.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := pipeline.Build(spec, pipeline.Options{})
+	if err == nil {
+		t.Cleanup(func() { b.Close() })
+	}
+	return b, err
+}
+
+func TestConstraintProcessorsGenerate(t *testing.T) {
+	const head = "[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"sample\"\n[[processors]]\n"
+	tests := []struct {
+		name  string
+		src   string
+		files map[string]string
+		valid func(string) bool
+	}{
+		{
+			name: "inline grammar",
+			src:  head + "type = \"grammar\"\ngrammar = '''\nroot ::= \"yes\" | \"no\" | number\nnumber ::= [1-9] [0-9]{0,2}\n'''\n",
+			valid: func(s string) bool {
+				if s == "yes" || s == "no" {
+					return true
+				}
+				return len(s) >= 1 && len(s) <= 3 && s[0] >= '1' && s[0] <= '9' && strings.Trim(s, "0123456789") == ""
+			},
+		},
+		{
+			name:  "grammar file relative to the pipeline",
+			src:   head + "type = \"grammar\"\ngrammar_file = \"answer.gbnf\"\n",
+			files: map[string]string{"answer.gbnf": "# an answer\nroot ::= \"The answer is \" (\"light\" | \"darkness\") \".\"\n"},
+			valid: func(s string) bool { return s == "The answer is light." || s == "The answer is darkness." },
+		},
+		{
+			name:  "regex",
+			src:   head + "type = \"regex\"\npattern = '(Moses|Aaron) (spake|said) [a-z]{1,8}\\.'\n",
+			valid: regexp.MustCompile(`^(Moses|Aaron) (spake|said) [a-z]{1,8}\.$`).MatchString,
+		},
+		{
+			name:  "choice",
+			src:   head + "type = \"choice\"\nchoices = [\"Moses\", \"Aaron\", \"Pharaoh\"]\n",
+			valid: func(s string) bool { return s == "Moses" || s == "Aaron" || s == "Pharaoh" },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := buildFile(t, tt.src, tt.files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seed := range uint64(3) {
+				req := b.Request("And the LORD said unto")
+				req.MaxNewTokens = 30
+				req.Seed = core.SeedOf(seed)
+				res, err := core.Generate(context.Background(), b.Pipeline, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := res.Sequences[0]
+				if s.FinishReason != core.FinishEOS || !tt.valid(s.Text) {
+					t.Fatalf("seed %d: %q (finish %q) is not a complete output of the constraint", seed, s.Text, s.FinishReason)
+				}
+			}
+		})
+	}
+}
+
+func TestConstraintProcessorErrors(t *testing.T) {
+	const head = "[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"sample\"\n[[processors]]\n"
+	tests := []struct {
+		name  string
+		src   string
+		files map[string]string
+		want  string
+	}{
+		{"undefined rule inline", head + "type = \"grammar\"\ngrammar = 'root ::= \"a\" b'\n",
+			nil, `constrained.toml:7: processors[0].grammar: grammar line 1:14: rule "b" is not defined`},
+		{"error in a grammar file", head + "type = \"grammar\"\ngrammar_file = \"bad.gbnf\"\n",
+			map[string]string{"bad.gbnf": "root ::= item+\n\nitem ::= [a-z\n"}, "bad.gbnf:3:14: character class opened at 3:10 is not closed"},
+		{"missing grammar file", head + "type = \"grammar\"\ngrammar_file = \"none.gbnf\"\n",
+			nil, `constrained.toml:7: processors[0].grammar_file = "none.gbnf":`},
+		{"no grammar", head + "type = \"grammar\"\n", nil, "processors[0].grammar: missing"},
+		{"both", head + "type = \"grammar\"\ngrammar = 'root ::= \"a\"'\ngrammar_file = \"x.gbnf\"\n", nil, "give either grammar or grammar_file"},
+		{"empty choices", head + "type = \"choice\"\nchoices = []\n", nil, "constrained.toml:7: processors[0].choices: must list at least one string"},
+		{"bad regex", head + "type = \"regex\"\npattern = 'a(b'\n", nil, "constrained.toml:7: processors[0].pattern: regex \"a(b\": error parsing regexp: missing closing )"},
+		{"start rule", head + "type = \"grammar\"\ngrammar = 'root ::= \"a\"'\nstart = \"main\"\n", nil, `no rule named "main"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := buildFile(t, tt.src, tt.files)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStructuredDocPipelines builds and runs every TOML block of docs/structured.md.
+func TestStructuredDocPipelines(t *testing.T) {
+	doc, err := os.ReadFile("../docs/structured.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(doc), "```toml\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("docs/structured.md has no TOML block")
+	}
+	for i, blk := range blocks {
+		src, _, _ := strings.Cut(blk, "```")
+		b, err := buildFile(t, src, nil)
+		if err != nil {
+			t.Fatalf("block %d: %v", i+1, err)
+		}
+		req := b.Request("And God said")
+		req.MaxNewTokens = 40
+		req.Seed = core.SeedOf(1)
+		res, err := core.Generate(context.Background(), b.Pipeline, req)
+		if err != nil {
+			t.Fatalf("block %d: %v", i+1, err)
+		}
+		if s := res.Sequences[0]; s.FinishReason != core.FinishEOS || s.Text == "" {
+			t.Fatalf("block %d: %q finished by %q, want a complete output ended by eos", i+1, s.Text, s.FinishReason)
+		}
+	}
+}
