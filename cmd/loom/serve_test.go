@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startServe runs `loom serve args…` in this process and returns its URL and a channel with
+// its result.
+func startServe(t *testing.T, args ...string) (string, chan error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := runServe(append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, pw)
+		pw.Close()
+		done <- err
+	}()
+	urlRE := regexp.MustCompile(`url=(http://\S+)`)
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, pr)
+			return m[1], done
+		}
+	}
+	t.Fatalf("loom serve exited before listening: %v", <-done)
+	return "", nil
+}
+
+// TestServeDefaultsAndDrain starts loom serve with no arguments, checks that it serves the
+// example pipelines, then sends SIGTERM during a streaming generation and checks that the
+// generation runs to its end, that new connections are refused and that serve returns.
+func TestServeDefaultsAndDrain(t *testing.T) {
+	url, done := startServe(t)
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{"beam", "creative", "default", "dry-xtc", "greedy", "penalties", "prompt-lookup", "speculative"} {
+		if !strings.Contains(string(body), `"id":"`+name+`"`) {
+			t.Errorf("/v1/models lacks %s: %s", name, body)
+		}
+	}
+
+	resp, err = http.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"greedy","prompt":"And God said","max_tokens":120,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatalf("stream broken by the drain: %v", err)
+	}
+	if !strings.Contains(string(rest), `"finish_reason":"length"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Errorf("stream did not finish after SIGTERM:\n%s", rest)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not return after draining")
+	}
+	if _, err := http.Get(url + "/health"); err == nil {
+		t.Error("the server still accepts connections after SIGTERM")
+	}
+}
+
+// TestServeBadPipeline checks that a broken pipeline file stops serve with its file error.
+func TestServeBadPipeline(t *testing.T) {
+	err := runServe([]string{"--addr", "127.0.0.1:0", "/nonexistent/p.toml"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/p.toml") {
+		t.Fatalf("err = %v, want one naming the file", err)
+	}
+}
