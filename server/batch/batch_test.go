@@ -11,17 +11,21 @@ import (
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/llama"
+	_ "github.com/loomlm/loom/model/loader" // [model] path = …
 	"github.com/loomlm/loom/models"
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server/batch"
 )
 
 // samplePipeline builds a sampling pipeline on the embedded default model.
-func samplePipeline(t *testing.T) *core.Pipeline {
+func samplePipeline(t *testing.T) *core.Pipeline { return pipelineOn(t, `builtin = "default"`) }
+
+// pipelineOn builds a sampling pipeline on the model a [model] line declares.
+func pipelineOn(t testing.TB, model string) *core.Pipeline {
 	t.Helper()
 	spec, err := pipeline.Parse("test.toml", []byte(`
 [model]
-builtin = "default"
+`+model+`
 [strategy]
 type = "sample"
 [[processors]]
