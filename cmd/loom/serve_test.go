@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -89,5 +91,58 @@ func TestServeBadPipeline(t *testing.T) {
 	err := runServe([]string{"--addr", "127.0.0.1:0", "/nonexistent/p.toml"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/p.toml") {
 		t.Fatalf("err = %v, want one naming the file", err)
+	}
+}
+
+// TestServeDocCommands runs the `loom serve` commands of docs/serving.md (on a free port) and
+// checks that each serves the pipelines it names, then stops on SIGTERM.
+func TestServeDocCommands(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/serving.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "loom serve") {
+			continue
+		}
+		n++
+		var args, want []string
+		fields := strings.Fields(line)[2:]
+		for i := 0; i < len(fields); i++ {
+			switch f := fields[i]; {
+			case f == "--addr":
+				i++ // startServe listens on a free port
+			case strings.HasSuffix(f, ".toml"):
+				args = append(args, "../../"+f)
+				want = append(want, strings.TrimSuffix(filepath.Base(f), ".toml"))
+			default:
+				args = append(args, f)
+			}
+		}
+		if len(want) == 0 {
+			want = []string{"default", "greedy", "speculative"}
+		}
+		url, done := startServe(t, args...)
+		resp, err := http.Get(url + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, name := range want {
+			if !strings.Contains(string(body), `"id":"`+name+`"`) {
+				t.Errorf("%s: /v1/models lacks %s: %s", line, name, body)
+			}
+		}
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
+	}
+	if n == 0 {
+		t.Error("no loom serve command in docs/serving.md")
 	}
 }
