@@ -25,6 +25,7 @@ const (
 	MetricWaiting          = "loom_num_requests_waiting"
 	MetricKVUsage          = "loom_kv_cache_usage_perc"
 	MetricBatchSize        = "loom_batch_sessions"
+	MetricPrefixReused     = "loom_prefix_cache_reused_tokens_total"
 )
 
 // metrics are one server's Prometheus collectors, in a registry of its own.
@@ -61,6 +62,9 @@ func newMetrics(s *Server) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricKVUsage,
 			Help: "Fraction of the KV-cache budget held by running sequences, over the loaded models (0 to 1)."},
 			s.kvUsage),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: MetricPrefixReused,
+			Help: "Prompt positions taken from cached KV blocks instead of computed (prefix reuse across requests); divided by loom_prompt_tokens_total it is the prefix-cache hit rate."},
+			s.prefixReused),
 		collectors.NewGoCollector(),
 	)
 	return m
@@ -92,6 +96,19 @@ func (o *observer) event() {
 		o.m.itl.Observe(now.Sub(o.last).Seconds())
 	}
 	o.last = now
+}
+
+// prefixReused sums the positions the loaded models' caches reused from cached prefixes.
+func (s *Server) prefixReused() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, m := range s.models {
+		if c, ok := m.raw.(interface{ Cache() *cache.Pool }); ok && c.Cache() != nil {
+			n += c.Cache().Stats().ReusedTokens
+		}
+	}
+	return float64(n)
 }
 
 // kvUsage is the fraction of the KV-cache blocks held by running sequences, over every loaded

@@ -416,4 +416,16 @@ func TestMetrics(t *testing.T) {
 	waitMetric(t, hs, "loom_time_to_first_token_seconds_count 1")
 	waitMetric(t, hs, fmt.Sprintf("loom_inter_token_latency_seconds_count %d", res.Usage.CompletionTokens-1))
 	waitMetric(t, hs, "loom_kv_cache_usage_perc 0")
+
+	// The same long prompt again: its blocks come from the prefix cache.
+	long := strings.Repeat("And God saw the light, that it was good. ", 12)
+	for range 2 {
+		if _, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "greedy",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(long)}, MaxTokens: openai.Int(2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := metricValue(metricsText(t, hs), "loom_prefix_cache_reused_tokens_total"); v < 64 {
+		t.Errorf("a repeated 100-token prompt reused %v cached positions, want at least 64", v)
+	}
 }
