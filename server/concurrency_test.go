@@ -19,11 +19,12 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// TestConcurrentStreamsEqualAlone runs 16 streaming clients at once, each with its own prompt
-// and seed, and checks that every output equals the same request run alone, that steps were
+// TestConcurrentStreamsEqualAlone runs 64 streaming clients at once against 16 generation slots
+// (the others wait in the queue), each with its own prompt and seed, and checks that every
+// request completes with exactly the output of the same request run alone, that steps were
 // batched across requests, and that no goroutine outlives the requests.
 func TestConcurrentStreamsEqualAlone(t *testing.T) {
-	const clients = 16
+	const clients, slots = 64, 16
 	prompts := []string{"And God said", "Call me Ishmael.", "Mr. Speaker,", "The light", "In the beginning", "Whale", "Of colours", "Now"}
 	b, err := pipeline.LoadAndBuild(examplePath("default"), pipeline.Options{})
 	if err != nil {
@@ -41,7 +42,7 @@ func TestConcurrentStreamsEqualAlone(t *testing.T) {
 	}
 	b.Close()
 
-	_, hs := newServer(t, server.Options{MaxRunning: clients})
+	_, hs := newServer(t, server.Options{MaxRunning: slots, MaxQueue: clients})
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := openai.NewClient(option.WithBaseURL(hs.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
