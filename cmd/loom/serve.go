@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	window := fs.Duration("batch-window", 2*time.Millisecond, "how long a batching step waits for the other running requests")
 	chunk := fs.Int("chunk-tokens", 64, "prompt tokens prefilled per step (long prompts take several steps)")
 	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
+	model := fs.String("model", "", "GGUF model file replacing every pipeline's [model]")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -45,7 +47,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
 		BatchWindow: *window, ChunkTokens: *chunk, StartPlugins: startPlugins, Logger: log})
 	defer s.Close()
-	if err := loadServed(s, pos); err != nil {
+	if err := loadServed(s, pos, *model); err != nil {
 		return err
 	}
 
@@ -80,30 +82,50 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // loadServed loads the pipeline files given, or with none the example pipelines built into
-// loom (on the embedded default model).
-func loadServed(s *server.Server, files []string) error {
+// loom (on the embedded default model); model, when set, replaces every pipeline's [model].
+func loadServed(s *server.Server, files []string, model string) error {
+	type source struct{ name, file string }
+	var srcs []source
 	for _, f := range files {
-		if err := s.Load(f); err != nil {
-			return err
-		}
+		srcs = append(srcs, source{strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), f})
 	}
-	if len(files) > 0 {
-		return nil
-	}
-	names, err := fs.Glob(pipelines.Files, "*.toml")
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		src, err := pipelines.Files.ReadFile(n)
+	if len(files) == 0 {
+		names, err := fs.Glob(pipelines.Files, "*.toml")
 		if err != nil {
 			return err
 		}
-		spec, err := pipeline.Parse("pipelines/"+n, src)
+		for _, n := range names {
+			srcs = append(srcs, source{strings.TrimSuffix(n, ".toml"), "pipelines/" + n})
+		}
+	}
+	if model != "" {
+		abs, err := filepath.Abs(model)
+		if err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		model = abs
+	}
+	for _, src := range srcs {
+		var spec *pipeline.Spec
+		var err error
+		if len(files) > 0 {
+			spec, err = pipeline.Load(src.file)
+		} else {
+			var b []byte
+			if b, err = pipelines.Files.ReadFile(path.Base(src.file)); err == nil {
+				spec, err = pipeline.Parse(src.file, b)
+			}
+		}
 		if err != nil {
 			return err
 		}
-		if err := s.Add(strings.TrimSuffix(path.Base(n), ".toml"), spec); err != nil {
+		if model != "" {
+			spec.Model.Path, spec.Model.Builtin = model, ""
+		}
+		if err := s.Add(src.name, spec); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -144,5 +145,44 @@ func TestServeDocCommands(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no loom serve command in docs/serving.md")
+	}
+}
+
+// TestServeModelFlag serves a pipeline on the embedded model's GGUF file given with --model
+// and checks that it answers exactly what the embedded model answers.
+func TestServeModelFlag(t *testing.T) {
+	ask := func(url string) string {
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"greedy","prompt":"And God said","max_tokens":12}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		var out struct{ Choices []struct{ Text string } }
+		if err := json.Unmarshal(b, &out); err != nil || len(out.Choices) != 1 {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return out.Choices[0].Text
+	}
+	var texts []string
+	for _, args := range [][]string{{"../../pipelines/greedy.toml"}, {"--model", "../../models/default.gguf", "../../pipelines/greedy.toml"}} {
+		url, done := startServe(t, args...)
+		texts = append(texts, ask(url))
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if texts[0] != texts[1] || texts[0] == "" {
+		t.Errorf("embedded model %q, --model default.gguf %q", texts[0], texts[1])
+	}
+	err := runServe([]string{"--addr", "127.0.0.1:0", "--model", "/nonexistent/m.gguf"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--model") {
+		t.Errorf("missing --model file: err = %v, want one naming --model", err)
 	}
 }
