@@ -50,7 +50,7 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 	case body.Suffix != nil && *body.Suffix != "":
 		return nil, badParam("suffix", "not supported")
 	}
-	e, err := s.entryOf(body.Model)
+	e, err := s.resolve(&body.common)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 	if err := s.decode(w, r, body); err != nil {
 		return nil, err
 	}
-	e, err := s.entryOf(body.Model)
+	e, err := s.resolve(&body.common)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +137,21 @@ func (s *Server) finish(j *job, c *common, stop []string) error {
 		s.log.Debug("request", "id", j.id, "user", c.User)
 	}
 	return nil
+}
+
+// resolve finds the pipeline a request runs: its inline pipeline, or the loaded one it names.
+func (s *Server) resolve(c *common) (*entry, error) {
+	if c.Pipeline == nil {
+		return s.entryOf(c.Model)
+	}
+	e, err := s.inlineEntry(*c.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	if c.Model != "" {
+		e.name = c.Model
+	}
+	return e, nil
 }
 
 // entryOf finds the pipeline a request names.

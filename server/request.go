@@ -28,6 +28,9 @@ type common struct {
 	} `json:"stream_options"`
 	// User identifies the end user; it is logged, nothing else.
 	User string `json:"user"`
+	// Pipeline is loom's extension: a whole pipeline as TOML, run instead of a loaded one
+	// (Model then only names it in the response).
+	Pipeline *string `json:"pipeline"`
 }
 
 // completionRequest is the body of POST /v1/completions.

@@ -175,9 +175,8 @@ func (s *Server) Add(name string, spec *pipeline.Spec) error {
 	return nil
 }
 
-// share opens the model ms declares, or returns the one already open with the same
-// declaration.
-func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel, error) {
+// modelKey identifies a model declaration: the same key is the same model.
+func modelKey(ms pipeline.ModelSpec, spec *pipeline.Spec) (string, error) {
 	key := "builtin:" + ms.Builtin
 	if ms.Path != "" {
 		p := ms.Path
@@ -186,11 +185,20 @@ func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel
 		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		key = "file:" + abs
 	}
-	key += fmt.Sprint(ms.Options) // fmt prints maps sorted
+	return key + fmt.Sprint(ms.Options), nil // fmt prints maps sorted
+}
+
+// share opens the model ms declares, or returns the one already open with the same
+// declaration.
+func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel, error) {
+	key, err := modelKey(ms, spec)
+	if err != nil {
+		return nil, err
+	}
 	if m, ok := s.models[key]; ok {
 		return m, nil
 	}
