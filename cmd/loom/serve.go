@@ -35,6 +35,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	maxBody := fs.Int64("max-body-bytes", 4<<20, "largest request body (413 beyond)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "per-request generation timeout (504 beyond)")
 	drain := fs.Duration("drain-timeout", time.Minute, "on SIGTERM, how long to let requests in flight finish")
+	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep accepting requests this long with /ready answering 503, so load balancers stop routing here first")
 	window := fs.Duration("batch-window", 2*time.Millisecond, "how long a batching step waits for the other running requests")
 	chunk := fs.Int("chunk-tokens", 64, "prompt tokens prefilled per step (long prompts take several steps)")
 	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
@@ -67,8 +68,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: refusing new requests, draining those in flight", "timeout", drain.String())
 	s.Drain()
+	if *drainDelay > 0 {
+		log.Info("draining: /ready answers 503", "delay", drainDelay.String())
+		time.Sleep(*drainDelay)
+	}
+	log.Info("shutting down: refusing new requests, draining those in flight", "timeout", drain.String())
 	dctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	if err := hs.Shutdown(dctx); err != nil {

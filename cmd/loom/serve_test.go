@@ -186,3 +186,31 @@ func TestServeModelFlag(t *testing.T) {
 		t.Errorf("missing --model file: err = %v, want one naming --model", err)
 	}
 }
+
+// TestServeDrainDelay checks that during --drain-delay after SIGTERM the server still answers,
+// with /ready at 503, and that it stops afterwards.
+func TestServeDrainDelay(t *testing.T) {
+	url, done := startServe(t, "--drain-delay", "2s", "../../pipelines/greedy.toml")
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	code := 0
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url + "/ready")
+		if err != nil {
+			t.Fatalf("refused during the drain delay: %v", err)
+		}
+		resp.Body.Close()
+		if code = resp.StatusCode; code == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("/ready during the drain delay: %d, want 503", code)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
