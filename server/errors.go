@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/pipeline"
 )
 
@@ -42,6 +43,10 @@ func asAPIError(err error) *APIError {
 	var pe pipeline.Errors
 	if errors.As(err, &pe) {
 		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: pe.Error()}
+	}
+	if errors.Is(err, cache.ErrBudget) {
+		return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: codeOf("kv_cache_full"), RetryAfter: 1,
+			Message: "the KV cache has no room for this request now: " + err.Error()}
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
