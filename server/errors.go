@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
 )
 
@@ -43,6 +44,9 @@ func asAPIError(err error) *APIError {
 	var pe pipeline.Errors
 	if errors.As(err, &pe) {
 		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: pe.Error()}
+	}
+	if errors.Is(err, core.ErrContextFull) || errors.Is(err, core.ErrEmptyPrompt) {
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: codeOf("prompt"), Message: err.Error()}
 	}
 	if errors.Is(err, cache.ErrBudget) {
 		return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: codeOf("kv_cache_full"), RetryAfter: 1,

@@ -285,6 +285,7 @@ func TestErrors(t *testing.T) {
 		{"logit_bias key", openai.CompletionNewParams{Model: "default", Prompt: prompt, LogitBias: map[string]int64{"999999": 1}}, 400, "logit_bias"},
 		{"max_tokens", openai.CompletionNewParams{Model: "default", Prompt: prompt, MaxTokens: openai.Int(-1)}, 400, "max_tokens"},
 		{"token prompt", openai.CompletionNewParams{Model: "default", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{1, 1 << 30}}}, 400, "prompt"},
+		{"prompt beyond the context", openai.CompletionNewParams{Model: "default", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: make([]int64, 20000)}}, 400, "prompt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Completions.New(context.Background(), tc.params)
