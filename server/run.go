@@ -86,6 +86,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	s.metrics.request(j.endpoint, http.StatusOK)
+	s.log.Info("request", "id", j.id, "endpoint", j.endpoint, "model", j.entry.name, "prompt_tokens", len(res.PromptTokens),
+		"completion_tokens", res.GeneratedTokens, "seed", res.Seed, "duration", time.Since(j.start).String())
 	if st != nil {
 		st.end(res)
 		return
