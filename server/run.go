@@ -18,8 +18,14 @@ type usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// usageOf counts the tokens of the returned choices: for beam search that is fewer than the
+// tokens the search generated (Result.GeneratedTokens, which the metrics count).
 func usageOf(res *core.Result) usage {
-	return usage{PromptTokens: len(res.PromptTokens), CompletionTokens: res.GeneratedTokens, TotalTokens: len(res.PromptTokens) + res.GeneratedTokens}
+	n := 0
+	for _, sq := range res.Sequences {
+		n += len(sq.Tokens)
+	}
+	return usage{PromptTokens: len(res.PromptTokens), CompletionTokens: n, TotalTokens: len(res.PromptTokens) + n}
 }
 
 // finishReason maps loom's finish reasons to OpenAI's: a stop condition is "stop", a limit
@@ -87,7 +93,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	s.metrics.request(j.endpoint, http.StatusOK)
 	s.log.Info("request", "id", j.id, "endpoint", j.endpoint, "model", j.entry.name, "prompt_tokens", len(res.PromptTokens),
-		"completion_tokens", res.GeneratedTokens, "seed", res.Seed, "duration", time.Since(j.start).String())
+		"generated_tokens", res.GeneratedTokens, "seed", res.Seed, "duration", time.Since(j.start).String())
 	if st != nil {
 		st.end(res)
 		return

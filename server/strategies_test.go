@@ -30,6 +30,7 @@ func TestEveryExamplePipelineBatched(t *testing.T) {
 		seed   uint64
 		prompt string
 		want   []string
+		tokens int // in the returned sequences
 	}
 	var jobs []*job
 	for _, f := range files {
@@ -42,6 +43,7 @@ func TestEveryExamplePipelineBatched(t *testing.T) {
 			res := direct(t, name, j.prompt, pipeline.Overrides{}, j.seed, 10)
 			for _, sq := range res.Sequences {
 				j.want = append(j.want, sq.Text)
+				j.tokens += len(sq.Tokens)
 			}
 			jobs = append(jobs, j)
 		}
@@ -63,6 +65,9 @@ func TestEveryExamplePipelineBatched(t *testing.T) {
 			var got []string
 			for _, ch := range res.Choices {
 				got = append(got, ch.Text)
+			}
+			if res.Usage.CompletionTokens != int64(j.tokens) {
+				t.Errorf("%s: usage counts %d completion tokens, the choices have %d", j.name, res.Usage.CompletionTokens, j.tokens)
 			}
 			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", j.want) {
 				t.Errorf("%s seed %d: served %q, alone %q", j.name, j.seed, got, j.want)
