@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/pipelines"
+	"github.com/loomlm/loom/server"
+)
+
+func init() {
+	register(&command{name: "serve", summary: "serve pipelines over HTTP with the OpenAI API (default: the example pipelines)", run: runServe})
+}
+
+// runServe runs the OpenAI-compatible server until SIGINT or SIGTERM, then drains it.
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "[flags] [PIPELINE.toml…]", stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	maxRunning := fs.Int("max-running", 16, "requests generating at once")
+	maxQueue := fs.Int("max-queue", 64, "requests waiting for a slot before the server answers 429")
+	maxBody := fs.Int64("max-body-bytes", 4<<20, "largest request body (413 beyond)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "per-request generation timeout (504 beyond)")
+	drain := fs.Duration("drain-timeout", time.Minute, "on SIGTERM, how long to let requests in flight finish")
+	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep accepting requests this long with /ready answering 503, so load balancers stop routing here first")
+	window := fs.Duration("batch-window", 2*time.Millisecond, "how long a batching step waits for the other running requests")
+	chunk := fs.Int("chunk-tokens", 64, "prompt tokens prefilled per step (long prompts take several steps)")
+	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
+	model := fs.String("model", "", "GGUF model file replacing every pipeline's [model]")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "loom-serve", Output: stderr, JSONFormat: *logJSON, Level: hclog.Info})
+	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
+		BatchWindow: *window, ChunkTokens: *chunk, StartPlugins: startPlugins, Logger: log})
+	defer s.Close()
+	if err := loadServed(s, pos, *model); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", *addr, err)
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("listening", "url", "http://"+ln.Addr().String(), "pipelines", strings.Join(s.Names(), ","))
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	s.Drain()
+	if *drainDelay > 0 {
+		log.Info("draining: /ready answers 503", "delay", drainDelay.String())
+		time.Sleep(*drainDelay)
+	}
+	log.Info("shutting down: refusing new requests, draining those in flight", "timeout", drain.String())
+	dctx, cancel := context.WithTimeout(context.Background(), *drain)
+	defer cancel()
+	if err := hs.Shutdown(dctx); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// loadServed loads the pipeline files given, or with none the example pipelines built into
+// loom (on the embedded default model); model, when set, replaces every pipeline's [model].
+func loadServed(s *server.Server, files []string, model string) error {
+	type source struct{ name, file string }
+	var srcs []source
+	for _, f := range files {
+		srcs = append(srcs, source{strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), f})
+	}
+	if len(files) == 0 {
+		names, err := fs.Glob(pipelines.Files, "*.toml")
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			srcs = append(srcs, source{strings.TrimSuffix(n, ".toml"), "pipelines/" + n})
+		}
+	}
+	if model != "" {
+		abs, err := filepath.Abs(model)
+		if err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		model = abs
+	}
+	for _, src := range srcs {
+		var spec *pipeline.Spec
+		var err error
+		if len(files) > 0 {
+			spec, err = pipeline.Load(src.file)
+		} else {
+			var b []byte
+			if b, err = pipelines.Files.ReadFile(path.Base(src.file)); err == nil {
+				spec, err = pipeline.Parse(src.file, b)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if model != "" {
+			spec.Model.Path, spec.Model.Builtin = model, ""
+		}
+		if err := s.Add(src.name, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

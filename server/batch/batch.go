@@ -1,0 +1,226 @@
+// Package batch merges the concurrent forward passes of many generation sessions into one
+// batched model forward per step: continuous batching below the core.Strategy interface.
+//
+// A Model wraps a core.Model. Every session that runs on it is registered with Join; when a
+// session calls Forward, its call waits until every joined session has called (or a short
+// window has passed), and then all waiting calls run as one Forward of the wrapped model. Each
+// caller gets its own rows back, so strategies (sampling, beam search, speculative decoding,
+// plugins) keep working unchanged. Long prompts are prefilled in chunks: an item with more
+// tokens than Options.ChunkTokens advances by one chunk per step, interleaved with the other
+// sessions' decoding steps, so a long prompt does not stall them.
+//
+// The wrapped model's kernels must be batch-invariant (loom's runtime is): a row's logits do not
+// depend on what else is in the batch, so merging calls changes no result.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loomlm/loom/core"
+)
+
+// Options configure a Model.
+type Options struct {
+	// Window is how long the first waiting call of a step waits for the other joined sessions
+	// before the step runs without them (default 2ms).
+	Window time.Duration
+	// ChunkTokens is the most tokens one item advances by in a step; longer prompts are
+	// prefilled over several steps (default 64). Items that ask for all logits are never split.
+	ChunkTokens int
+	// OnStep, when set, is called after every merged forward (for metrics and tests).
+	OnStep func(Step)
+}
+
+// Step describes one merged forward.
+type Step struct {
+	// Calls is the number of Forward calls it carried, Tokens the number of tokens.
+	Calls, Tokens int
+	// Partial counts the items that advanced by a chunk and still have tokens to go.
+	Partial int
+}
+
+// Model is a core.Model that batches the Forward calls of concurrent sessions.
+type Model struct {
+	inner core.Model
+	opts  Options
+
+	mu      sync.Mutex
+	wake    chan struct{} // signalled when a call arrives or a session leaves
+	active  int           // joined sessions
+	pending []*call
+	closed  bool
+	done    chan struct{}
+}
+
+// call is one Forward call waiting for or taking part in steps.
+type call struct {
+	ctx    context.Context
+	items  []core.ForwardItem
+	start  []int // each item's state length before the call
+	sent   []int // tokens of each item already forwarded
+	err    error
+	result chan struct{}
+	// inFlight is set (under Model.mu) once a step has taken the call; it can no longer be
+	// withdrawn.
+	inFlight bool
+}
+
+// New wraps m. Close stops the Model's dispatcher; it does not close m.
+func New(m core.Model, opts Options) *Model {
+	if opts.Window <= 0 {
+		opts.Window = 2 * time.Millisecond
+	}
+	if opts.ChunkTokens <= 0 {
+		opts.ChunkTokens = 64
+	}
+	b := &Model{inner: m, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go b.run()
+	return b
+}
+
+// Inner returns the wrapped model.
+func (b *Model) Inner() core.Model { return b.inner }
+
+// Config implements core.Model.
+func (b *Model) Config() core.ModelConfig { return b.inner.Config() }
+
+// NewState implements core.Model.
+func (b *Model) NewState() (core.State, error) { return b.inner.NewState() }
+
+// Join registers a session that will call Forward; the returned function unregisters it and
+// must be called once the session is done. A step runs as soon as every joined session has a
+// call waiting, so a session that joins and then stops calling only delays others by Window.
+func (b *Model) Join() (leave func()) {
+	b.mu.Lock()
+	b.active++
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.active--
+			b.mu.Unlock()
+			b.signal()
+		})
+	}
+}
+
+// Close stops the dispatcher. Calls waiting then fail; later calls fail at once.
+func (b *Model) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.signal()
+	<-b.done
+	return nil
+}
+
+// errClosed is returned by Forward after Close.
+var errClosed = errors.New("batch: model closed")
+
+// Forward implements core.Model: it queues the items for the next merged step and waits until
+// all of their tokens have been forwarded. A call whose context ends while it waits returns
+// the context's error with its states unchanged; once a step carrying it has started, the call
+// completes.
+func (b *Model) Forward(ctx context.Context, items []core.ForwardItem) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	c := &call{ctx: ctx, items: items, start: make([]int, len(items)), sent: make([]int, len(items)), result: make(chan struct{})}
+	for i := range items {
+		if items[i].State == nil {
+			return fmt.Errorf("batch: item %d has no state", i)
+		}
+		if len(items[i].Tokens) == 0 {
+			return fmt.Errorf("batch: item %d has no tokens", i)
+		}
+		c.start[i] = items[i].State.Len()
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed
+	}
+	b.pending = append(b.pending, c)
+	b.mu.Unlock()
+	b.signal()
+	select {
+	case <-c.result:
+		return c.err
+	case <-ctx.Done():
+		b.mu.Lock()
+		for i, p := range b.pending {
+			if p == c && !c.inFlight {
+				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				b.mu.Unlock()
+				return ctx.Err()
+			}
+		}
+		b.mu.Unlock()
+		<-c.result // a step carrying it is running: let it finish
+		return c.err
+	}
+}
+
+func (b *Model) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the dispatcher: it forms a step from the waiting calls and runs it, until Close.
+func (b *Model) run() {
+	defer close(b.done)
+	for {
+		b.mu.Lock()
+		for len(b.pending) == 0 && !b.closed {
+			b.mu.Unlock()
+			<-b.wake
+			b.mu.Lock()
+		}
+		if b.closed {
+			pending := b.pending
+			b.pending = nil
+			b.mu.Unlock()
+			for _, c := range pending {
+				c.err = errClosed
+				close(c.result)
+			}
+			return
+		}
+		// Wait for the other joined sessions, at most Window.
+		end := time.Now().Add(b.opts.Window)
+		for len(b.pending) < b.active && !b.closed {
+			d := time.Until(end)
+			if d <= 0 {
+				break
+			}
+			b.mu.Unlock()
+			t := time.NewTimer(d)
+			select {
+			case <-b.wake:
+			case <-t.C:
+			}
+			t.Stop()
+			b.mu.Lock()
+		}
+		step := append([]*call(nil), b.pending...)
+		for _, c := range step {
+			c.inFlight = true
+		}
+		b.mu.Unlock()
+		b.step(step)
+	}
+}

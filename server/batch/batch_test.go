@@ -1,0 +1,191 @@
+package batch_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/llama"
+	_ "github.com/loomlm/loom/model/loader" // [model] path = …
+	"github.com/loomlm/loom/models"
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/server/batch"
+)
+
+// samplePipeline builds a sampling pipeline on the embedded default model.
+func samplePipeline(t *testing.T) *core.Pipeline { return pipelineOn(t, `builtin = "default"`) }
+
+// pipelineOn builds a sampling pipeline on the model a [model] line declares.
+func pipelineOn(t testing.TB, model string) *core.Pipeline {
+	t.Helper()
+	spec, err := pipeline.Parse("test.toml", []byte(`
+[model]
+`+model+`
+[strategy]
+type = "sample"
+[[processors]]
+type = "temperature"
+t = 0.9
+[[processors]]
+type = "top_p"
+p = 0.95
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pipeline.Build(spec, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b.Pipeline
+}
+
+// request is one test request: a prompt, a seed and a length.
+type request struct {
+	prompt string
+	seed   uint64
+	n      int
+}
+
+func (r request) core() core.Request {
+	return core.Request{Prompt: r.prompt, Seed: core.SeedOf(r.seed), MaxNewTokens: 24, N: r.n, IgnoreEOS: true}
+}
+
+func texts(res *core.Result) string {
+	var b strings.Builder
+	for _, s := range res.Sequences {
+		fmt.Fprintf(&b, "[%d %v]", len(s.Tokens), s.Tokens)
+	}
+	return b.String()
+}
+
+// TestBatchedEqualsAlone runs concurrent sessions through the batching wrapper and checks that
+// every result equals the same request run alone on the bare model, that steps really merged
+// several sessions, and that long prompts were prefilled in chunks.
+func TestBatchedEqualsAlone(t *testing.T) {
+	p := samplePipeline(t)
+	long := strings.Repeat("And God said, Let there be light: and there was light. ", 6)
+	reqs := []request{
+		{"In the beginning", 1, 1}, {"Call me Ishmael.", 2, 1}, {long, 3, 1}, {"The", 4, 3},
+		{"Mr. Speaker,", 5, 1}, {long + "And", 6, 2}, {"Light", 7, 1}, {"In the beginning", 8, 1},
+	}
+	want := make([]string, len(reqs))
+	for i, r := range reqs {
+		res, err := core.Generate(context.Background(), p, r.core())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = texts(res)
+	}
+
+	var maxCalls, chunked atomic.Int64
+	bm := batch.New(p.Model, batch.Options{ChunkTokens: 16, Window: 5 * time.Millisecond, OnStep: func(s batch.Step) {
+		if int64(s.Calls) > maxCalls.Load() {
+			maxCalls.Store(int64(s.Calls))
+		}
+		chunked.Add(int64(s.Partial))
+	}})
+	defer bm.Close()
+	bp := *p
+	bp.Model = bm
+	var wg sync.WaitGroup
+	got := make([]string, len(reqs))
+	for i, r := range reqs {
+		wg.Add(1)
+		leave := bm.Join()
+		go func() {
+			defer wg.Done()
+			defer leave()
+			res, err := core.Generate(context.Background(), &bp, r.core())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = texts(res)
+		}()
+	}
+	wg.Wait()
+	for i := range reqs {
+		if got[i] != want[i] {
+			t.Errorf("request %d batched:\n%s\nalone:\n%s", i, got[i], want[i])
+		}
+	}
+	if maxCalls.Load() < 2 {
+		t.Errorf("no step merged two sessions (largest step: %d calls)", maxCalls.Load())
+	}
+	if chunked.Load() == 0 {
+		t.Error("no item advanced by a partial chunk: long prompts were not chunked")
+	}
+}
+
+// TestErrorFailsOnlyItsCall checks that a call the model refuses (beyond the context length)
+// fails alone, with its state unchanged, while the calls batched with it succeed.
+func TestErrorFailsOnlyItsCall(t *testing.T) {
+	m, _, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	bm := batch.New(m, batch.Options{Window: 50 * time.Millisecond})
+	defer bm.Close()
+	ctxLen := m.Config().ContextLength
+	good, _ := bm.NewState()
+	defer good.Close()
+	bad, _ := bm.NewState()
+	defer bad.Close()
+	leaveA, leaveB := bm.Join(), bm.Join()
+	defer leaveA()
+	defer leaveB()
+	var wg sync.WaitGroup
+	var goodErr, badErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		goodErr = bm.Forward(context.Background(), []core.ForwardItem{{State: good, Tokens: []core.TokenID{1, 2, 3}}})
+	}()
+	go func() {
+		defer wg.Done()
+		badErr = bm.Forward(context.Background(), []core.ForwardItem{{State: bad, Tokens: make([]core.TokenID, ctxLen+1)}})
+	}()
+	wg.Wait()
+	if goodErr != nil || good.Len() != 3 {
+		t.Errorf("good call: err %v, len %d", goodErr, good.Len())
+	}
+	if badErr == nil || !strings.Contains(badErr.Error(), "context length") || bad.Len() != 0 {
+		t.Errorf("bad call: err %v, len %d; want a context-length error and length 0", badErr, bad.Len())
+	}
+}
+
+// TestCancelWhileWaiting checks that a call whose context ends before its step returns the
+// context's error and leaves its state alone, and that Forward after Close fails.
+func TestCancelWhileWaiting(t *testing.T) {
+	m, _, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	bm := batch.New(m, batch.Options{Window: time.Hour})
+	st, _ := bm.NewState()
+	defer st.Close()
+	leave := bm.Join()
+	defer leave()
+	_ = bm.Join() // a second session that never calls: the step waits for it
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := bm.Forward(ctx, []core.ForwardItem{{State: st, Tokens: []core.TokenID{1}}}); err != context.DeadlineExceeded {
+		t.Errorf("err = %v, want %v", err, context.DeadlineExceeded)
+	}
+	if st.Len() != 0 {
+		t.Errorf("state advanced to %d", st.Len())
+	}
+	bm.Close()
+	if err := bm.Forward(context.Background(), []core.ForwardItem{{State: st, Tokens: []core.TokenID{1}}}); err == nil {
+		t.Error("Forward after Close succeeded")
+	}
+}

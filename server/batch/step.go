@@ -1,0 +1,140 @@
+package batch
+
+import (
+	"context"
+
+	"github.com/loomlm/loom/core"
+)
+
+// part is one item of one call within a step.
+type part struct {
+	c    *call
+	item int
+	n    int // tokens sent in this step
+}
+
+// step runs one merged forward over the next chunk of every call's unfinished items, then
+// completes the calls that are done. A merged forward that fails is retried call by call, so
+// that an error fails only the call that caused it.
+func (b *Model) step(calls []*call) {
+	var live []*call
+	for _, c := range calls {
+		if err := c.ctx.Err(); err != nil && c.advanced() {
+			b.fail(c, err) // cancelled between the chunks of its prefill
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	batch, parts := b.layout(live, nil, nil)
+	err := b.inner.Forward(context.Background(), batch)
+	if err != nil && len(live) > 1 {
+		for _, c := range live {
+			batch, parts := b.layout([]*call{c}, batch[:0], parts[:0])
+			if err := b.inner.Forward(context.Background(), batch); err != nil {
+				b.fail(c, err)
+				continue
+			}
+			b.advance(batch, parts)
+		}
+		return
+	}
+	if err != nil {
+		b.fail(live[0], err)
+		return
+	}
+	b.advance(batch, parts)
+}
+
+// layout appends the next chunk of every unfinished item of calls to batch.
+func (b *Model) layout(calls []*call, batch []core.ForwardItem, parts []part) ([]core.ForwardItem, []part) {
+	for _, c := range calls {
+		for i := range c.items {
+			it := &c.items[i]
+			rest := len(it.Tokens) - c.sent[i]
+			if rest == 0 {
+				continue
+			}
+			n := rest
+			if !it.AllLogits && n > b.opts.ChunkTokens {
+				n = b.opts.ChunkTokens
+			}
+			batch = append(batch, core.ForwardItem{State: it.State, Tokens: it.Tokens[c.sent[i] : c.sent[i]+n], AllLogits: it.AllLogits})
+			parts = append(parts, part{c: c, item: i, n: n})
+		}
+	}
+	return batch, parts
+}
+
+// advance records a successful forward: items whose last token went through get their rows,
+// and calls with every item done complete.
+func (b *Model) advance(batch []core.ForwardItem, parts []part) {
+	st := Step{}
+	var calls []*call
+	for k, p := range parts {
+		c := p.c
+		c.sent[p.item] += p.n
+		st.Tokens += p.n
+		if c.sent[p.item] == len(c.items[p.item].Tokens) {
+			c.items[p.item].Logits = batch[k].Logits
+		} else {
+			st.Partial++
+		}
+		if len(calls) == 0 || calls[len(calls)-1] != c {
+			calls = append(calls, c)
+		}
+	}
+	if b.opts.OnStep != nil {
+		st.Calls = len(calls)
+		b.opts.OnStep(st)
+	}
+	for _, c := range calls {
+		if c.finished() {
+			b.complete(c, nil)
+		}
+	}
+}
+
+// fail rolls c's states back to where they were before the call and completes it with err.
+func (b *Model) fail(c *call, err error) {
+	for i, it := range c.items {
+		if it.State.Len() != c.start[i] {
+			_ = it.State.Truncate(c.start[i])
+		}
+	}
+	b.complete(c, err)
+}
+
+// complete removes c from the waiting calls and wakes its caller.
+func (b *Model) complete(c *call, err error) {
+	b.mu.Lock()
+	for i, p := range b.pending {
+		if p == c {
+			b.pending = append(b.pending[:i], b.pending[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+	c.err = err
+	close(c.result)
+}
+
+func (c *call) finished() bool {
+	for i, it := range c.items {
+		if c.sent[i] < len(it.Tokens) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *call) advanced() bool {
+	for _, n := range c.sent {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}

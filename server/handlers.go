@@ -1,0 +1,179 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/loomlm/loom/core"
+)
+
+// job is one validated request, ready to run.
+type job struct {
+	endpoint     string // "completions" or "chat"
+	entry        *entry
+	pipe         *core.Pipeline
+	req          core.Request
+	stream       bool
+	includeUsage bool
+	// logprobs asks for per-token log-probabilities in the response.
+	logprobs bool
+	id       string
+	created  int64
+	start    time.Time
+}
+
+func (s *Server) newJob(endpoint string, e *entry) *job {
+	return &job{endpoint: endpoint, entry: e, start: time.Now(), created: time.Now().Unix(),
+		id: fmt.Sprintf("%s-%d-%d", map[string]string{"completions": "cmpl", "chat": "chatcmpl"}[endpoint], time.Now().UnixNano(), s.ids.Add(1))}
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	var body completionRequest
+	j, err := s.prepareCompletion(w, r, &body)
+	if err != nil {
+		s.fail(w, "completions", err)
+		return
+	}
+	s.run(w, r, j)
+}
+
+func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body *completionRequest) (*job, error) {
+	if err := s.decode(w, r, body); err != nil {
+		return nil, err
+	}
+	switch {
+	case body.Echo:
+		return nil, badParam("echo", "not supported")
+	case body.BestOf != nil && *body.BestOf != 1:
+		return nil, badParam("best_of", "not supported (use n, or a beam pipeline)")
+	case body.Suffix != nil && *body.Suffix != "":
+		return nil, badParam("suffix", "not supported")
+	}
+	e, err := s.resolve(&body.common)
+	if err != nil {
+		return nil, err
+	}
+	j := s.newJob("completions", e)
+	j.req = e.defaults()
+	stop, err := body.toRequest(e, body.MaxTokens, &j.req)
+	if err != nil {
+		return nil, err
+	}
+	if err := completionPrompt(body.Prompt, e.model.raw.Config().VocabSize, &j.req); err != nil {
+		return nil, err
+	}
+	if body.Logprobs != nil {
+		if *body.Logprobs < 0 || *body.Logprobs > maxTopLogprobs {
+			return nil, badParam("logprobs", "%d is outside [0, %d]", *body.Logprobs, maxTopLogprobs)
+		}
+		j.logprobs = true
+		j.req.Return.Logprobs, j.req.Return.TopLogprobs = true, *body.Logprobs
+	}
+	return j, s.finish(j, &body.common, stop)
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var body chatRequest
+	j, err := s.prepareChat(w, r, &body)
+	if err != nil {
+		s.fail(w, "chat", err)
+		return
+	}
+	s.run(w, r, j)
+}
+
+func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatRequest) (*job, error) {
+	if err := s.decode(w, r, body); err != nil {
+		return nil, err
+	}
+	e, err := s.resolve(&body.common)
+	if err != nil {
+		return nil, err
+	}
+	j := s.newJob("chat", e)
+	j.req = e.defaults()
+	maxTokens := body.MaxCompletionTokens
+	if maxTokens == nil {
+		maxTokens = body.MaxTokens
+	}
+	stop, err := body.toRequest(e, maxTokens, &j.req)
+	if err != nil {
+		return nil, err
+	}
+	if j.req.Prompt, err = chatPrompt(e, body.Messages); err != nil {
+		return nil, err
+	}
+	stop = append(stop, PlainChatStops...)
+	if body.TopLogprobs != nil {
+		if !body.Logprobs {
+			return nil, badParam("top_logprobs", "requires logprobs = true")
+		}
+		if *body.TopLogprobs < 0 || *body.TopLogprobs > maxTopLogprobs {
+			return nil, badParam("top_logprobs", "%d is outside [0, %d]", *body.TopLogprobs, maxTopLogprobs)
+		}
+		j.req.Return.TopLogprobs = *body.TopLogprobs
+	}
+	if body.Logprobs {
+		j.logprobs = true
+		j.req.Return.Logprobs = true
+	}
+	return j, s.finish(j, &body.common, stop)
+}
+
+// finish checks what both endpoints share and builds the request's pipeline.
+func (s *Server) finish(j *job, c *common, stop []string) error {
+	j.stream = c.Stream
+	j.includeUsage = c.StreamOptions != nil && c.StreamOptions.IncludeUsage
+	if j.stream && j.logprobs {
+		return badParam("logprobs", "not supported with stream yet")
+	}
+	p, err := j.entry.build(&c.sampling, stop)
+	if err != nil {
+		return err
+	}
+	j.pipe = p
+	if c.User != "" {
+		s.log.Debug("request", "id", j.id, "user", c.User)
+	}
+	return nil
+}
+
+// resolve finds the pipeline a request runs: its inline pipeline, or the loaded one it names.
+func (s *Server) resolve(c *common) (*entry, error) {
+	if c.Pipeline == nil {
+		return s.entryOf(c.Model)
+	}
+	e, err := s.inlineEntry(*c.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	if c.Model != "" {
+		e.name = c.Model
+	}
+	return e, nil
+}
+
+// entryOf finds the pipeline a request names.
+func (s *Server) entryOf(model string) (*entry, error) {
+	if model == "" {
+		return nil, badParam("model", "missing: name a pipeline (GET /v1/models lists them)")
+	}
+	return s.lookup(model)
+}
+
+// defaults returns a request with the pipeline's [generation] settings.
+func (e *entry) defaults() core.Request {
+	g := e.spec.Generation
+	return core.Request{MaxNewTokens: g.MaxNewTokens, Seed: g.Seed, N: max(g.N, 1), IgnoreEOS: g.IgnoreEOS}
+}
+
+// fail answers a request that could not run and counts it.
+func (s *Server) fail(w http.ResponseWriter, endpoint string, err error) {
+	ae := asAPIError(err)
+	s.metrics.request(endpoint, ae.Status)
+	if ae.Status >= 500 {
+		s.log.Error("request failed", "endpoint", endpoint, "error", err)
+	}
+	writeError(w, ae)
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+)
+
+// admission bounds the requests generating at once and the requests waiting for a slot.
+type admission struct {
+	slots    chan struct{}
+	waiting  atomic.Int64
+	maxQueue int64
+}
+
+func newAdmission(maxRunning, maxQueue int) *admission {
+	return &admission{slots: make(chan struct{}, maxRunning), maxQueue: int64(maxQueue)}
+}
+
+// errQueueFull is the 429 of a request that finds every slot taken and the queue full.
+var errQueueFull = &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: codeOf("queue_full"),
+	Message: "the server is at capacity: every generation slot is busy and the queue is full; retry later", RetryAfter: 1}
+
+// acquire takes a slot, waiting in the queue if there is room; release gives it back.
+func (a *admission) acquire(ctx context.Context) (release func(), err error) {
+	release = func() { <-a.slots }
+	select {
+	case a.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	if a.waiting.Add(1) > a.maxQueue {
+		a.waiting.Add(-1)
+		return nil, errQueueFull
+	}
+	defer a.waiting.Add(-1)
+	select {
+	case a.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (a *admission) running() int { return len(a.slots) }
+func (a *admission) queued() int  { return int(a.waiting.Load()) }

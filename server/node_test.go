@@ -1,0 +1,133 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/server"
+	"github.com/openai/openai-go/v3"
+)
+
+// nodeReport is what testdata/node/client.mjs prints.
+type nodeReport struct {
+	Completion struct {
+		Text   string
+		Usage  openai.CompletionUsage
+		Finish string
+	}
+	Stream struct {
+		Text  string
+		Usage *openai.CompletionUsage
+	}
+	Chat struct {
+		Text, Role, Finish string
+	}
+	ChatStream struct{ Text string }
+	N          []string
+	Logprobs   []struct {
+		Token   string
+		Logprob float64
+		Top     int
+	}
+	LogprobsUsage openai.CompletionUsage
+	Errors        map[string]struct {
+		Status                     int
+		Type, Param, Code, Message string
+	}
+}
+
+// TestNodeClient drives the server with the official openai npm package (installed from the
+// committed lockfile with npm ci when missing) and checks its results against loom run and the
+// Go SDK.
+func TestNodeClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is required for this test (the official openai npm package runs on it): ", err)
+	}
+	dir := filepath.Join("testdata", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			t.Fatal("npm is required to install the openai package from testdata/node/package-lock.json: ", err)
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+
+	_, hs := newServer(t, server.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "client.mjs", hs.URL+"/v1")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\n%s", err, stderr.String())
+	}
+	var got nodeReport
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node printed %q: %v", out, err)
+	}
+
+	want := direct(t, "default", "And God said", pipeline.Overrides{Temperature: ptr(1.2)}, 7, 20)
+	if got.Completion.Text != want.Sequences[0].Text || got.Completion.Usage.CompletionTokens != int64(want.GeneratedTokens) {
+		t.Errorf("completion %q (%+v), loom run %q (%d tokens)", got.Completion.Text, got.Completion.Usage, want.Sequences[0].Text, want.GeneratedTokens)
+	}
+	if got.Stream.Text != want.Sequences[0].Text || got.Stream.Usage == nil || got.Stream.Usage.TotalTokens != got.Completion.Usage.TotalTokens {
+		t.Errorf("stream %q (usage %+v), want %q (%+v)", got.Stream.Text, got.Stream.Usage, want.Sequences[0].Text, got.Completion.Usage)
+	}
+
+	c := client(hs)
+	chat, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "default", Seed: openai.Int(3), MaxTokens: openai.Int(20),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Speak plainly."), openai.UserMessage("Tell me of the sea.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Chat.Text != chat.Choices[0].Message.Content || got.Chat.Role != "assistant" || got.Chat.Finish != string(chat.Choices[0].FinishReason) || got.ChatStream.Text != got.Chat.Text {
+		t.Errorf("node chat %+v, stream %q; Go SDK %q (%s)", got.Chat, got.ChatStream.Text, chat.Choices[0].Message.Content, chat.Choices[0].FinishReason)
+	}
+
+	wantN := direct(t, "creative", "In the beginning", pipeline.Overrides{N: ptr(3)}, 11, 16)
+	if len(got.N) != 3 {
+		t.Fatalf("n = 3 gave %d choices", len(got.N))
+	}
+	for i := range got.N {
+		if got.N[i] != wantN.Sequences[i].Text {
+			t.Errorf("choice %d %q, loom run %q", i, got.N[i], wantN.Sequences[i].Text)
+		}
+	}
+
+	if len(got.Logprobs) == 0 || int64(len(got.Logprobs)) != got.LogprobsUsage.CompletionTokens {
+		t.Errorf("%d logprob entries for %d tokens", len(got.Logprobs), got.LogprobsUsage.CompletionTokens)
+	}
+	for _, e := range got.Logprobs {
+		if e.Logprob > 0 || e.Top != 2 {
+			t.Errorf("logprob entry %+v", e)
+		}
+	}
+
+	for name, wantErr := range map[string]struct {
+		status      int
+		param, text string
+	}{
+		"unknownModel":   {404, "model", "no such pipeline"},
+		"badTemperature": {400, "temperature", "outside [0, 2]"},
+	} {
+		e := got.Errors[name]
+		if e.Status != wantErr.status || e.Param != wantErr.param || !strings.Contains(e.Message, wantErr.text) {
+			t.Errorf("%s: %+v; want status %d, param %s, a message with %q", name, e, wantErr.status, wantErr.param, wantErr.text)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/pipeline"
+)
+
+// sampling holds a request's sampling fields; nil fields keep the pipeline's settings.
+type sampling struct {
+	Temperature      *float64           `json:"temperature"`
+	TopP             *float64           `json:"top_p"`
+	TopK             *int               `json:"top_k"`
+	PresencePenalty  *float64           `json:"presence_penalty"`
+	FrequencyPenalty *float64           `json:"frequency_penalty"`
+	LogitBias        map[string]float64 `json:"logit_bias"`
+}
+
+// clone copies a spec deeply enough that changing its parts' parameters leaves the original
+// alone.
+func clone(s *pipeline.Spec) *pipeline.Spec {
+	c := *s
+	c.Strategy = clonePart(s.Strategy)
+	c.Processors = make([]pipeline.PartSpec, len(s.Processors))
+	for i, p := range s.Processors {
+		c.Processors[i] = clonePart(p)
+	}
+	c.Stopping = make([]pipeline.PartSpec, len(s.Stopping))
+	for i, p := range s.Stopping {
+		c.Stopping[i] = clonePart(p)
+	}
+	return &c
+}
+
+func clonePart(p pipeline.PartSpec) pipeline.PartSpec {
+	p.Params = maps.Clone(p.Params)
+	if p.Params == nil {
+		p.Params = map[string]any{}
+	}
+	return p
+}
+
+// validate checks the ranges of the sampling fields, naming the field at fault.
+func (o *sampling) validate(vocab int) error {
+	switch {
+	case o.Temperature != nil && (*o.Temperature < 0 || *o.Temperature > 2):
+		return badParam("temperature", "%v is outside [0, 2]", *o.Temperature)
+	case o.TopP != nil && (*o.TopP < 0 || *o.TopP > 1):
+		return badParam("top_p", "%v is outside [0, 1]", *o.TopP)
+	case o.TopK != nil && *o.TopK < 0:
+		return badParam("top_k", "%d must not be negative", *o.TopK)
+	case o.PresencePenalty != nil && (*o.PresencePenalty < -2 || *o.PresencePenalty > 2):
+		return badParam("presence_penalty", "%v is outside [-2, 2]", *o.PresencePenalty)
+	case o.FrequencyPenalty != nil && (*o.FrequencyPenalty < -2 || *o.FrequencyPenalty > 2):
+		return badParam("frequency_penalty", "%v is outside [-2, 2]", *o.FrequencyPenalty)
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.LogitBias)) {
+		id, err := strconv.Atoi(k)
+		if err != nil || id < 0 || id >= vocab {
+			return badParam("logit_bias", "key %q is not a token id in [0, %d)", k, vocab)
+		}
+		if b := o.LogitBias[k]; b < -100 || b > 100 {
+			return badParam("logit_bias", "bias %v of token %s is outside [-100, 100]", b, k)
+		}
+	}
+	return nil
+}
+
+// apply changes spec the way the fields ask: temperature, top_p and top_k set the parameter
+// of the pipeline's processor of that type or add one (temperature first, truncation last),
+// exactly as loom run's flags do, and a temperature above zero turns a greedy strategy into
+// sampling; penalties and logit_bias set the pipeline's processor of that type or are added
+// first, before temperature, counting generated tokens only (as vLLM does); stop strings add a stop_strings criterion.
+func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
+	set := func(typ, param string, v any, first bool, field string) {
+		for _, ps := range spec.Processors {
+			if ps.Type == typ {
+				ps.Params[param] = v
+				return
+			}
+		}
+		ps := pipeline.PartSpec{Type: typ, Params: map[string]any{param: v}, Path: "request field " + field}
+		if strings.HasSuffix(typ, "_penalty") {
+			ps.Params["scope"] = "generated" // the OpenAI penalties count generated tokens
+		}
+		if first {
+			spec.Processors = slices.Insert(spec.Processors, 0, ps)
+		} else {
+			spec.Processors = append(spec.Processors, ps)
+		}
+	}
+	if o.Temperature != nil {
+		set("temperature", "t", *o.Temperature, true, "temperature")
+		if *o.Temperature > 0 && spec.Strategy.Type == "greedy" {
+			spec.Strategy = pipeline.PartSpec{Type: "sample", Params: map[string]any{}, Path: spec.Strategy.Path}
+		}
+	}
+	if o.TopK != nil {
+		set("top_k", "k", int64(*o.TopK), false, "top_k")
+	}
+	if o.TopP != nil {
+		set("top_p", "p", *o.TopP, false, "top_p")
+	}
+	// Shaping processors go before temperature; inserted in reverse so the order is
+	// logit_bias, presence, frequency.
+	if o.FrequencyPenalty != nil && *o.FrequencyPenalty != 0 {
+		set("frequency_penalty", "penalty", *o.FrequencyPenalty, true, "frequency_penalty")
+	}
+	if o.PresencePenalty != nil && *o.PresencePenalty != 0 {
+		set("presence_penalty", "penalty", *o.PresencePenalty, true, "presence_penalty")
+	}
+	if len(o.LogitBias) > 0 {
+		bias := make(map[string]any, len(o.LogitBias))
+		for k, v := range o.LogitBias {
+			bias[k] = v
+		}
+		spec.Processors = slices.Insert(spec.Processors, 0, pipeline.PartSpec{Type: "logit_bias", Params: map[string]any{"bias": bias}, Path: "request field logit_bias"})
+	}
+	if len(stop) > 0 {
+		list := make([]any, len(stop))
+		for i, s := range stop {
+			list[i] = s
+		}
+		spec.Stopping = append(spec.Stopping, pipeline.PartSpec{Type: "stop_strings", Params: map[string]any{"strings": list}, Path: "request field stop"})
+	}
+}
+
+// build returns the pipeline a request runs: the entry's spec with the request's changes.
+// Without changes it is still built afresh, so no two requests share a stateful part.
+func (e *entry) build(o *sampling, stop []string) (*core.Pipeline, error) {
+	spec := clone(e.spec)
+	o.apply(spec, stop)
+	b, err := pipeline.Build(spec, pipeline.Options{Registry: e.reg})
+	if err != nil {
+		return nil, err
+	}
+	// The models are shared (no closers); plugins belong to the server.
+	return b.Pipeline, nil
+}

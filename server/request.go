@@ -1,0 +1,224 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/loomlm/loom/core"
+)
+
+// common holds the request fields /v1/completions and /v1/chat/completions share.
+type common struct {
+	Model string `json:"model"`
+	sampling
+	MaxTokens     *int            `json:"max_tokens"`
+	N             *int            `json:"n"`
+	Stop          json.RawMessage `json:"stop"`
+	Seed          *int64          `json:"seed"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+		// IncludeObfuscation is accepted and ignored: loom adds no obfuscation.
+		IncludeObfuscation *bool `json:"include_obfuscation"`
+	} `json:"stream_options"`
+	// User identifies the end user; it is logged, nothing else.
+	User string `json:"user"`
+	// Pipeline is loom's extension: a whole pipeline as TOML, run instead of a loaded one
+	// (Model then only names it in the response).
+	Pipeline *string `json:"pipeline"`
+}
+
+// completionRequest is the body of POST /v1/completions.
+type completionRequest struct {
+	common
+	Prompt   json.RawMessage `json:"prompt"`
+	Logprobs *int            `json:"logprobs"`
+	Echo     bool            `json:"echo"`
+	BestOf   *int            `json:"best_of"`
+	Suffix   *string         `json:"suffix"`
+}
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	common
+	Messages            []chatMessage `json:"messages"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Logprobs            bool          `json:"logprobs"`
+	TopLogprobs         *int          `json:"top_logprobs"`
+}
+
+// chatMessage is one message of a chat; Content is a string or an array of text parts.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name"`
+}
+
+// Limits on request fields.
+const (
+	maxN           = 16
+	maxStops       = 8
+	maxTopLogprobs = 20
+)
+
+// decode reads a JSON body into v, refusing unknown fields, trailing data and bodies over the
+// server's limit.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			return badParam(te.Field, "must be %s, not a JSON %s", jsonKind(te.Type.String()), te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return badParam(f, "unknown field")
+		}
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "request body is not valid JSON: " + err.Error()}
+	}
+	if dec.More() {
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "request body has data after its JSON object"}
+	}
+	return nil
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case strings.Contains(goType, "int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "an object"
+}
+
+// stringOrList decodes a field that is a string or an array of strings.
+func stringOrList(field string, raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badParam(field, "must be a string or an array of strings")
+	}
+	return list, nil
+}
+
+// toRequest checks the shared fields and fills req; maxTokens is max_tokens or its chat
+// replacement.
+func (c *common) toRequest(e *entry, maxTokens *int, req *core.Request) ([]string, error) {
+	if err := c.sampling.validate(e.model.raw.Config().VocabSize); err != nil {
+		return nil, err
+	}
+	if maxTokens != nil {
+		if *maxTokens < 0 {
+			return nil, badParam("max_tokens", "%d must not be negative", *maxTokens)
+		}
+		req.MaxNewTokens = *maxTokens
+	}
+	if c.N != nil {
+		if *c.N < 1 || *c.N > maxN {
+			return nil, badParam("n", "%d is outside [1, %d]", *c.N, maxN)
+		}
+		req.N = *c.N
+	}
+	if c.Seed != nil {
+		if *c.Seed < 0 {
+			return nil, badParam("seed", "%d must not be negative", *c.Seed)
+		}
+		req.Seed = core.SeedOf(uint64(*c.Seed))
+	}
+	stop, err := stringOrList("stop", c.Stop)
+	if err != nil {
+		return nil, err
+	}
+	if len(stop) > maxStops {
+		return nil, badParam("stop", "%d strings: at most %d", len(stop), maxStops)
+	}
+	for i, st := range stop {
+		if st == "" {
+			return nil, badParam("stop", "string %d is empty", i)
+		}
+	}
+	if c.StreamOptions != nil && !c.Stream {
+		return nil, badParam("stream_options", "only allowed when stream is true")
+	}
+	return stop, nil
+}
+
+// completionPrompt fills req's prompt from a completion request's prompt field: a string, an
+// array of one string, or an array of token ids.
+func completionPrompt(raw json.RawMessage, vocab int, req *core.Request) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return badParam("prompt", "missing")
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		req.Prompt = text
+		return nil
+	}
+	var texts []string
+	if err := json.Unmarshal(raw, &texts); err == nil {
+		if len(texts) != 1 {
+			return badParam("prompt", "an array of %d prompts: loom serves one prompt per request", len(texts))
+		}
+		req.Prompt = texts[0]
+		return nil
+	}
+	var ids []int
+	if err := json.Unmarshal(raw, &ids); err != nil || len(ids) == 0 {
+		return badParam("prompt", "must be a string, an array of one string or a non-empty array of token ids")
+	}
+	req.PromptTokens = make([]core.TokenID, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= vocab {
+			return badParam("prompt", "token %d = %d is outside the vocabulary [0, %d)", i, id, vocab)
+		}
+		req.PromptTokens[i] = core.TokenID(id)
+	}
+	return nil
+}
+
+// messageText returns a message's text: its content string, or its text parts joined.
+func messageText(i int, m chatMessage) (string, error) {
+	field := fmt.Sprintf("messages[%d].content", i)
+	var text string
+	if err := json.Unmarshal(m.Content, &text); err == nil {
+		return text, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", badParam(field, "must be a string or an array of text parts")
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", badParam(fmt.Sprintf("%s[%d].type", field, j), "%q: only text parts are supported", p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}

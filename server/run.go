@@ -1,0 +1,310 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/loomlm/loom/core"
+)
+
+// usage is the OpenAI token count of a request.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// usageOf counts the tokens of the returned choices: for beam search that is fewer than the
+// tokens the search generated (Result.GeneratedTokens, which the metrics count).
+func usageOf(res *core.Result) usage {
+	n := 0
+	for _, sq := range res.Sequences {
+		n += len(sq.Tokens)
+	}
+	return usage{PromptTokens: len(res.PromptTokens), CompletionTokens: n, TotalTokens: len(res.PromptTokens) + n}
+}
+
+// finishReason maps loom's finish reasons to OpenAI's: a stop condition is "stop", a limit
+// (tokens, context window, time) is "length".
+func finishReason(r core.FinishReason) string {
+	switch r {
+	case core.FinishLength, core.FinishTime:
+		return "length"
+	case core.FinishNone:
+		return ""
+	}
+	return "stop"
+}
+
+var errTimeout = &APIError{Status: http.StatusGatewayTimeout, Type: "timeout", Code: codeOf("timeout"), Message: "the request ran past the server's per-request timeout"}
+
+// run admits a job, generates and answers, streaming or not.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
+	release, err := s.adm.acquire(r.Context())
+	if err != nil {
+		if r.Context().Err() != nil {
+			s.metrics.request(j.endpoint, 499)
+			return // the client is gone
+		}
+		s.fail(w, j.endpoint, err)
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
+	defer cancel()
+	leave := j.entry.model.batched.Join()
+	defer leave()
+
+	var st *streamer
+	if j.stream {
+		st = newStreamer(w, j)
+	}
+	obs := s.metrics.observer(j.start)
+	j.req.OnEvent = func(ev core.Event) error {
+		obs.event()
+		if st != nil {
+			return st.event(ev)
+		}
+		return nil
+	}
+	res, genErr := core.Generate(ctx, j.pipe, j.req)
+	if res != nil {
+		s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
+	}
+	if genErr != nil {
+		switch {
+		case r.Context().Err() != nil:
+			s.metrics.request(j.endpoint, 499)
+			return // the client disconnected: its generation has stopped, nobody to answer
+		case errors.Is(genErr, context.DeadlineExceeded):
+			genErr = errTimeout
+		}
+		if st != nil && st.started {
+			s.metrics.request(j.endpoint, asAPIError(genErr).Status)
+			st.fail(genErr)
+			return
+		}
+		s.fail(w, j.endpoint, genErr)
+		return
+	}
+	s.metrics.request(j.endpoint, http.StatusOK)
+	s.log.Info("request", "id", j.id, "endpoint", j.endpoint, "model", j.entry.name, "prompt_tokens", len(res.PromptTokens),
+		"generated_tokens", res.GeneratedTokens, "seed", res.Seed, "duration", time.Since(j.start).String())
+	if st != nil {
+		st.end(res)
+		return
+	}
+	if j.endpoint == "chat" {
+		writeJSON(w, http.StatusOK, chatResponse(j, res))
+	} else {
+		writeJSON(w, http.StatusOK, completionResponse(j, res))
+	}
+}
+
+// completionResponse is the body of a finished /v1/completions request.
+func completionResponse(j *job, res *core.Result) map[string]any {
+	tok := j.pipe.Tokenizer
+	choices := make([]map[string]any, len(res.Sequences))
+	for i, sq := range res.Sequences {
+		var lp any
+		if j.logprobs {
+			tokens := make([]string, len(sq.Tokens))
+			offsets := make([]int, len(sq.Tokens))
+			tops := make([]map[string]float32, len(sq.Tokens))
+			off := 0
+			for k, id := range sq.Tokens {
+				tokens[k] = string(tok.TokenBytes(id))
+				offsets[k] = off
+				off += len(tokens[k])
+				if k < len(sq.TopLogprobs) && j.req.Return.TopLogprobs > 0 {
+					tops[k] = map[string]float32{}
+					for _, tp := range sq.TopLogprobs[k] {
+						tops[k][string(tok.TokenBytes(tp.ID))] = tp.Value
+					}
+				}
+			}
+			out := map[string]any{"tokens": tokens, "token_logprobs": sq.Logprobs, "text_offset": offsets, "top_logprobs": nil}
+			if j.req.Return.TopLogprobs > 0 {
+				out["top_logprobs"] = tops
+			}
+			lp = out
+		}
+		choices[i] = map[string]any{"index": i, "text": sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
+	}
+	return map[string]any{"id": j.id, "object": "text_completion", "created": j.created, "model": j.entry.name,
+		"choices": choices, "usage": usageOf(res), "system_fingerprint": fingerprint(res)}
+}
+
+// chatResponse is the body of a finished /v1/chat/completions request.
+func chatResponse(j *job, res *core.Result) map[string]any {
+	tok := j.pipe.Tokenizer
+	choices := make([]map[string]any, len(res.Sequences))
+	for i, sq := range res.Sequences {
+		var lp any
+		if j.logprobs {
+			type top struct {
+				Token   string  `json:"token"`
+				Logprob float32 `json:"logprob"`
+				Bytes   []int   `json:"bytes"`
+			}
+			type entry struct {
+				top
+				TopLogprobs []top `json:"top_logprobs"`
+			}
+			mk := func(id core.TokenID, v float32) top {
+				b := tok.TokenBytes(id)
+				ints := make([]int, len(b))
+				for k, c := range b {
+					ints[k] = int(c)
+				}
+				return top{Token: string(b), Logprob: v, Bytes: ints}
+			}
+			content := make([]entry, len(sq.Tokens))
+			for k, id := range sq.Tokens {
+				var v float32
+				if k < len(sq.Logprobs) {
+					v = sq.Logprobs[k]
+				}
+				content[k] = entry{top: mk(id, v), TopLogprobs: []top{}}
+				if k < len(sq.TopLogprobs) {
+					for _, tp := range sq.TopLogprobs[k] {
+						content[k].TopLogprobs = append(content[k].TopLogprobs, mk(tp.ID, tp.Value))
+					}
+				}
+			}
+			lp = map[string]any{"content": content}
+		}
+		choices[i] = map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": sq.Text},
+			"logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
+	}
+	return map[string]any{"id": j.id, "object": "chat.completion", "created": j.created, "model": j.entry.name,
+		"choices": choices, "usage": usageOf(res), "system_fingerprint": fingerprint(res)}
+}
+
+// fingerprint names the seed a request ran with, so a client can repeat it.
+func fingerprint(res *core.Result) string { return fmt.Sprintf("loom-seed-%d", res.Seed) }
+
+// streamer writes a request's events as server-sent events.
+type streamer struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	j       *job
+	started bool
+	roleSet map[int]bool
+	err     error
+}
+
+func newStreamer(w http.ResponseWriter, j *job) *streamer {
+	f, _ := w.(http.Flusher)
+	return &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}}
+}
+
+// start sends the headers (200) before the first event.
+func (st *streamer) start() {
+	if st.started {
+		return
+	}
+	st.started = true
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	st.w.WriteHeader(http.StatusOK)
+}
+
+func (st *streamer) send(v any) error {
+	if st.err != nil {
+		return st.err
+	}
+	st.start()
+	b, err := json.Marshal(v)
+	if err == nil {
+		_, err = fmt.Fprintf(st.w, "data: %s\n\n", b)
+	}
+	if err == nil && st.flusher != nil {
+		st.flusher.Flush()
+	}
+	st.err = err
+	return err
+}
+
+// chunk is one streamed object with the given choices.
+func (st *streamer) chunk(choices []map[string]any, u *usage) map[string]any {
+	obj := "text_completion"
+	if st.j.endpoint == "chat" {
+		obj = "chat.completion.chunk"
+	}
+	c := map[string]any{"id": st.j.id, "object": obj, "created": st.j.created, "model": st.j.entry.name, "choices": choices}
+	if st.j.includeUsage {
+		c["usage"] = u
+	}
+	return c
+}
+
+// errRetract fails a stream whose pipeline withdraws text it already streamed.
+var errRetract = errors.New("the pipeline withdrew text it had streamed (a strategy that truncates); request it without stream")
+
+func (st *streamer) event(ev core.Event) error {
+	if ev.Retract > 0 {
+		return errRetract
+	}
+	if ev.Text == "" && !ev.Finished {
+		return nil
+	}
+	var fr any
+	if ev.Finished {
+		fr = finishReason(ev.FinishReason)
+	}
+	var choice map[string]any
+	if st.j.endpoint == "chat" {
+		delta := map[string]any{}
+		if !st.roleSet[ev.Sequence] {
+			st.roleSet[ev.Sequence] = true
+			delta["role"] = "assistant"
+		}
+		if ev.Text != "" || delta["role"] != nil {
+			delta["content"] = ev.Text
+		}
+		choice = map[string]any{"index": ev.Sequence, "delta": delta, "logprobs": nil, "finish_reason": fr}
+	} else {
+		choice = map[string]any{"index": ev.Sequence, "text": ev.Text, "logprobs": nil, "finish_reason": fr}
+	}
+	return st.send(st.chunk([]map[string]any{choice}, nil))
+}
+
+// end sends the usage chunk (when asked for) and the terminating [DONE].
+func (st *streamer) end(res *core.Result) {
+	if st.j.includeUsage {
+		u := usageOf(res)
+		_ = st.send(st.chunk([]map[string]any{}, &u))
+	}
+	st.done()
+}
+
+// fail sends an error event and ends the stream.
+func (st *streamer) fail(err error) {
+	_ = st.send(map[string]any{"error": asAPIError(err)})
+	st.done()
+}
+
+func (st *streamer) done() {
+	if st.err != nil {
+		return
+	}
+	st.start()
+	_, _ = fmt.Fprint(st.w, "data: [DONE]\n\n")
+	if st.flusher != nil {
+		st.flusher.Flush()
+	}
+}
+
+// observer times a request's events for the latency histograms.
+type observer struct {
+	m     *metrics
+	start time.Time
+	last  time.Time
+}

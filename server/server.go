@@ -1,0 +1,291 @@
+// Package server serves loom pipelines over HTTP with the OpenAI API: POST /v1/completions,
+// POST /v1/chat/completions, GET /v1/models, plus /health, /ready and /metrics (Prometheus).
+//
+// Every loaded pipeline is a model of the API, addressed by its name. A request's sampling
+// fields (temperature, top_p, penalties, logit_bias, stop, …) become a per-request pipeline built
+// from the loaded pipeline's spec, so a request that sets temperature behaves like
+// `loom run --temperature` and never changes what other requests see. All requests on one model
+// share it through a batching wrapper (package server/batch): the concurrent sessions advance
+// in one batched forward per step.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/server/batch"
+)
+
+// Options configure a Server. Zero values take the defaults named.
+type Options struct {
+	// MaxRunning is the most requests generating at once (default 16); MaxQueue the most
+	// waiting for a slot (default 64). A request beyond both gets 429 with Retry-After.
+	MaxRunning, MaxQueue int
+	// MaxBodyBytes limits a request body (default 4 MiB); a larger one gets 413.
+	MaxBodyBytes int64
+	// Timeout bounds one request's generation (default 5 minutes); past it the request fails
+	// with 504 (or an error event when streaming).
+	Timeout time.Duration
+	// BatchWindow is how long a batching step waits for the other running sessions (default
+	// 2ms); ChunkTokens the prefill chunk (default 64). See package server/batch.
+	BatchWindow time.Duration
+	ChunkTokens int
+	// StartPlugins starts the plugins a pipeline declares (once, at load).
+	StartPlugins func(spec *pipeline.Spec, reg *pipeline.Registry) (io.Closer, error)
+	// Logger receives request logs (default: none).
+	Logger hclog.Logger
+}
+
+// Server is an http.Handler serving loaded pipelines.
+type Server struct {
+	opts     Options
+	mux      *http.ServeMux
+	adm      *admission
+	metrics  *metrics
+	log      hclog.Logger
+	draining atomic.Bool
+	ids      atomic.Uint64
+
+	mu        sync.Mutex
+	pipelines map[string]*entry
+	models    map[string]*sharedModel
+	closers   []io.Closer
+}
+
+// entry is one loaded pipeline.
+type entry struct {
+	name    string
+	spec    *pipeline.Spec // with its models replaced by the shared ones
+	reg     *pipeline.Registry
+	model   *sharedModel
+	created int64
+}
+
+// sharedModel is one opened model, shared by every pipeline that declares it.
+type sharedModel struct {
+	builtin string // the name it is registered under with the pipeline package
+	raw     core.Model
+	batched *batch.Model
+	tok     core.Tokenizer
+}
+
+// builtinSeq numbers the models servers register with the pipeline package.
+var builtinSeq atomic.Uint64
+
+// New returns a Server with no pipelines; add them with Load or Add.
+func New(opts Options) *Server {
+	if opts.MaxRunning <= 0 {
+		opts.MaxRunning = 16
+	}
+	if opts.MaxQueue <= 0 {
+		opts.MaxQueue = 64
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), adm: newAdmission(opts.MaxRunning, opts.MaxQueue),
+		log: opts.Logger, pipelines: map[string]*entry{}, models: map[string]*sharedModel{}}
+	s.metrics = newMetrics(s)
+	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /ready", s.handleReady)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Load loads a pipeline file under its file name without extension ("pipelines/greedy.toml"
+// is model "greedy").
+func (s *Server) Load(path string) error {
+	spec, err := pipeline.Load(path)
+	if err != nil {
+		return err
+	}
+	return s.Add(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), spec)
+}
+
+// Add loads a parsed pipeline under name: it opens (or shares) its models, starts its plugins
+// and builds it once to check it.
+func (s *Server) Add(name string, spec *pipeline.Spec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.pipelines[name]; dup {
+		return fmt.Errorf("%s: a pipeline named %q is already loaded", spec.File, name)
+	}
+	e := &entry{name: name, created: time.Now().Unix(), reg: pipeline.Builtins().Clone()}
+	c := *spec
+	if len(spec.Plugins) > 0 {
+		if s.opts.StartPlugins == nil {
+			return fmt.Errorf("%s: declares plugins, and this server cannot start them", spec.File)
+		}
+		closer, err := s.opts.StartPlugins(spec, e.reg)
+		if closer != nil {
+			s.closers = append(s.closers, closer)
+		}
+		if err != nil {
+			return err
+		}
+		c.Plugins = nil
+	}
+	m, err := s.share(spec.Model, spec)
+	if err != nil {
+		return err
+	}
+	e.model = m
+	c.Model.Builtin, c.Model.Path = m.builtin, ""
+	if spec.DraftModel != nil {
+		d, err := s.share(*spec.DraftModel, spec)
+		if err != nil {
+			return err
+		}
+		dm := *spec.DraftModel
+		dm.Builtin, dm.Path = d.builtin, ""
+		c.DraftModel = &dm
+	}
+	e.spec = &c
+	b, err := pipeline.Build(clone(e.spec), pipeline.Options{Registry: e.reg})
+	if err != nil {
+		return err
+	}
+	_ = b.Close()
+	s.pipelines[name] = e
+	return nil
+}
+
+// modelKey identifies a model declaration: the same key is the same model.
+func modelKey(ms pipeline.ModelSpec, spec *pipeline.Spec) (string, error) {
+	key := "builtin:" + ms.Builtin
+	if ms.Path != "" {
+		p := ms.Path
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(spec.Dir, p)
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		key = "file:" + abs
+	}
+	return key + fmt.Sprint(ms.Options), nil // fmt prints maps sorted
+}
+
+// share opens the model ms declares, or returns the one already open with the same
+// declaration.
+func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel, error) {
+	key, err := modelKey(ms, spec)
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := s.models[key]; ok {
+		return m, nil
+	}
+	raw, tok, closer, err := pipeline.OpenModel(ms, spec.Dir)
+	if closer != nil {
+		s.closers = append(s.closers, closer)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: model: %w", spec.File, err)
+	}
+	m := &sharedModel{raw: raw, tok: tok,
+		builtin: fmt.Sprintf("loom-serve-%d", builtinSeq.Add(1)),
+		batched: batch.New(raw, batch.Options{Window: s.opts.BatchWindow, ChunkTokens: s.opts.ChunkTokens, OnStep: s.metrics.step})}
+	s.closers = append(s.closers, m.batched)
+	pipeline.RegisterBuiltinModel(m.builtin, func(map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
+		return m.batched, m.tok, nil, nil
+	})
+	s.models[key] = m
+	return m, nil
+}
+
+// Names lists the loaded pipelines.
+func (s *Server) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.pipelines))
+	for n := range s.pipelines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (s *Server) lookup(name string) (*entry, error) {
+	s.mu.Lock()
+	e, ok := s.pipelines[name]
+	s.mu.Unlock()
+	if !ok {
+		return nil, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: codeOf("model"), Code: codeOf("model_not_found"),
+			Message: fmt.Sprintf("model %q: no such pipeline (loaded: %s)", name, strings.Join(s.Names(), ", "))}
+	}
+	return e, nil
+}
+
+// Drain marks the server as shutting down: /ready answers 503 from now on, so a load balancer
+// stops sending requests, while requests in flight finish (http.Server.Shutdown waits for them).
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Close releases every model and plugin. Call it after the HTTP server has shut down.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	if len(s.Names()) == 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "no pipelines loaded"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	s.mu.Lock()
+	list := make([]model, 0, len(s.pipelines))
+	for _, e := range s.pipelines {
+		list = append(list, model{ID: e.name, Object: "model", Created: e.created, OwnedBy: "loom"})
+	}
+	s.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": list})
+}

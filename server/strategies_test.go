@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/server"
+	"github.com/openai/openai-go/v3"
+)
+
+// TestEveryExamplePipelineBatched serves every example pipeline (sampling, greedy, beam
+// search, speculative decoding, prompt lookup, DRY/XTC, penalties) and runs two requests on
+// each, all at once, so their forwards are batched together; every answer must equal the same
+// request run alone with loom run's settings.
+func TestEveryExamplePipelineBatched(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "pipelines", "*.toml"))
+	if err != nil || len(files) < 8 {
+		t.Fatalf("example pipelines: %v, %v", files, err)
+	}
+	s := server.New(server.Options{MaxRunning: 2 * len(files)})
+	defer s.Close()
+	type job struct {
+		name   string
+		seed   uint64
+		prompt string
+		want   []string
+		tokens int // in the returned sequences
+	}
+	var jobs []*job
+	for _, f := range files {
+		if err := s.Load(f); err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".toml")
+		for k := range 2 {
+			j := &job{name: name, seed: uint64(20 + k), prompt: []string{"And it came to pass", "The whale"}[k]}
+			res := direct(t, name, j.prompt, pipeline.Overrides{}, j.seed, 10)
+			for _, sq := range res.Sequences {
+				j.want = append(j.want, sq.Text)
+				j.tokens += len(sq.Tokens)
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	c := client(hs)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(j.name),
+				Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(j.prompt)}, Seed: openai.Int(int64(j.seed)), MaxTokens: openai.Int(10)})
+			if err != nil {
+				t.Errorf("%s: %v", j.name, err)
+				return
+			}
+			var got []string
+			for _, ch := range res.Choices {
+				got = append(got, ch.Text)
+			}
+			if res.Usage.CompletionTokens != int64(j.tokens) {
+				t.Errorf("%s: usage counts %d completion tokens, the choices have %d", j.name, res.Usage.CompletionTokens, j.tokens)
+			}
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", j.want) {
+				t.Errorf("%s seed %d: served %q, alone %q", j.name, j.seed, got, j.want)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,51 @@
+// Drives a loom server with the official openai npm package and prints what it got as one JSON
+// object; server/node_test.go checks it. Usage: node client.mjs BASE_URL
+import OpenAI from "openai";
+
+const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0 });
+const out = {};
+
+const completion = { model: "default", prompt: "And God said", max_tokens: 20, seed: 7, temperature: 1.2 };
+const c = await client.completions.create(completion);
+out.completion = { text: c.choices[0].text, usage: c.usage, finish: c.choices[0].finish_reason };
+
+let text = "";
+let usage = null;
+const stream = await client.completions.create({ ...completion, stream: true, stream_options: { include_usage: true } });
+for await (const chunk of stream) {
+  for (const choice of chunk.choices) text += choice.text;
+  if (chunk.usage) usage = chunk.usage;
+}
+out.stream = { text, usage };
+
+const chat = { model: "default", messages: [{ role: "system", content: "Speak plainly." }, { role: "user", content: "Tell me of the sea." }], seed: 3, max_tokens: 20 };
+const r = await client.chat.completions.create(chat);
+out.chat = { text: r.choices[0].message.content, role: r.choices[0].message.role, finish: r.choices[0].finish_reason };
+
+text = "";
+for await (const chunk of await client.chat.completions.create({ ...chat, stream: true })) {
+  for (const choice of chunk.choices) text += choice.delta.content ?? "";
+}
+out.chatStream = { text };
+
+const n = await client.completions.create({ model: "creative", prompt: "In the beginning", n: 3, seed: 11, max_tokens: 16 });
+out.n = n.choices.map((ch) => ch.text);
+
+const lp = await client.chat.completions.create({ model: "greedy", messages: [{ role: "user", content: "Who made light?" }], max_completion_tokens: 8, logprobs: true, top_logprobs: 2 });
+out.logprobs = lp.choices[0].logprobs.content.map((e) => ({ token: e.token, logprob: e.logprob, top: e.top_logprobs.length }));
+out.logprobsUsage = lp.usage;
+
+out.errors = {};
+for (const [name, req] of Object.entries({
+  unknownModel: { model: "nope", prompt: "x" },
+  badTemperature: { model: "default", prompt: "x", temperature: 5 },
+})) {
+  try {
+    await client.completions.create(req);
+    out.errors[name] = { status: 0 };
+  } catch (e) {
+    out.errors[name] = { status: e.status, type: e.type, param: e.param, code: e.code, message: e.message };
+  }
+}
+
+console.log(JSON.stringify(out));
