@@ -60,3 +60,19 @@ func TestServingDocCommands(t *testing.T) {
 		t.Errorf("found %d curl commands in docs/serving.md, want at least 5", n)
 	}
 }
+
+// The plain chat template shown in docs/serving.md is what PlainChatTemplate renders.
+func TestServingDocChatTemplate(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "serving.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```text\n(system: .*?)\n```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/serving.md shows no rendered chat template")
+	}
+	want := server.PlainChatTemplate([]string{"system", "user"}, []string{"Speak plainly.", "Tell me of the sea."})
+	if string(m[1]) != want {
+		t.Fatalf("docs/serving.md shows\n%s\nPlainChatTemplate renders\n%s", m[1], want)
+	}
+}

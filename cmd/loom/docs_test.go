@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/loomlm/loom/pipeline"
 )
@@ -25,6 +28,9 @@ import (
 //	<!-- output of: SCRIPT -->     (an output block) what the bash SCRIPT prints
 //	<!-- save as: NAME -->         the block is also written to NAME, for the shell blocks
 //	                               after it on the page
+//	<!-- tested by: PATH -->       a test of another package reads the page and checks the
+//	                               block (a server the commands need, say): PATH must exist
+//	                               and read the page
 //
 // Commands run in a scratch copy of the repository (a directory of links to its entries), so
 // what they write goes away with it.
@@ -160,6 +166,14 @@ func (e *docEnv) check(t *testing.T, b docBlock) {
 		}
 	}
 	switch {
+	case strings.HasPrefix(b.comment, "tested by: "):
+		path := strings.TrimPrefix(b.comment, "tested by: ")
+		src, err := os.ReadFile(filepath.Join(e.root, path))
+		if err != nil {
+			t.Errorf("the block's test: %v", err)
+		} else if !bytes.Contains(src, []byte(filepath.Base(b.file))) {
+			t.Errorf("%s does not read %s", path, b.file)
+		}
 	case strings.HasPrefix(b.comment, "output of: "):
 		script := strings.TrimPrefix(b.comment, "output of: ")
 		got, err := e.bash(t, script)
@@ -242,9 +256,19 @@ func (e *docEnv) checkTOML(t *testing.T, b docBlock) {
 
 func (e *docEnv) bash(t *testing.T, script string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	// A command that never ends (a server) fails the block instead of hanging the test, and
+	// takes its whole process group with it.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir, cmd.Env = e.work, e.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%q did not end within 3 minutes", script)
+	}
 	return string(out), err
 }
 
