@@ -34,7 +34,9 @@ type Plugin struct {
 	bin      string
 	checksum []byte
 	timeout  time.Duration
-	log      hclog.Logger
+	// startTimeout bounds a start-up, handshake included.
+	startTimeout time.Duration
+	log          hclog.Logger
 
 	// mu serialises calls into the plugin and its restarts.
 	mu       sync.Mutex
@@ -223,7 +225,7 @@ func (pl *Plugin) startProcess() (*process, error) {
 		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           demoted{pl.log.Named("go-plugin")},
-		StartTimeout:     opts.StartTimeout,
+		StartTimeout:     pl.startTimeout,
 		SyncStdout:       &lineWriter{log: pl.log, tail: r.tail, stream: "stdout"},
 		SyncStderr:       &lineWriter{log: pl.log, tail: r.tail, stream: "stderr"},
 		SkipHostEnv:      true,
@@ -247,7 +249,7 @@ func (pl *Plugin) startProcess() (*process, error) {
 	hc := raw.(*hostClient)
 	proc.conn, proc.broker, proc.rpc = hc.conn, hc.broker, pluginpb.NewPluginClient(hc.conn)
 
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pl.startTimeout)
 	defer cancel()
 	desc, err := proc.rpc.Describe(ctx, &pluginpb.DescribeRequest{})
 	if err != nil {
@@ -515,6 +517,16 @@ func (proc *process) describeFailure(what string, err error) error {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		// go-plugin kills the process when the handshake times out.
+		return fmt.Errorf("plugin %q: %s: did not complete the handshake within %v (the entry's start_timeout): killed it%s", name, what, proc.pl.startTimeout, proc.runner.tailNote())
+	case strings.Contains(msg, "Failed to read any lines from plugin's stdout") || strings.Contains(msg, "plugin exited before we could connect"):
+		// It ended (or closed its standard output) without a word: its standard error says why.
+		status, ok := proc.runner.exitStatus(time.Second)
+		if !ok {
+			status = "closed its standard output"
+		}
+		return fmt.Errorf("plugin %q: %s: ended before the handshake (%s)%s", name, what, status, proc.runner.tailNote())
 	case strings.Contains(msg, "incompatible API version"):
 		return fmt.Errorf("plugin %q: %s: protocol version mismatch: this loom speaks plugin protocol %d (%s); rebuild the plugin against a matching sdk", name, what, sdk.ProtocolVersion, msg)
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
