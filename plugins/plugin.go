@@ -271,6 +271,9 @@ func (pl *Plugin) startProcess() (*process, error) {
 		proc.bell.close()
 		proc.bell = nil
 	}
+	if proc.bell != nil {
+		proc.bell.wake = proc.region.Features()&shm.FeatureWake != 0
+	}
 	cr, err := proc.rpc.Configure(ctx, &pluginpb.ConfigureRequest{ConfigJson: pl.config, PluginName: pl.name})
 	if err != nil {
 		return fail("configure", err)
@@ -442,7 +445,7 @@ func (proc *process) mailboxTrip(req *pluginpb.StepRequest, mailboxCap uint64) (
 	if err := shm.Ring(proc.bell.req); err != nil {
 		return nil, err
 	}
-	if err := shm.Wait(proc.bell.rep); err != nil {
+	if _, err := shm.Receive(proc.bell.rep, replySpin); err != nil {
 		return nil, err
 	}
 	n, _ := reg.MailboxLen()
@@ -460,10 +463,24 @@ func (proc *process) mailboxTrip(req *pluginpb.StepRequest, mailboxCap uint64) (
 	return reply, nil
 }
 
+// replySpin is how long the host polls for a plugin's reply before it sleeps: most steps are
+// answered within it, and a thread that never slept needs no wake-up.
+const replySpin = 200 * time.Microsecond
+
 // hostBell is the host's ends of the doorbell pipes.
 type hostBell struct {
 	req, rep int
 	buf      []byte
+	// wake: the plugin takes a wake-up ring before each step (shm.FeatureWake).
+	wake bool
+}
+
+// wakeUp rings the plugin's wake-up bell when it takes one: its thread wakes while the host
+// writes the step's data. A failure shows at the step's own ring.
+func (proc *process) wakeUp() {
+	if proc.bell != nil && proc.bell.wake {
+		_ = shm.RingWake(proc.bell.req)
+	}
 }
 
 // newHostBell makes the two pipes; theirs are the plugin's ends, for ExtraFiles (fd 4: it
@@ -476,6 +493,13 @@ func newHostBell() (*hostBell, []*os.File, error) {
 	if err := syscall.Pipe2(b[:], syscall.O_CLOEXEC); err != nil {
 		syscall.Close(a[0])
 		syscall.Close(a[1])
+		return nil, nil, err
+	}
+	// The host polls its reply end (see replySpin).
+	if err := syscall.SetNonblock(b[0], true); err != nil {
+		for _, fd := range append(a[:], b[:]...) {
+			syscall.Close(fd)
+		}
 		return nil, nil, err
 	}
 	theirs := []*os.File{os.NewFile(uintptr(a[0]), "doorbell-in"), os.NewFile(uintptr(b[1]), "doorbell-out")}
