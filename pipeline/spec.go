@@ -78,8 +78,11 @@ type PluginSpec struct {
 	SHA256 string
 	// Timeout is the per-call deadline, e.g. "2s" (empty: the host's default).
 	Timeout string
-	Config  map[string]any
-	Index   int
+	// StartTimeout bounds the start-up, handshake included, e.g. "30s" (empty: the host's
+	// default).
+	StartTimeout string
+	Config       map[string]any
+	Index        int
 }
 
 // DefaultMaxNewTokens is used when [generation] does not set max_new_tokens.
@@ -412,6 +415,8 @@ func parsePlugins(el *errList, v any) []PluginSpec {
 				p.SHA256 = strings.ToLower(str(k))
 			case "timeout":
 				p.Timeout = str(k)
+			case "start_timeout":
+				p.StartTimeout = str(k)
 			case "args":
 				list, ok := m[k].([]any)
 				for _, a := range list {
@@ -440,7 +445,7 @@ func parsePlugins(el *errList, v any) []PluginSpec {
 				}
 				p.Config = t
 			default:
-				el.add(path+"."+k, "unknown key (known: name, path, args, env, sha256, timeout, config)")
+				el.add(path+"."+k, "unknown key (known: name, path, args, env, sha256, timeout, start_timeout, config)")
 			}
 		}
 		if p.Name == "" {

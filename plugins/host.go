@@ -43,7 +43,8 @@ type Options struct {
 	Logger hclog.Logger
 	// Timeout is the per-call deadline of plugins whose [[plugins]] entry sets none (5s).
 	Timeout time.Duration
-	// StartTimeout bounds a plugin's start-up, handshake included (10s).
+	// StartTimeout bounds the start-up, handshake included, of plugins whose [[plugins]] entry
+	// sets no start_timeout (10s).
 	StartTimeout time.Duration
 	// MaxRestarts is how many times a failed plugin is restarted within RestartWindow before
 	// loom gives up on it (5 within a minute).
@@ -115,7 +116,7 @@ func Start(spec *pipeline.Spec, reg *pipeline.Registry, opts Options) (*Host, er
 	var todo []*Plugin
 	for _, ps := range spec.Plugins {
 		path := fmt.Sprintf("plugins[%d]", ps.Index)
-		pl := &Plugin{host: h, spec: ps, name: ps.Name, path: path, timeout: opts.Timeout}
+		pl := &Plugin{host: h, spec: ps, name: ps.Name, path: path, timeout: opts.Timeout, startTimeout: opts.StartTimeout}
 		switch {
 		case !nameRE.MatchString(ps.Name):
 			errs.add(path+".name", " = %q: must be letters, digits, _ or -, not starting with a digit", ps.Name)
@@ -138,6 +139,14 @@ func Start(spec *pipeline.Spec, reg *pipeline.Registry, opts Options) (*Host, er
 				continue
 			}
 			pl.timeout = d
+		}
+		if ps.StartTimeout != "" {
+			d, err := time.ParseDuration(ps.StartTimeout)
+			if err != nil || d <= 0 {
+				errs.add(path+".start_timeout", " = %q: must be a positive duration like \"500ms\" or \"30s\"", ps.StartTimeout)
+				continue
+			}
+			pl.startTimeout = d
 		}
 		if pl.bin, err = resolvePath(ps.Path, spec.Dir); err != nil {
 			errs.add(path+".path", ": %v", err)

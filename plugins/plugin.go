@@ -34,7 +34,9 @@ type Plugin struct {
 	bin      string
 	checksum []byte
 	timeout  time.Duration
-	log      hclog.Logger
+	// startTimeout bounds a start-up, handshake included.
+	startTimeout time.Duration
+	log          hclog.Logger
 
 	// mu serialises calls into the plugin and its restarts.
 	mu       sync.Mutex
@@ -223,7 +225,7 @@ func (pl *Plugin) startProcess() (*process, error) {
 		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           demoted{pl.log.Named("go-plugin")},
-		StartTimeout:     opts.StartTimeout,
+		StartTimeout:     pl.startTimeout,
 		SyncStdout:       &lineWriter{log: pl.log, tail: r.tail, stream: "stdout"},
 		SyncStderr:       &lineWriter{log: pl.log, tail: r.tail, stream: "stderr"},
 		SkipHostEnv:      true,
@@ -247,7 +249,7 @@ func (pl *Plugin) startProcess() (*process, error) {
 	hc := raw.(*hostClient)
 	proc.conn, proc.broker, proc.rpc = hc.conn, hc.broker, pluginpb.NewPluginClient(hc.conn)
 
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pl.startTimeout)
 	defer cancel()
 	desc, err := proc.rpc.Describe(ctx, &pluginpb.DescribeRequest{})
 	if err != nil {
@@ -268,6 +270,9 @@ func (pl *Plugin) startProcess() (*process, error) {
 	if (!desc.Doorbell || proc.region == nil) && proc.bell != nil {
 		proc.bell.close()
 		proc.bell = nil
+	}
+	if proc.bell != nil {
+		proc.bell.wake = proc.region.Features()&shm.FeatureWake != 0
 	}
 	cr, err := proc.rpc.Configure(ctx, &pluginpb.ConfigureRequest{ConfigJson: pl.config, PluginName: pl.name})
 	if err != nil {
@@ -440,7 +445,7 @@ func (proc *process) mailboxTrip(req *pluginpb.StepRequest, mailboxCap uint64) (
 	if err := shm.Ring(proc.bell.req); err != nil {
 		return nil, err
 	}
-	if err := shm.Wait(proc.bell.rep); err != nil {
+	if _, err := shm.Receive(proc.bell.rep, replySpin); err != nil {
 		return nil, err
 	}
 	n, _ := reg.MailboxLen()
@@ -458,10 +463,24 @@ func (proc *process) mailboxTrip(req *pluginpb.StepRequest, mailboxCap uint64) (
 	return reply, nil
 }
 
+// replySpin is how long the host polls for a plugin's reply before it sleeps: most steps are
+// answered within it, and a thread that never slept needs no wake-up.
+const replySpin = 200 * time.Microsecond
+
 // hostBell is the host's ends of the doorbell pipes.
 type hostBell struct {
 	req, rep int
 	buf      []byte
+	// wake: the plugin takes a wake-up ring before each step (shm.FeatureWake).
+	wake bool
+}
+
+// wakeUp rings the plugin's wake-up bell when it takes one: its thread wakes while the host
+// writes the step's data. A failure shows at the step's own ring.
+func (proc *process) wakeUp() {
+	if proc.bell != nil && proc.bell.wake {
+		_ = shm.RingWake(proc.bell.req)
+	}
 }
 
 // newHostBell makes the two pipes; theirs are the plugin's ends, for ExtraFiles (fd 4: it
@@ -474,6 +493,13 @@ func newHostBell() (*hostBell, []*os.File, error) {
 	if err := syscall.Pipe2(b[:], syscall.O_CLOEXEC); err != nil {
 		syscall.Close(a[0])
 		syscall.Close(a[1])
+		return nil, nil, err
+	}
+	// The host polls its reply end (see replySpin).
+	if err := syscall.SetNonblock(b[0], true); err != nil {
+		for _, fd := range append(a[:], b[:]...) {
+			syscall.Close(fd)
+		}
 		return nil, nil, err
 	}
 	theirs := []*os.File{os.NewFile(uintptr(a[0]), "doorbell-in"), os.NewFile(uintptr(b[1]), "doorbell-out")}
@@ -515,6 +541,16 @@ func (proc *process) describeFailure(what string, err error) error {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		// go-plugin kills the process when the handshake times out.
+		return fmt.Errorf("plugin %q: %s: did not complete the handshake within %v (the entry's start_timeout): killed it%s", name, what, proc.pl.startTimeout, proc.runner.tailNote())
+	case strings.Contains(msg, "Failed to read any lines from plugin's stdout") || strings.Contains(msg, "plugin exited before we could connect"):
+		// It ended (or closed its standard output) without a word: its standard error says why.
+		status, ok := proc.runner.exitStatus(time.Second)
+		if !ok {
+			status = "closed its standard output"
+		}
+		return fmt.Errorf("plugin %q: %s: ended before the handshake (%s)%s", name, what, status, proc.runner.tailNote())
 	case strings.Contains(msg, "incompatible API version"):
 		return fmt.Errorf("plugin %q: %s: protocol version mismatch: this loom speaks plugin protocol %d (%s); rebuild the plugin against a matching sdk", name, what, sdk.ProtocolVersion, msg)
 	case strings.Contains(msg, "Unrecognized remote plugin message"):

@@ -315,10 +315,25 @@ func TestStartErrors(t *testing.T) {
 	data, _ := os.ReadFile(tp)
 	os.WriteFile(writable, data, 0o777)
 	os.Chmod(writable, 0o777)
+	script := func(name, src string) string {
+		p := e.dir + "/" + name
+		if err := os.WriteFile(p, []byte(src), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o755)
+		return fmt.Sprintf("path = %q\nsha256 = %q\n", p, sum(t, p))
+	}
+	badImport := script("badimport.py", "#!/usr/bin/python3\nimport sys\nprint('loading the model of bans', file=sys.stderr)\nimport loom_no_such_module\n")
+	badSyntax := script("badsyntax.py", "#!/usr/bin/python3\ndef serve(:\n    pass\n")
+	hang := script("hang.sh", "#!/bin/sh\necho 'warming up' >&2\nexec sleep 60\n")
 	cases := []struct {
 		name, entry string
 		want        []string
 	}{
+		{"python bad import", badImport, []string{`plugin "x"`, "ended before the handshake (exit status 1)", "loading the model of bans", "ModuleNotFoundError: No module named 'loom_no_such_module'"}},
+		{"python syntax error", badSyntax, []string{`plugin "x"`, "ended before the handshake (exit status 1)", "SyntaxError"}},
+		{"hangs before handshake", hang + "start_timeout = \"400ms\"\n", []string{`plugin "x"`, "did not complete the handshake within 400ms", "start_timeout", "warming up"}},
+		{"bad start timeout", fmt.Sprintf("path = %q\nsha256 = %q\nstart_timeout = \"-1s\"\n", tp, sum(t, tp)), []string{":8: plugins[0].start_timeout", "positive duration"}},
 		{"bad checksum", fmt.Sprintf("path = %q\nsha256 = %q\n", tp, strings.Repeat("ab", 32)), []string{"bad checksum.toml:7: plugins[0].sha256", "sha256 is " + sum(t, tp), "declares " + strings.Repeat("ab", 32)}},
 		{"not a checksum", fmt.Sprintf("path = %q\nsha256 = \"abc\"\n", tp), []string{":7: plugins[0].sha256", "64 hexadecimal digits"}},
 		{"missing binary", fmt.Sprintf("path = %q\nsha256 = %q\n", tp+"-missing", sum(t, tp)), []string{":6: plugins[0].path", "no such file"}},

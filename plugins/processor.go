@@ -73,6 +73,7 @@ func (p *processor) step(proc *process, seqs []*core.Sequence, cands []*core.Can
 	rows := p.prepareRows(len(seqs))
 	mailbox := mailboxFor(proc, len(seqs), p.vocab)
 	if proc.region != nil {
+		proc.wakeUp()
 		if err := p.layout(proc, seqs, cands, rows, headerSize+mailbox); err != nil {
 			return err
 		}

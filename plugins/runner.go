@@ -180,6 +180,22 @@ func (r *procRunner) Diagnose(context.Context) string {
 	return msg
 }
 
+// tailNote is "; its standard error ended with:" and the plugin's last lines of output, or
+// "" when it printed nothing. It waits a moment for the readers to drain the pipes.
+func (r *procRunner) tailNote() string {
+	if r.exited != nil {
+		select {
+		case <-r.exited:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	t := r.tail.String()
+	if t == "" {
+		return " (it printed nothing)"
+	}
+	return "; its output ended with:\n" + t
+}
+
 // Stdout is what go-plugin reads for the handshake: only the first line.
 func (r *procRunner) Stdout() io.ReadCloser { return r.handshake }
 

@@ -50,7 +50,7 @@ func (s *stopping) Check(seq *core.Sequence) core.Stop {
 		}
 		if reg := proc.region; reg != nil {
 			r.TokensOff = headerSize + mailbox
-			r.TextOff = shm.AlignUp(headerSize + 4*uint64(r.NumTokens))
+			r.TextOff = shm.AlignUp(r.TokensOff + 4*uint64(r.NumTokens))
 			if end := int(r.TextOff) + int(r.TextLen); end > reg.Size() {
 				if err := reg.Grow(max(end, 2*reg.Size())); err != nil {
 					return s.pl.errorf("%v", err)

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/hashicorp/go-plugin"
@@ -73,14 +74,26 @@ func openDoorbell() *doorbell {
 	if unix.Fstat(in, &st) != nil || unix.Fstat(out, &st) != nil {
 		return nil
 	}
+	// Receive polls: the read end must not block.
+	if unix.SetNonblock(in, true) != nil {
+		return nil
+	}
 	return &doorbell{in: in, out: out}
 }
+
+// wakeSpin is how long the plugin polls for a step after the host's wake-up ring: the time
+// the host takes to copy a step's logits, with room to spare.
+const wakeSpin = 500 * time.Microsecond
 
 // serveDoorbell answers the steps the host rings for, until the host goes away.
 func (s *server) serveDoorbell() {
 	runtime.LockOSThread()
 	for {
-		if err := shm.Wait(s.bell.in); err != nil {
+		b, err := shm.Receive(s.bell.in, 0)
+		for err == nil && b == shm.WakeByte {
+			b, err = shm.Receive(s.bell.in, wakeSpin)
+		}
+		if err != nil {
 			return
 		}
 		s.mailboxStep()
@@ -183,6 +196,13 @@ func (s *server) close() {
 }
 
 func (s *server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.DescribeReply, error) {
+	if s.bell != nil {
+		if err := s.mapHeader(); err != nil {
+			s.bell = nil
+		} else {
+			s.region.SetFeatures(shm.FeatureWake)
+		}
+	}
 	r := &pluginpb.DescribeReply{SharedMemory: s.region != nil, Doorbell: s.bell != nil, Sdk: sdkName}
 	for _, p := range s.parts {
 		d := &pluginpb.Part{Kind: p.kind, Name: p.name}

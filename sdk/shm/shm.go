@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -202,13 +203,37 @@ func AlignUp(n uint64) uint64 { return (n + Align - 1) &^ (Align - 1) }
 //	bytes 8–16   capacity of the mailbox
 //	bytes 64–    the mailbox: a StepRequest from the host, then the plugin's StepReply
 //
-// The host writes the request, then one byte to the plugin's read pipe; the plugin decodes
-// the request, writes its reply over it, then one byte to its write pipe. A closed pipe means
-// the other side is gone.
+//	bytes 16–24  features of the plugin's doorbell (FeatureWake), written by the plugin
+//	             before it answers Describe
+//
+// The host writes the request, then one byte (StepByte) to the plugin's read pipe; the plugin
+// decodes the request, writes its reply over it, then one byte to its write pipe. A closed
+// pipe means the other side is gone.
+//
+// With FeatureWake the host may ring WakeByte first, as soon as it knows a step is coming and
+// before it writes the step's data: the plugin's thread wakes up while the host copies the
+// logits, then polls for the StepByte that follows.
 const (
 	EnvDoorbell   = "LOOM_DOORBELL_FDS"
 	MailboxOffset = 64
+
+	StepByte byte = 1
+	WakeByte byte = 2
+
+	// FeatureWake says the plugin takes WakeByte.
+	FeatureWake uint64 = 1
 )
+
+// Features returns the plugin's doorbell features from the header.
+func (r *Region) Features() uint64 {
+	if len(r.mem) < MailboxOffset {
+		return 0
+	}
+	return le64(r.mem[16:24])
+}
+
+// SetFeatures writes the plugin's doorbell features into the header.
+func (r *Region) SetFeatures(f uint64) { put64(r.mem[16:24], f) }
 
 // MailboxLen returns the length and capacity fields of the header.
 func (r *Region) MailboxLen() (length, capacity uint64) {
@@ -241,9 +266,14 @@ func put64(b []byte, v uint64) {
 	}
 }
 
-// Ring writes one byte to fd, retrying on EINTR.
-func Ring(fd int) error {
-	one := []byte{1}
+// Ring writes StepByte to fd, retrying on EINTR.
+func Ring(fd int) error { return ring(fd, StepByte) }
+
+// RingWake writes WakeByte to fd, retrying on EINTR.
+func RingWake(fd int) error { return ring(fd, WakeByte) }
+
+func ring(fd int, b byte) error {
+	one := []byte{b}
 	for {
 		_, err := unix.Write(fd, one)
 		if err != unix.EINTR {
@@ -254,6 +284,36 @@ func Ring(fd int) error {
 
 // ErrHungUp is returned by Wait when the other side closed its end.
 var ErrHungUp = errors.New("the other side closed the doorbell")
+
+// Receive waits for one byte on fd, which must be in non-blocking mode (O_NONBLOCK), and
+// returns it. It polls fd for up to spin before it sleeps in poll(2): a side that expects the
+// byte within microseconds saves the wake-up of a sleeping thread (tens of microseconds on
+// virtual machines) for the price of a core spent spinning that long.
+func Receive(fd int, spin time.Duration) (byte, error) {
+	var b [1]byte
+	start := time.Now()
+	for {
+		n, err := unix.Read(fd, b[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if spin > 0 && time.Since(start) < spin {
+				continue
+			}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+				return 0, err
+			}
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, ErrHungUp
+		}
+		return b[0], nil
+	}
+}
 
 // Wait blocks until one byte arrives on fd.
 func Wait(fd int) error {
