@@ -1,4 +1,4 @@
-"""loom_plugin: write loom logits processors in Python.
+"""loom_plugin: write loom logits processors and stopping criteria in Python.
 
 A processor is an object with a ``name``, optionally ``needs``, ``doc``, ``configure(cfg)``
 and ``use_vocabulary(vocab)``, and a ``process(seq, cands)`` method; ``serve`` runs it as a
@@ -15,6 +15,23 @@ loom plugin (hashicorp/go-plugin over gRPC, the same protocol as the Go sdk)::
                 cands.ban(token)
 
     loom_plugin.serve(BanDigits())
+
+A stopping criterion has a ``check(seq)`` method instead, called after every generated token;
+it returns None to go on, or a ``Stop`` (or just a reason string) to end the sequence.
+``hold_back`` (a class attribute: it is read before ``configure``) is how many bytes of text
+loom holds back from streaming while a stop may still cut them::
+
+    class ThreeSentences:
+        name = "three_sentences"
+
+        def check(self, seq):
+            text = seq.generated_text()
+            if text.count(b".") >= 3:
+                return loom_plugin.Stop("stop_sentences", detail="3 sentences")
+
+    loom_plugin.serve(ThreeSentences())
+
+One plugin may serve several parts of both kinds: ``serve(BanDigits(), ThreeSentences())``.
 
 It needs Debian's python3-grpcio and python3-protobuf, and the generated modules beside this
 file (sdk/proto/generate.sh makes them). See docs/plugins.md in the loom repository.
@@ -125,13 +142,30 @@ class Vocabulary:
 
 
 class Sequence:
-    """One sequence at one step: tokens (prompt and generated), prompt_len, text (bytes)."""
+    """One sequence at one step: tokens (prompt and generated), prompt_len, and text (bytes):
+    the generated text so far, as loom streams it (the prompt's text is not included)."""
 
     def __init__(self, index, tokens, prompt_len, text):
         self.index, self.tokens, self.prompt_len, self.text = index, tokens, prompt_len, text
 
     def generated(self):
+        """The generated tokens."""
         return self.tokens[self.prompt_len:]
+
+    def generated_text(self):
+        """The generated text (bytes)."""
+        return self.text
+
+
+class Stop:
+    """A stopping criterion's verdict: the sequence ends with finish reason ``reason`` (say
+    "stop_sentences") and ``detail``. With ``cut_text`` the returned text ends at byte
+    ``text_end`` of the generated text (to drop a stop marker)."""
+
+    def __init__(self, reason, detail="", cut_text=False, text_end=0):
+        if not reason:
+            raise ValueError("a Stop needs a reason")
+        self.reason, self.detail, self.cut_text, self.text_end = str(reason), str(detail), bool(cut_text), int(text_end)
 
 
 class Candidates:
@@ -215,6 +249,10 @@ class _PluginServicer(pbg.PluginServicer):
     def Describe(self, request, context):
         reply = pb.DescribeReply(shared_memory=self.region is not None, sdk="loom-sdk-python/1")
         for p in self.parts:
+            if _is_stopping(p):
+                hold = max(int(getattr(p, "hold_back", 0)), 0)
+                reply.parts.add(kind=pb.KIND_STOPPING, name=p.name, doc=getattr(p, "doc", ""), hold_back=hold)
+                continue
             kind, n = getattr(p, "needs", NEEDS_LOGITS)
             needs = {"logits": pb.NEEDS_LOGITS, "top": pb.NEEDS_TOP, "history": pb.NEEDS_HISTORY}[kind]
             reply.parts.add(kind=pb.KIND_PROCESSOR, name=p.name, doc=getattr(p, "doc", ""), needs=needs, top_n=n)
@@ -255,16 +293,33 @@ class _PluginServicer(pbg.PluginServicer):
                 reply = pb.StepReply(id=req.id, error="%s: %s" % (type(e).__name__, e))
             yield reply
 
+    def _part(self, index, stopping):
+        if index >= len(self.parts) or _is_stopping(self.parts[index]) != stopping:
+            raise ValueError("no %s part number %d" % ("stopping" if stopping else "processor", index))
+        return self.parts[index]
+
     def _step(self, req, reply):
-        if req.WhichOneof("call") != "process":
-            raise ValueError("the Python sdk serves processors only")
-        call = req.process
-        if call.part >= len(self.parts):
-            raise ValueError("no part %d" % call.part)
-        part = self.parts[call.part]
+        call_kind = req.WhichOneof("call")
+        if call_kind not in ("process", "stop"):
+            raise ValueError("unknown step call %r" % call_kind)
         shared = self.region is not None and req.shm_size > 0
         if shared:
             self.region.ensure(req.shm_size)
+        if call_kind == "stop":
+            part = self._part(req.stop.part, True)
+            row = req.stop.row
+            seq, _ = self._load(row, shared and row.tokens_off != 0)
+            verdict = _verdict(part.check(seq), part.name, len(seq.text))
+            if verdict is not None:
+                reply.stop.reason = verdict.reason
+                reply.stop.detail = verdict.detail
+                reply.stop.cut_text = verdict.cut_text
+                reply.stop.text_end = verdict.text_end
+            else:
+                reply.stop.SetInParent()
+            return
+        call = req.process
+        part = self._part(call.part, False)
         for row in call.rows:
             seq, cands = self._load(row, shared and row.tokens_off != 0)
             part.process(seq, cands)
@@ -300,6 +355,23 @@ class _PluginServicer(pbg.PluginServicer):
         return seq, Candidates(items=items)
 
 
+def _is_stopping(part):
+    return callable(getattr(part, "check", None))
+
+
+def _verdict(result, name, text_len):
+    """Turns what check returned into a Stop, or None to go on."""
+    if result is None or result is False or result == "":
+        return None
+    if isinstance(result, str):
+        return Stop(result)
+    if not isinstance(result, Stop):
+        raise TypeError("%s.check returned %r: want None, a reason string or a loom_plugin.Stop" % (name, result))
+    if result.cut_text and not 0 <= result.text_end <= text_len:
+        raise ValueError("%s.check cuts at byte %d of a %d-byte text" % (name, result.text_end, text_len))
+    return result
+
+
 class _Health(health_pb2_grpc.HealthServicer):
     def Check(self, request, context):
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
@@ -316,8 +388,25 @@ class _Controller(go_plugin_pb2_grpc.GRPCControllerServicer):
         return go_plugin_pb2.Empty()
 
 
-def serve(*processors):
-    """Serves the processors until the host stops the plugin; then exits the process."""
+def _check_parts(parts):
+    if not parts:
+        raise ValueError("serve needs at least one part")
+    seen = set()
+    for i, p in enumerate(parts):
+        name = getattr(p, "name", "")
+        is_proc, is_stop = callable(getattr(p, "process", None)), _is_stopping(p)
+        if is_proc == is_stop:
+            raise TypeError("part %d (%r) needs exactly one of process(seq, cands) and check(seq)" % (i, p))
+        key = (is_stop, name)
+        if not isinstance(name, str) or not name or key in seen:
+            raise ValueError("part %d (%r): empty or repeated name %r" % (i, p, name))
+        seen.add(key)
+
+
+def serve(*parts):
+    """Serves the parts (processors and stopping criteria) until the host stops the plugin;
+    then exits the process."""
+    _check_parts(parts)
     if os.environ.get(COOKIE_KEY) != COOKIE_VALUE:
         sys.stderr.write("This is a loom plugin: declare it in a pipeline's [[plugins]]; loom starts it.\n")
         sys.exit(1)
@@ -332,7 +421,7 @@ def serve(*processors):
         futures.ThreadPoolExecutor(max_workers=4),
         options=[("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)],
     )
-    pbg.add_PluginServicer_to_server(_PluginServicer(processors), server)
+    pbg.add_PluginServicer_to_server(_PluginServicer(parts), server)
     health_pb2_grpc.add_HealthServicer_to_server(_Health(), server)
     go_plugin_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(done), server)
     server.add_insecure_port("unix:" + path)
