@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/loomlm/loom/model/ggml"
@@ -589,6 +590,20 @@ func TestMatMuls(t *testing.T) {
 	}
 }
 
+// allocsPerCall returns the mean number of heap allocations of f over runs calls, on one P
+// (as testing.AllocsPerRun, but unrounded).
+func allocsPerCall(runs int, f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(runs)
+}
+
 // TestSmallMatMulAllocs checks that a product too small to share out to the workers (attention
 // runs thousands per token) allocates nothing, for every type. (The pure-Go float kernels
 // decode each weight row into a buffer of their own.)
@@ -603,8 +618,19 @@ func TestSmallMatMulAllocs(t *testing.T) {
 			x := randomActivations(r, n, 256)
 			out := make([]float32, n*16)
 			MatMul(out, m, x, n) // fill the scratch pool
-			if a := testing.AllocsPerRun(20, func() { MatMul(out, m, x, n) }); a != 0 {
-				t.Errorf("%v 16×256, %d rows: %v allocations per MatMul", typ, n, a)
+			if !raceEnabled {
+				if a := testing.AllocsPerRun(20, func() { MatMul(out, m, x, n) }); a != 0 {
+					t.Errorf("%v 16×256, %d rows: %v allocations per MatMul", typ, n, a)
+				}
+				continue
+			}
+			// Under the race detector sync.Pool drops a quarter of the buffers put back at
+			// random, and each dropped one costs two allocations (the buffer and its bytes) on
+			// the next call: 0.5 per call expected. A product that allocated on every call
+			// would show at least 1.
+			const runs = 400
+			if a := allocsPerCall(runs, func() { MatMul(out, m, x, n) }); a >= 1 {
+				t.Errorf("%v 16×256, %d rows: %.2f allocations per MatMul over %d calls (race build)", typ, n, a, runs)
 			}
 		}
 	}
