@@ -146,7 +146,7 @@ func TestEventsCarryTheStepTrace(t *testing.T) {
 	}
 	var events []core.Event
 	req := core.Request{Prompt: "the cat", MaxNewTokens: 12, IgnoreEOS: true, N: 2, Seed: core.SeedOf(3),
-		Return: core.ReturnOptions{Trace: 4},
+		Return:  core.ReturnOptions{Trace: 4},
 		OnEvent: func(ev core.Event) error { events = append(events, ev); return nil }}
 	res := generate(t, m, tok, strategies.Ancestral{}, req, temp, topK)
 	seen := 0
