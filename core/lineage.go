@@ -34,6 +34,8 @@ type LineageEvent struct {
 	Parent int `json:"parent,omitempty"`
 	// Tokens is the appended token, or the tokens a verification ran ahead.
 	Tokens []TokenID `json:"tokens,omitempty"`
+	// Texts are the texts of Tokens.
+	Texts []string `json:"texts,omitempty"`
 	// Logprob is an appended token's log-probability under the processed distribution (zero
 	// when the strategy chose it without one).
 	Logprob float32 `json:"logprob,omitempty"`
@@ -47,7 +49,11 @@ type LineageEvent struct {
 
 // note records a lineage event when the request asked for the lineage.
 func (s *Session) note(ev LineageEvent) {
-	if s.req.Return.Lineage && !s.closing {
-		s.lineage = append(s.lineage, ev)
+	if !s.req.Return.Lineage || s.closing {
+		return
 	}
+	for _, id := range ev.Tokens {
+		ev.Texts = append(ev.Texts, string(s.pipe.Tokenizer.TokenBytes(id)))
+	}
+	s.lineage = append(s.lineage, ev)
 }

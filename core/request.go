@@ -121,8 +121,11 @@ type SequenceResult struct {
 
 // TraceStep records what every processor did to one step's distribution.
 type TraceStep struct {
-	Step   int          `json:"step"`
-	Chosen TokenID      `json:"chosen"`
+	Step   int     `json:"step"`
+	Chosen TokenID `json:"chosen"`
+	// Text is the chosen token's text (its bytes; a token that ends inside a UTF-8 character
+	// shows as U+FFFD in JSON).
+	Text   string       `json:"text"`
 	Stages []TraceStage `json:"stages"`
 }
 
