@@ -30,7 +30,8 @@ const (
 type LineageEvent struct {
 	Op  LineageOp `json:"op"`
 	Seq int       `json:"seq"`
-	// Parent is the sequence a fork was made from.
+	// Parent is the sequence a fork was made from (JSON omits it when 0, as it omits every
+	// zero field here).
 	Parent int `json:"parent,omitempty"`
 	// Tokens is the appended token, or the tokens a verification ran ahead.
 	Tokens []TokenID `json:"tokens,omitempty"`

@@ -19,6 +19,8 @@ type Spec struct {
 	// File is the name errors use; Dir is the directory relative paths are resolved against.
 	File string
 	Dir  string
+	// Source is the TOML text the spec was parsed from.
+	Source string
 
 	Model      ModelSpec
 	DraftModel *ModelSpec
@@ -101,7 +103,7 @@ func Load(path string) (*Spec, error) {
 // errors in the file's values it returns the spec as well as the errors, so that Build can
 // report them together with those only building finds; on invalid TOML the spec is nil.
 func Parse(name string, src []byte) (*Spec, error) {
-	s := &Spec{File: name, Dir: filepath.Dir(name), loc: newLocator(src)}
+	s := &Spec{File: name, Dir: filepath.Dir(name), Source: string(src), loc: newLocator(src)}
 	el := &errList{file: name, loc: s.loc}
 	raw, err := decodeTOML(src)
 	if err != nil {

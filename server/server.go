@@ -111,6 +111,7 @@ func New(opts Options) *Server {
 	})
 	s.mux.HandleFunc("GET /ready", s.handleReady)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.registerWorkbench()
 	return s
 }
 
