@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -109,7 +110,13 @@ func Parse(name string, src []byte) (*Spec, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, Errors{{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
+			line := pe.Position.Line
+			if st := pe.Position.Start; st >= 0 && st < len(src) {
+				// The line of the offending byte: the parser counts an unexpected newline as
+				// the start of the next line, while the mistake is on the line it ends.
+				line = 1 + bytes.Count(src[:st], []byte("\n"))
+			}
+			return nil, Errors{{File: name, Line: line, Msg: "invalid TOML: " + pe.Message}}
 		}
 		return nil, Errors{{File: name, Msg: "invalid TOML: " + err.Error()}}
 	}

@@ -22,16 +22,17 @@ func (s *Server) inlineEntry(src string) (*entry, error) {
 }
 
 // servedEntry parses a pipeline given as TOML whose models must be served already: [model],
-// and [draft_model] when allowDraft (the workbench's pipelines). It may declare no plugins.
-func (s *Server) servedEntry(src string, allowDraft bool) (*entry, error) {
+// and, for the workbench, [draft_model]. Only the workbench's pipelines may declare plugins
+// (which must be running already, see workbenchEntry).
+func (s *Server) servedEntry(src string, workbench bool) (*entry, error) {
 	spec, err := pipeline.Parse(inlineFile, []byte(src))
 	if err != nil {
 		return nil, err
 	}
-	if len(spec.Plugins) > 0 {
+	if len(spec.Plugins) > 0 && !workbench {
 		return nil, badParam("pipeline", "declares [[plugins]]: an inline pipeline may not start programs")
 	}
-	if spec.DraftModel != nil && !allowDraft {
+	if spec.DraftModel != nil && !workbench {
 		return nil, badParam("pipeline", "declares [draft_model]: an inline pipeline may use only the served models as [model]")
 	}
 	m, err := s.servedModel("model", spec.Model, spec)

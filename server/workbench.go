@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/loomlm/loom/core"
@@ -134,14 +136,17 @@ type workbenchIssue struct {
 }
 
 // workbenchEntry builds an entry from an edited pipeline: like an inline pipeline of the API,
-// but it may declare a served model as [draft_model] and use the plugin parts of the loaded
-// pipelines (and, like it, start no program).
+// but it may declare a served model as [draft_model], and plugins that a loaded pipeline
+// declared exactly so (their running processes serve it; it starts no program).
 func (s *Server) workbenchEntry(src string) (*entry, *core.Pipeline, error) {
 	e, err := s.servedEntry(src, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	e.reg = s.registry()
+	if e.reg, err = s.runningPlugins(e.spec.Plugins); err != nil {
+		return nil, nil, err
+	}
+	e.spec.Plugins = nil
 	p, err := e.build(&sampling{}, nil)
 	if err != nil {
 		return nil, nil, err
@@ -322,4 +327,47 @@ func (s *Server) workbenchPipeline(body *workbenchRunRequest) (*entry, *core.Pip
 		return nil, nil, err
 	}
 	return e, p, nil
+}
+
+// runningPlugins returns the built-in parts plus those of the declared plugins, each of which
+// must be declared exactly as in a loaded pipeline (same name, program, arguments,
+// environment, checksum, timeouts and configuration), so that the process the server started
+// for it serves the edited pipeline too.
+func (s *Server) runningPlugins(declared []pipeline.PluginSpec) (*pipeline.Registry, error) {
+	reg := pipeline.Builtins().Clone()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range declared {
+		var from *entry
+		var names []string
+		for _, e := range s.pipelines {
+			for _, q := range e.plugins {
+				names = append(names, q.Name)
+				if samePlugin(p, q) {
+					from = e
+				}
+			}
+		}
+		if from == nil {
+			sort.Strings(names)
+			return nil, badParam("pipeline", "plugins[%d] (%s): the workbench runs only plugins the server started, declared exactly as in a loaded pipeline (running: %s)",
+				i, p.Name, strings.Join(names, ", "))
+		}
+		for _, k := range []pipeline.Kind{pipeline.Processor, pipeline.Stopping, pipeline.Strategy} {
+			for _, part := range from.reg.Parts(k) {
+				if part.Source == p.Name {
+					if err := reg.Register(part); err != nil {
+						return nil, badParam("pipeline", "plugins[%d] (%s): %v", i, p.Name, err)
+					}
+				}
+			}
+		}
+	}
+	return reg, nil
+}
+
+// samePlugin reports whether two plugin declarations start the same program the same way.
+func samePlugin(a, b pipeline.PluginSpec) bool {
+	a.Index, b.Index = 0, 0
+	return reflect.DeepEqual(a, b)
 }

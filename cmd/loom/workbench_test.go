@@ -115,7 +115,8 @@ type wbReport struct {
 		Banner  string
 		Marked  []string
 	}
-	Heavy struct {
+	Plugin struct{ Step wbStep }
+	Heavy  struct {
 		Ms, Tokens, DistinctCounts, Frames int
 		LongTasks                          []float64
 	}
@@ -227,6 +228,7 @@ func TestWorkbenchInBrowser(t *testing.T) {
 		"beam":        runCase{Pipeline: "beam", Prompt: "And God said", Seed: 1, MaxTokens: 12, Trace: 5},
 		"speculative": runCase{Pipeline: "speculative", Prompt: "And God said unto Moses", Seed: 3, MaxTokens: 48, Trace: 5},
 		"compare":     map[string]any{"a": compareA, "b": compareB, "prompt": "The whale", "seed": 11, "maxTokens": 40, "trace": 5},
+		"plugin":      runCase{Pipeline: "banwords", Prompt: "the cat sat on the mat", Seed: 4, MaxTokens: 10, Trace: 5, Step: 2},
 		"heavy":       map[string]any{"pipeline": wbHeavy, "prompt": "And it came to pass", "seed": 5, "maxTokens": 200, "trace": 10},
 	}
 	input, err := json.Marshal(cases)
@@ -234,7 +236,18 @@ func TestWorkbenchInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	url, done := startServe(t)
+	// The server loads the example pipelines and one whose processor is a plugin.
+	pluginPipeline, _ := banwordsPipeline(t, "")
+	src, err := os.ReadFile(pluginPipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	banwords := filepath.Join(filepath.Dir(pluginPipeline), "banwords.toml")
+	if err := os.WriteFile(banwords, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url, done := startServe(t, banwords, "../../pipelines/default.toml", "../../pipelines/creative.toml",
+		"../../pipelines/beam.toml", "../../pipelines/speculative.toml")
 	defer func() {
 		if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
 			t.Error(err)
@@ -302,34 +315,7 @@ func TestWorkbenchInBrowser(t *testing.T) {
 	if got.Sample.DistinctCounts < 3 {
 		t.Errorf("the tokens appeared in %d renderings: not streamed", got.Sample.DistinctCounts)
 	}
-	tr := sample.Sequences[1].Trace[3]
-	lp, sc := sample.Sequences[1].Logprobs[3], sample.Sequences[1].Scores[3]
-	checkNum := func(what, shown string, want float32) {
-		v, err := strconv.ParseFloat(shown, 64)
-		if err != nil || math.Abs(v-float64(want)) > 0.0005+1e-9 {
-			t.Errorf("%s shown %q, loom run %.5f", what, shown, want)
-		}
-	}
-	checkNum("raw logprob", got.Sample.Step.Logprob, lp)
-	checkNum("final score", got.Sample.Step.Score, sc)
-	if !strings.Contains(got.Sample.Step.Chosen, "id "+strconv.Itoa(int(tr.Chosen))) {
-		t.Errorf("chosen shown %q, loom run %d %q", got.Sample.Step.Chosen, tr.Chosen, tr.Text)
-	}
-	if len(got.Sample.Step.Stages) != len(tr.Stages) {
-		t.Fatalf("%d stages shown, loom run traced %d", len(got.Sample.Step.Stages), len(tr.Stages))
-	}
-	for i, st := range tr.Stages {
-		shown := got.Sample.Step.Stages[i]
-		if shown.Processor != st.Processor || shown.Kept != st.Kept || len(shown.Top) != len(st.Top) {
-			t.Fatalf("stage %d shown %+v, loom run %+v", i, shown, st)
-		}
-		for j, tp := range st.Top {
-			b := shown.Top[j]
-			if b.ID != int(tp.ID) || float32(b.Value) != tp.Value || b.Chosen != (tp.ID == tr.Chosen) {
-				t.Errorf("stage %s bar %d shown %+v, loom run %+v", st.Processor, j, b, tp)
-			}
-		}
-	}
+	checkStep(t, got.Sample.Step, sample.Sequences[1], 3)
 	if got.Sample.AfterArrow == "" || !strings.HasPrefix(got.Sample.AfterArrow, "4/") || !strings.Contains(got.Sample.AfterArrow, "step 4") {
 		t.Errorf("after → the focus and panel show %q, want step 4", got.Sample.AfterArrow)
 	}
@@ -391,6 +377,16 @@ func TestWorkbenchInBrowser(t *testing.T) {
 		t.Errorf("compare: divergence at %d, marked %v (%q); loom run: %d", got.Compare.Diverge, got.Compare.Marked, got.Compare.Banner, k)
 	}
 
+	// The plugin's processor is traced like a built-in.
+	plugin := cliRun(t, banwords, "the cat sat on the mat", 4, 10, 5)
+	checkStep(t, got.Plugin.Step, plugin.Sequences[0], 2)
+	if !slices.Contains(got.Parts, "no_pets") {
+		t.Errorf("the parts list lacks the plugin's processor no_pets")
+	}
+	if n := len(got.Plugin.Step.Stages); n < 2 || got.Plugin.Step.Stages[1].Processor != "no_pets" {
+		t.Errorf("plugin run stages %+v", got.Plugin.Step.Stages)
+	}
+
 	// 200 tokens with six processors traced stream without falling behind.
 	maxLong := 0.0
 	for _, d := range got.Heavy.LongTasks {
@@ -400,5 +396,37 @@ func TestWorkbenchInBrowser(t *testing.T) {
 		got.Heavy.Ms, got.Heavy.DistinctCounts, got.Heavy.Frames, maxLong)
 	if got.Heavy.Tokens != 200 || got.Heavy.DistinctCounts < 5 || maxLong > 250 {
 		t.Errorf("heavy run: %d tokens shown over %d renderings, longest task %.0f ms", got.Heavy.Tokens, got.Heavy.DistinctCounts, maxLong)
+	}
+}
+
+// checkStep compares the step panel's numbers with step k of a sequence of `loom run --json`.
+func checkStep(t *testing.T, shown wbStep, sq core.SequenceResult, k int) {
+	t.Helper()
+	tr := sq.Trace[k]
+	checkNum := func(what, text string, want float32) {
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil || math.Abs(v-float64(want)) > 0.0005+1e-9 {
+			t.Errorf("step %d: %s shown %q, loom run %.5f", k, what, text, want)
+		}
+	}
+	checkNum("raw logprob", shown.Logprob, sq.Logprobs[k])
+	checkNum("final score", shown.Score, sq.Scores[k])
+	if !strings.Contains(shown.Chosen, "id "+strconv.Itoa(int(tr.Chosen))) {
+		t.Errorf("step %d: chosen shown %q, loom run %d %q", k, shown.Chosen, tr.Chosen, tr.Text)
+	}
+	if len(shown.Stages) != len(tr.Stages) {
+		t.Fatalf("step %d: %d stages shown, loom run traced %d", k, len(shown.Stages), len(tr.Stages))
+	}
+	for i, st := range tr.Stages {
+		s := shown.Stages[i]
+		if s.Processor != st.Processor || s.Kept != st.Kept || len(s.Top) != len(st.Top) {
+			t.Fatalf("step %d: stage %d shown %+v, loom run %+v", k, i, s, st)
+		}
+		for j, tp := range st.Top {
+			b := s.Top[j]
+			if b.ID != int(tp.ID) || float32(b.Value) != tp.Value || b.Chosen != (tp.ID == tr.Chosen) {
+				t.Errorf("step %d: stage %s bar %d shown %+v, loom run %+v", k, st.Processor, j, b, tp)
+			}
+		}
 	}
 }

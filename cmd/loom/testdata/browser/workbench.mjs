@@ -197,6 +197,13 @@ try {
     longTasks: await page.evaluate(() => window.__long),
   };
   await shot("07-heavy.png");
+
+  // A pipeline whose processor is a plugin.
+  await pick(cases.plugin.pipeline);
+  await setRunFields(cases.plugin);
+  await runAndWait();
+  report.plugin = { step: await readStep("A", cases.plugin.seq, cases.plugin.step) };
+  await shot("08-plugin.png");
 } catch (err) {
   report.failure = String(err.stack || err);
   await shot("failure.png").catch(() => {});
