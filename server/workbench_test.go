@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -177,5 +179,38 @@ func TestWorkbenchPage(t *testing.T) {
 	}
 	if !found || len(parts["stopping"]) == 0 || len(parts["strategies"]) == 0 {
 		t.Errorf("parts %+v", parts)
+	}
+}
+
+// TestWorkbenchDocCommands runs the curl commands of docs/workbench.md against a server with
+// the example pipelines.
+func TestWorkbenchDocCommands(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "workbench.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newServer(t, server.Options{})
+	n := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "curl ") {
+			continue
+		}
+		m := curlRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("docs/workbench.md: a curl command this test cannot run: %s", line)
+			continue
+		}
+		n++
+		status, _, body := postWorkbench(t, hs.URL+m[1], m[2])
+		want := `"type":"result"`
+		if strings.HasSuffix(m[1], "/validate") {
+			want = `"line":5,"path":"processors[0].p"`
+		}
+		if status != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("%s\n→ %d %s\nwant 200 with %s", line, status, body, want)
+		}
+	}
+	if n != 2 {
+		t.Errorf("found %d curl commands in docs/workbench.md, want 2", n)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -428,5 +430,43 @@ func checkStep(t *testing.T, shown wbStep, sq core.SequenceResult, k int) {
 				t.Errorf("step %d: stage %s bar %d shown %+v, loom run %+v", k, st.Processor, j, b, tp)
 			}
 		}
+	}
+}
+
+// TestWorkbenchDocServe runs the `loom serve` command of docs/workbench.md (on a free port) and
+// checks that the page is at / on its default address's path.
+func TestWorkbenchDocServe(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/workbench.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "http://127.0.0.1:8080/") {
+		t.Error("docs/workbench.md does not say where the page is")
+	}
+	n := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "loom serve") {
+			continue
+		}
+		n++
+		url, done := startServe(t, strings.Fields(line)[2:]...)
+		resp, err := http.Get(url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<title>loom workbench</title>") {
+			t.Errorf("%s: GET / answered %d %.200s", line, resp.StatusCode, body)
+		}
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Errorf("docs/workbench.md has %d loom serve commands, want 1", n)
 	}
 }
