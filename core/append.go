@@ -51,7 +51,7 @@ func (s *Session) Append(q *Sequence, ch Choice) error {
 		if have {
 			stages = q.next.stages
 		}
-		q.trace = append(q.trace, TraceStep{Step: step, Chosen: ch.ID, Stages: stages})
+		q.trace = append(q.trace, TraceStep{Step: step, Chosen: ch.ID, Text: string(s.pipe.Tokenizer.TokenBytes(ch.ID)), Stages: stages})
 	}
 	q.dropStep()
 	for _, p := range q.chain {
@@ -63,11 +63,15 @@ func (s *Session) Append(q *Sequence, ch Choice) error {
 		q.snaps = append(q.snaps[:step], snapshot(q.chain))
 	}
 	q.text = append(q.text, s.pipe.Tokenizer.TokenBytes(ch.ID)...)
+	if s.req.Return.Lineage { // (the event's token slice would cost an allocation per token)
+		s.note(LineageEvent{Op: LineageAppend, Seq: q.index, Tokens: []TokenID{ch.ID}, Logprob: ch.Logprob, Len: q.NumGenerated()})
+	}
 	if st := s.checkStop(q, ch.ID); st.Reason != FinishNone {
 		if st.CutText {
 			q.textEnd = min(max(st.TextEnd, 0), len(q.text))
 		}
 		q.finish, q.finishDetail = st.Reason, st.Detail
+		s.note(LineageEvent{Op: LineageFinish, Seq: q.index, Len: q.NumGenerated(), Reason: st.Reason})
 	}
 	return s.emit(q, ch)
 }

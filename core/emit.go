@@ -32,6 +32,10 @@ func (s *Session) emit(q *Sequence, ch Choice) error {
 		return nil
 	}
 	ev := Event{Sequence: q.index, Token: ch.ID, Score: ch.Logprob, Finished: q.Finished(), FinishReason: q.finish}
+	if n := len(q.trace); n > 0 && q.trace[n-1].Stages != nil {
+		t := q.trace[n-1]
+		ev.Trace = &t
+	}
 	ev.Text = s.takeText(q)
 	return s.req.OnEvent(ev)
 }
@@ -74,6 +78,7 @@ func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
 		return
 	}
 	q.finish, q.finishDetail = reason, detail
+	s.note(LineageEvent{Op: LineageFinish, Seq: q.index, Len: q.NumGenerated(), Reason: reason})
 	if s.req.OnEvent != nil && !s.deferEvents {
 		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Finished: true, FinishReason: reason})
 	}

@@ -53,5 +53,6 @@ func (s *Session) forkWith(q *Sequence, state State) *Sequence {
 	f.snaps = append([][]LogitsProcessor(nil), q.snaps...) // snapshots are never modified
 	f.revision = q.revision                                // same tokens: what q's processors counted holds for f
 	f.copyStepFrom(q)
+	s.note(LineageEvent{Op: LineageFork, Seq: f.index, Parent: q.index, Len: f.NumGenerated()})
 	return f
 }

@@ -22,6 +22,9 @@ func (s *Session) ForwardAhead(q *Sequence, tokens []TokenID, all bool) ([][]flo
 	if err := s.usable(q, "forward", false); err != nil {
 		return nil, err
 	}
+	if len(tokens) > 0 && s.req.Return.Lineage {
+		s.note(LineageEvent{Op: LineageVerify, Seq: q.index, Tokens: append([]TokenID(nil), tokens...), Len: q.NumGenerated()})
+	}
 	if p := q.Pending(); len(p) > 0 {
 		tokens = append(append([]TokenID(nil), p...), tokens...)
 	}

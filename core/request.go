@@ -45,6 +45,11 @@ type ReturnOptions struct {
 	// Trace, when > 0, records for every step the distribution after each processor: the
 	// number of tokens still possible and the Trace most probable with their probabilities.
 	Trace int
+	// Lineage records every primitive the strategy called on the request's sequences — start,
+	// fork, append, verify (speculation), truncate, finish, discard — in Result.Lineage, so
+	// that a beam search can be drawn as a tree and a speculative run with its accepted and
+	// rejected drafts.
+	Lineage bool
 }
 
 // SeedOf returns a pointer to seed, for Request.Seed.
@@ -68,6 +73,9 @@ type Event struct {
 	// Finished is set on a sequence's last event, with the reason.
 	Finished     bool
 	FinishReason FinishReason
+	// Trace is the step's record of what every processor did (when Return.Trace is set and
+	// the token was chosen from a processed row; nil otherwise).
+	Trace *TraceStep
 }
 
 // Result is the outcome of a request.
@@ -83,6 +91,8 @@ type Result struct {
 	Timings         Timings `json:"timings"`
 	// Stats holds the strategy's counters (drafted and accepted tokens, forwards, …).
 	Stats Stats `json:"stats"`
+	// Lineage is every primitive the strategy called, in order (when Return.Lineage is set).
+	Lineage []LineageEvent `json:"lineage,omitempty"`
 }
 
 // SequenceResult is one generated sequence.
@@ -111,8 +121,11 @@ type SequenceResult struct {
 
 // TraceStep records what every processor did to one step's distribution.
 type TraceStep struct {
-	Step   int          `json:"step"`
-	Chosen TokenID      `json:"chosen"`
+	Step   int     `json:"step"`
+	Chosen TokenID `json:"chosen"`
+	// Text is the chosen token's text (its bytes; a token that ends inside a UTF-8 character
+	// shows as U+FFFD in JSON).
+	Text   string       `json:"text"`
 	Stages []TraceStage `json:"stages"`
 }
 

@@ -33,12 +33,20 @@ func (s *Session) result(err error) *Result {
 				detail = err.Error()
 			}
 			q.finish, q.finishDetail = reason, detail
+			if !q.discarded {
+				s.note(LineageEvent{Op: LineageFinish, Seq: q.index, Len: q.NumGenerated(), Reason: reason})
+			}
 		}
 	}
 	res.GeneratedTokens = s.generated
 	if res.Stats.Drafted > 0 {
 		res.Stats.AcceptanceRate = float64(res.Stats.Accepted) / float64(res.Stats.Drafted)
 	}
+	for i, q := range outs {
+		s.note(LineageEvent{Op: LineageOutput, Seq: q.index, Len: q.NumGenerated(), Index: i})
+	}
+	s.closing = true
+	res.Lineage = s.lineage
 	for i, q := range outs {
 		text := q.text
 		if q.textEnd >= 0 {

@@ -90,6 +90,9 @@ type Session struct {
 	bases     []int
 
 	deferEvents bool
+
+	lineage []LineageEvent // see ReturnOptions.Lineage
+	closing bool           // the result is being assembled: primitives are no longer recorded
 }
 
 // NewSession validates the pipeline and the request and encodes the prompt. Most callers use
@@ -214,6 +217,7 @@ func (s *Session) Prefill() (*Sequence, error) {
 			}
 		}
 	}
+	s.note(LineageEvent{Op: LineageStart, Seq: q.index})
 	t := time.Now()
 	err = s.Forward(q)
 	s.prefillDur = time.Since(t)
@@ -278,6 +282,7 @@ func (s *Session) Discard(q *Sequence) {
 	if q == nil || q.discarded || q.session != s {
 		return
 	}
+	s.note(LineageEvent{Op: LineageDiscard, Seq: q.index, Len: q.NumGenerated()})
 	q.discarded = true
 	q.dropStep()
 	q.state.Close()

@@ -50,6 +50,7 @@ func (s *Session) Truncate(q *Sequence, n int) error {
 	}
 	q.finish, q.finishDetail, q.textEnd = FinishNone, "", -1
 	q.sumLogprob, q.score = 0, 0
+	s.note(LineageEvent{Op: LineageTruncate, Seq: q.index, Len: q.NumGenerated()})
 	return s.retract(q)
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -19,6 +20,8 @@ type Spec struct {
 	// File is the name errors use; Dir is the directory relative paths are resolved against.
 	File string
 	Dir  string
+	// Source is the TOML text the spec was parsed from.
+	Source string
 
 	Model      ModelSpec
 	DraftModel *ModelSpec
@@ -101,13 +104,19 @@ func Load(path string) (*Spec, error) {
 // errors in the file's values it returns the spec as well as the errors, so that Build can
 // report them together with those only building finds; on invalid TOML the spec is nil.
 func Parse(name string, src []byte) (*Spec, error) {
-	s := &Spec{File: name, Dir: filepath.Dir(name), loc: newLocator(src)}
+	s := &Spec{File: name, Dir: filepath.Dir(name), Source: string(src), loc: newLocator(src)}
 	el := &errList{file: name, loc: s.loc}
 	raw, err := decodeTOML(src)
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, Errors{{File: name, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
+			line := pe.Position.Line
+			if st := pe.Position.Start; st >= 0 && st < len(src) {
+				// The line of the offending byte: the parser counts an unexpected newline as
+				// the start of the next line, while the mistake is on the line it ends.
+				line = 1 + bytes.Count(src[:st], []byte("\n"))
+			}
+			return nil, Errors{{File: name, Line: line, Msg: "invalid TOML: " + pe.Message}}
 		}
 		return nil, Errors{{File: name, Msg: "invalid TOML: " + err.Error()}}
 	}

@@ -31,6 +31,18 @@ if ! /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null; then
   fi
 fi
 
+# The workbench's browser test drives Debian's Chromium (with playwright-core, installed by the
+# test from its committed lockfile). Install it when missing and possible.
+echo "== browser test prerequisites"
+if ! command -v chromium >/dev/null && [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing and cannot be installed here: the workbench browser test will fail"
+  fi
+fi
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/testreport" ./scripts/testreport

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -17,17 +18,43 @@ const inlineFile = "request.pipeline"
 // may use only models the server already serves and may declare no plugins, so a request can
 // neither load files nor start programs.
 func (s *Server) inlineEntry(src string) (*entry, error) {
+	return s.servedEntry(src, false)
+}
+
+// servedEntry parses a pipeline given as TOML whose models must be served already: [model],
+// and, for the workbench, [draft_model]. Only the workbench's pipelines may declare plugins
+// (which must be running already, see workbenchEntry).
+func (s *Server) servedEntry(src string, workbench bool) (*entry, error) {
 	spec, err := pipeline.Parse(inlineFile, []byte(src))
 	if err != nil {
 		return nil, err
 	}
-	if len(spec.Plugins) > 0 {
+	if len(spec.Plugins) > 0 && !workbench {
 		return nil, badParam("pipeline", "declares [[plugins]]: an inline pipeline may not start programs")
 	}
-	if spec.DraftModel != nil {
+	if spec.DraftModel != nil && !workbench {
 		return nil, badParam("pipeline", "declares [draft_model]: an inline pipeline may use only the served models as [model]")
 	}
-	key, err := modelKey(spec.Model, spec)
+	m, err := s.servedModel("model", spec.Model, spec)
+	if err != nil {
+		return nil, err
+	}
+	spec.Model.Builtin, spec.Model.Path = m.builtin, ""
+	if spec.DraftModel != nil {
+		d, err := s.servedModel("draft_model", *spec.DraftModel, spec)
+		if err != nil {
+			return nil, err
+		}
+		dm := *spec.DraftModel
+		dm.Builtin, dm.Path = d.builtin, ""
+		spec.DraftModel = &dm
+	}
+	return &entry{name: "inline", spec: spec, reg: pipeline.Builtins(), model: m, created: time.Now().Unix()}, nil
+}
+
+// servedModel finds the served model a pipeline's [table] declares.
+func (s *Server) servedModel(table string, ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel, error) {
+	key, err := modelKey(ms, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -39,9 +66,9 @@ func (s *Server) inlineEntry(src string) (*entry, error) {
 	}
 	s.mu.Unlock()
 	if !ok {
+		sort.Strings(served)
 		return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: codeOf("pipeline"),
-			Message: fmt.Sprintf("pipeline: [model] must be a model this server already serves (served: %s)", strings.Join(served, ", "))}
+			Message: fmt.Sprintf("pipeline: [%s] must be a model this server already serves (served: %s)", table, strings.Join(served, ", "))}
 	}
-	spec.Model.Builtin, spec.Model.Path = m.builtin, ""
-	return &entry{name: "inline", spec: spec, reg: pipeline.Builtins(), model: m, created: time.Now().Unix()}, nil
+	return m, nil
 }

@@ -49,7 +49,7 @@ func TestInlinePipeline(t *testing.T) {
 		name, toml, want string
 	}{
 		{"bad parameter", greedy + "[[processors]]\ntype = \"top_p\"\np = 1.5\n", `request.pipeline:7: processors[0].p = 1.5: must be in [0, 1]`},
-		{"bad TOML", "[model\n", `request.pipeline:2: invalid TOML`},
+		{"bad TOML", "[model\n", `request.pipeline:1: invalid TOML`},
 		{"unserved model", "[model]\nbuiltin = \"draft\"\n", `must be a model this server already serves`},
 		{"model file", "[model]\npath = \"/etc/passwd\"\n", `must be a model this server already serves`},
 		{"plugins", greedy + "[[plugins]]\nname = \"p\"\npath = \"/bin/true\"\nsha256 = \"00\"\n", `may not start programs`},

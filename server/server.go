@@ -70,6 +70,8 @@ type entry struct {
 	reg     *pipeline.Registry
 	model   *sharedModel
 	created int64
+	// plugins are the plugins the pipeline declared, started by the server at load.
+	plugins []pipeline.PluginSpec
 }
 
 // sharedModel is one opened model, shared by every pipeline that declares it.
@@ -111,6 +113,7 @@ func New(opts Options) *Server {
 	})
 	s.mux.HandleFunc("GET /ready", s.handleReady)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.registerWorkbench()
 	return s
 }
 
@@ -135,7 +138,7 @@ func (s *Server) Add(name string, spec *pipeline.Spec) error {
 	if _, dup := s.pipelines[name]; dup {
 		return fmt.Errorf("%s: a pipeline named %q is already loaded", spec.File, name)
 	}
-	e := &entry{name: name, created: time.Now().Unix(), reg: pipeline.Builtins().Clone()}
+	e := &entry{name: name, created: time.Now().Unix(), reg: pipeline.Builtins().Clone(), plugins: spec.Plugins}
 	c := *spec
 	if len(spec.Plugins) > 0 {
 		if s.opts.StartPlugins == nil {

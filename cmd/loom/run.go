@@ -108,7 +108,7 @@ type runFlags struct {
 	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
 	seed                                        optionalSeed
 	temperature, topP                           optionalFloat
-	jsonOut, logprobs, quiet                    bool
+	jsonOut, logprobs, quiet, lineage           bool
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -128,6 +128,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs): a table per sequence on standard error, or in --json")
 	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100] (shown as --logprobs shows its table)")
 	fs.Var(&f.trace, "trace", "record the distribution after every processor, with the N most likely tokens per step, N in [0, 100]")
+	fs.BoolVar(&f.lineage, "lineage", false, "record every primitive the strategy called (forks, appends, verifications, truncations, discards) in --json's \"lineage\"")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the generated text (no sequence headers, no summary line)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -139,6 +140,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.prompt != "" && f.promptFile != "" {
 		return errors.New("give --prompt or --prompt-file, not both")
+	}
+	if f.lineage && !f.jsonOut {
+		return errors.New("--lineage: the lineage is printed in --json only; add --json")
 	}
 
 	// From here on Ctrl-C (or SIGTERM) cancels the run, and what was generated is printed
@@ -176,6 +180,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	req := built.Request(prompt)
 	req.Return.Logprobs = req.Return.Logprobs || f.logprobs
+	req.Return.Lineage = f.lineage
 
 	var out *textOutput
 	if !f.jsonOut {
