@@ -30,8 +30,18 @@ async function setEditor(side, text) {
   await area.fill(text);
 }
 
+// waitStatus waits until editor side's status matches re; on a timeout the error says what
+// the status and the listed problems were.
 async function waitStatus(side, re) {
-  await page.waitForFunction(([s, src]) => new RegExp(src).test(document.querySelector(`#status-${s}`).textContent), [side, re.source]);
+  try {
+    await page.waitForFunction(([s, src]) => new RegExp(src).test(document.querySelector(`#status-${s}`).textContent), [side, re.source], { timeout: 60000 });
+  } catch (err) {
+    const seen = await page.evaluate((s) => ({
+      status: document.querySelector(`#status-${s}`).textContent,
+      issues: [...document.querySelectorAll(`#issues-${s} li`)].map((li) => li.textContent),
+    }), side).catch((e) => String(e));
+    throw new Error(`editor ${side}: waiting for status ${re}: ${err.message}; the page shows ${JSON.stringify(seen)}`);
+  }
 }
 
 // runAndWait clicks Run (or presses Ctrl+Enter) and waits until every view has its result,
