@@ -82,7 +82,8 @@ type Part struct {
 	Type   string
 	Doc    string
 	Params []Param
-	// Source names where the part comes from: "built-in" or the plugin's name.
+	// Source names where the part comes from: "built-in", or PluginSource of the plugin's
+	// name for a part a plugin serves.
 	Source string
 
 	NewProcessor func(a *Args) (core.LogitsProcessor, error)
@@ -140,6 +141,9 @@ func (r *Registry) Register(p *Part) error {
 	r.parts[p.Kind][p.Type] = p
 	return nil
 }
+
+// PluginSource is the Source of the parts served by the plugin declared under name.
+func PluginSource(name string) string { return "plugin " + name }
 
 // MustRegister is Register that panics, for built-ins registered at init.
 func (r *Registry) MustRegister(p *Part) {

@@ -24,7 +24,7 @@ func (pl *Plugin) register(reg *pipeline.Registry) error {
 				Kind:   kindOf(p.Kind),
 				Type:   typ,
 				Doc:    fmt.Sprintf("%s [plugin %s, part %s]", doc, pl.name, p.Name),
-				Source: "plugin " + pl.name,
+				Source: pipeline.PluginSource(pl.name),
 			}
 			idx := uint32(i)
 			switch p.Kind {

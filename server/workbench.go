@@ -355,7 +355,7 @@ func (s *Server) runningPlugins(declared []pipeline.PluginSpec) (*pipeline.Regis
 		}
 		for _, k := range []pipeline.Kind{pipeline.Processor, pipeline.Stopping, pipeline.Strategy} {
 			for _, part := range from.reg.Parts(k) {
-				if part.Source == p.Name {
+				if part.Source == pipeline.PluginSource(p.Name) {
 					if err := reg.Register(part); err != nil {
 						return nil, badParam("pipeline", "plugins[%d] (%s): %v", i, p.Name, err)
 					}

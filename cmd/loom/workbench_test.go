@@ -256,6 +256,18 @@ func TestWorkbenchInBrowser(t *testing.T) {
 		}
 		<-done
 	}()
+	// The plugin pipeline, edited or not, validates: its parts are served by the running plugin.
+	vbody, _ := json.Marshal(map[string]string{"pipeline": string(src)})
+	resp, err := http.Post(url+"/loom/validate", "application/json", bytes.NewReader(vbody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vres, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(vres, []byte(`"ok":true`)) {
+		t.Fatalf("validating the plugin pipeline's source: %s", vres)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "workbench.mjs", url, browser, artifacts)

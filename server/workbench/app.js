@@ -66,6 +66,9 @@ class Editor {
     this.loaded = loaded;
     this.source.textContent = loaded ? `loaded: ${loaded.name}` : "edited";
     this.renderGutter();
+    clearTimeout(this.timer);
+    this.status.textContent = "checking…";
+    this.status.className = "status";
     this.validate();
   }
   changed() {

@@ -69,7 +69,7 @@ async function runAndWait({ keyboard = false } = {}) {
 
 async function pick(name) {
   await page.selectOption("#picker", name);
-  await waitStatus("A", /valid/);
+  await waitStatus("A", /^valid$/);
 }
 
 async function setRunFields({ prompt, seed, maxTokens, trace }) {
@@ -99,7 +99,7 @@ async function readStep(side, seq, step) {
 try {
   await page.goto(url, { waitUntil: "load" });
   await page.waitForSelector("#picker option", { state: "attached" });
-  await waitStatus("A", /valid/);
+  await waitStatus("A", /^valid$/);
   report.pipelines = await page.$$eval("#picker option", (os) => os.map((o) => o.value));
   report.parts = await page.$$eval("#parts-list details.part", (ds) => ds.map((d) => d.dataset.type));
   await page.click("#parts-toggle");
@@ -116,7 +116,7 @@ try {
   report.gutterErrors = await page.$$eval("#gutter-A span.err", (ss) => ss.map((s) => Number(s.textContent)));
   await shot("02-error.png");
   await setEditor("A", cases.fixed);
-  await waitStatus("A", /valid/);
+  await waitStatus("A", /^valid$/);
   report.fixedStatus = await page.textContent("#status-A");
 
   // A sampling run (two samples), streamed, then one step's story.
@@ -177,8 +177,8 @@ try {
   await page.check("#compare");
   await setEditor("A", cases.compare.a);
   await setEditor("B", cases.compare.b);
-  await waitStatus("A", /valid/);
-  await waitStatus("B", /valid/);
+  await waitStatus("A", /^valid$/);
+  await waitStatus("B", /^valid$/);
   await setRunFields(cases.compare);
   await runAndWait();
   report.compare = await page.evaluate(() => ({
@@ -191,7 +191,7 @@ try {
 
   // Responsiveness: 200 tokens, 6 processors, a trace of 10.
   await setEditor("A", cases.heavy.pipeline);
-  await waitStatus("A", /valid/);
+  await waitStatus("A", /^valid$/);
   await setRunFields(cases.heavy);
   await page.evaluate(() => {
     window.__long = [];
