@@ -161,4 +161,7 @@ type Stats struct {
 	Accepted int `json:"accepted,omitempty"`
 	// AcceptanceRate is Accepted / Drafted (filled in the Result).
 	AcceptanceRate float64 `json:"acceptance_rate,omitempty"`
+	// DraftK counts a speculative strategy's steps by the number of tokens they drafted:
+	// DraftK[k] steps drafted k (0: a plain decoding step).
+	DraftK []int `json:"draft_k,omitempty"`
 }

@@ -189,6 +189,12 @@ func TestSearchStrategies(t *testing.T) {
 		{"prompt lookup", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nngram = 2\n", ""},
 		{"prompt lookup k", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nk = 0\n",
 			"x.toml:5: strategy.k = 0: must be in [1, 64]"},
+		{"prompt lookup cost policy", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nk_policy = \"cost\"\n", ""},
+		{"adaptive spelled both ways", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nadaptive = true\nk_policy = \"acceptance\"\n", ""},
+		{"unknown k policy", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nk_policy = \"fast\"\n",
+			"x.toml:5: strategy.k_policy = \"fast\": must be fixed, acceptance or cost"},
+		{"adaptive contradicts k policy", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nadaptive = true\nk_policy = \"cost\"\n",
+			"x.toml:5: strategy.adaptive = true: contradicts k_policy"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

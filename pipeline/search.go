@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/strategies"
@@ -11,7 +12,8 @@ import (
 func searchParts() []*Part {
 	specParams := []Param{
 		{Name: "k", Type: Int, Default: int64(4), Doc: "tokens drafted per step"},
-		{Name: "adaptive", Type: Bool, Default: false, Doc: "grow k after fully accepted steps, shrink it after rejections (within [1, 2k])"},
+		{Name: "adaptive", Type: Bool, Default: false, Doc: "the same as k_policy = \"acceptance\""},
+		{Name: "k_policy", Type: String, Default: "", Doc: "fixed (k every step), acceptance (grow k after fully accepted steps, shrink it after rejections, within [1, 2k]) or cost (measure draft and verification costs while decoding and draft the k in [0, 2k] with the most expected tokens per second; 0 is plain decoding); default fixed, or acceptance with adaptive = true"},
 		{Name: "greedy", Type: Bool, Default: false, Doc: "verify by argmax (exactly greedy output) instead of rejection sampling"},
 	}
 	return []*Part{
@@ -46,8 +48,12 @@ func searchParts() []*Part {
 				if err := strategies.CheckSameTokenizer(a.Env.Tokenizer, a.Env.DraftTokenizer, a.Env.Model, a.Env.DraftModel); err != nil {
 					return nil, err
 				}
+				policy, err := kPolicy(a)
+				if err != nil {
+					return nil, err
+				}
 				return strategies.NewSpeculative(strategies.SpeculativeConfig{
-					Draft: a.Env.DraftModel, K: a.Int("k"), Adaptive: a.Bool("adaptive"), Greedy: a.Bool("greedy"),
+					Draft: a.Env.DraftModel, K: a.Int("k"), Policy: policy, Greedy: a.Bool("greedy"),
 				})
 			},
 		},
@@ -56,10 +62,33 @@ func searchParts() []*Part {
 			Doc:    "Speculative decoding that drafts by matching the last n-gram against earlier text (no draft model): fast on copy-heavy tasks.",
 			Params: append(specParams[:len(specParams):len(specParams)], Param{Name: "ngram", Type: Int, Default: int64(3), Doc: "longest n-gram to match (tries n down to 1)"}),
 			NewStrategy: func(a *Args) (core.Strategy, error) {
+				policy, err := kPolicy(a)
+				if err != nil {
+					return nil, err
+				}
 				return strategies.NewSpeculative(strategies.SpeculativeConfig{
-					K: a.Int("k"), Adaptive: a.Bool("adaptive"), Greedy: a.Bool("greedy"), NGram: a.Int("ngram"),
+					K: a.Int("k"), Policy: policy, Greedy: a.Bool("greedy"), NGram: a.Int("ngram"),
 				})
 			},
 		},
 	}
+}
+
+// kPolicy reads k_policy, and adaptive (its older spelling of "acceptance").
+func kPolicy(a *Args) (strategies.KPolicy, error) {
+	name, adaptive := a.String("k_policy"), a.Bool("adaptive")
+	if name == "" {
+		if adaptive {
+			return strategies.KAcceptance, nil
+		}
+		return strategies.KFixed, nil
+	}
+	p, err := strategies.ParseKPolicy(name)
+	if err != nil {
+		return 0, &core.ParamError{Param: "k_policy", Value: name, Reason: "must be fixed, acceptance or cost"}
+	}
+	if adaptive && p != strategies.KAcceptance {
+		return 0, &core.ParamError{Param: "adaptive", Value: true, Reason: "contradicts k_policy = " + strconv.Quote(name) + " (adaptive = true means k_policy = \"acceptance\")"}
+	}
+	return p, nil
 }

@@ -83,6 +83,13 @@ func BenchmarkSpeculative(b *testing.B) {
 				benchDecode(b, &core.Pipeline{Model: target, Tokenizer: tok, Strategy: sp, Processors: chain(greedy)}, req)
 			})
 		}
+		sp, err := strategies.NewSpeculative(strategies.SpeculativeConfig{Draft: draft, K: 4, Greedy: greedy, Policy: strategies.KCost})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode+"/draft-cost", func(b *testing.B) {
+			benchDecode(b, &core.Pipeline{Model: target, Tokenizer: tok, Strategy: sp, Processors: chain(greedy)}, req)
+		})
 	}
 }
 
@@ -105,6 +112,13 @@ func BenchmarkPromptLookup(b *testing.B) {
 			benchDecode(b, &core.Pipeline{Model: target, Tokenizer: tok, Strategy: sp}, req)
 		})
 	}
+	sp, err := strategies.NewSpeculative(strategies.SpeculativeConfig{K: 4, NGram: 3, Greedy: true, Policy: strategies.KCost})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("lookup-cost", func(b *testing.B) {
+		benchDecode(b, &core.Pipeline{Model: target, Tokenizer: tok, Strategy: sp}, req)
+	})
 }
 
 // BenchmarkBeam compares greedy decoding with beam search of 4 and 8 beams, with the beams'

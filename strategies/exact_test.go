@@ -110,7 +110,8 @@ func TestSpeculativeSamplingIsExact(t *testing.T) {
 		{"draft k=1", mustSpec(t, strategies.SpeculativeConfig{Draft: flatter, K: 1})},
 		{"draft k=2", mustSpec(t, strategies.SpeculativeConfig{Draft: flatter, K: 2})},
 		{"draft k=4", mustSpec(t, strategies.SpeculativeConfig{Draft: flatter, K: 4})},
-		{"draft k=3 adaptive", mustSpec(t, strategies.SpeculativeConfig{Draft: flatter, K: 3, Adaptive: true})},
+		{"draft k=3 adaptive", mustSpec(t, strategies.SpeculativeConfig{Draft: flatter, K: 3, Policy: strategies.KAcceptance})},
+		{"draft k=2 cost policy", mustSpec(t, strategies.SpeculativeConfig{Draft: flatter, K: 2, Policy: strategies.KCost})},
 		{"prompt lookup k=4", mustSpec(t, strategies.SpeculativeConfig{K: 4, NGram: 2})},
 	}
 	for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/loomlm/loom/core"
 )
@@ -14,11 +15,11 @@ type SpeculativeConfig struct {
 	// Draft is the draft model; nil drafts by prompt lookup instead (n-gram matching against
 	// the sequence so far).
 	Draft core.Model
-	// K is the number of tokens drafted per step (the starting value when Adaptive).
+	// K is the number of tokens drafted per step: the starting value with KAcceptance, and
+	// half the largest with KCost (which chooses k in [0, 2·K]).
 	K int
-	// Adaptive grows k by one after a step whose drafts were all accepted and shrinks it by one
-	// after a rejection, within [1, 2·K].
-	Adaptive bool
+	// Policy chooses k each step (KFixed: always K).
+	Policy KPolicy
 	// Greedy verifies by argmax: a draft is kept when it is the target's most likely token
 	// after processing, so the output is exactly greedy decoding's. Otherwise drafts are kept
 	// by rejection sampling and the output is distributed exactly as sampling from the target.
@@ -129,6 +130,10 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		return err
 	}
 	k := sp.cfg.K
+	var tuner *kTuner
+	if sp.cfg.Policy == KCost {
+		tuner = newKTuner(2 * sp.cfg.K)
+	}
 	maxNew := s.Request().MaxNewTokens
 	ctxLen := s.Pipeline().Model.Config().ContextLength
 	for !q.Finished() {
@@ -136,14 +141,20 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		if ctxLen > 0 {
 			room = min(room, ctxLen-len(q.Tokens())-1)
 		}
+		if tuner != nil {
+			k = tuner.choose(room)
+		}
+		t0 := time.Now()
 		drafts, err := r.propose(ctx, max(min(k, room), 0))
 		if err != nil {
 			return err
 		}
+		t1 := time.Now()
 		rows, err := s.ForwardAhead(q, drafts, true)
 		if err != nil {
 			return err
 		}
+		t2 := time.Now()
 		accepted, err := r.verify(drafts, rows)
 		if err != nil {
 			return err
@@ -151,12 +162,19 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		st := s.Stats()
 		st.Drafted += len(drafts)
 		st.Accepted += accepted
+		for len(st.DraftK) <= len(drafts) {
+			st.DraftK = append(st.DraftK, 0)
+		}
+		st.DraftK[len(drafts)]++
 		if !q.Finished() {
 			if err := s.RollbackState(q, len(q.Tokens())-1); err != nil {
 				return err
 			}
 		}
-		if sp.cfg.Adaptive && len(drafts) > 0 {
+		switch {
+		case tuner != nil:
+			tuner.observe(len(drafts), accepted, t1.Sub(t0), t2.Sub(t1))
+		case sp.cfg.Policy == KAcceptance && len(drafts) > 0:
 			if accepted == len(drafts) {
 				k = min(k+1, 2*sp.cfg.K)
 			} else {

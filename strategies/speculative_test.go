@@ -35,8 +35,10 @@ func TestGreedySpeculationEqualsGreedy(t *testing.T) {
 		{"draft model k=1", strategies.SpeculativeConfig{Draft: draftFor(9), K: 1, Greedy: true}},
 		{"draft model k=4", strategies.SpeculativeConfig{Draft: draftFor(9), K: 4, Greedy: true}},
 		{"draft = target", strategies.SpeculativeConfig{Draft: m, K: 5, Greedy: true}},
-		{"adaptive", strategies.SpeculativeConfig{Draft: draftFor(3), K: 3, Greedy: true, Adaptive: true}},
+		{"adaptive", strategies.SpeculativeConfig{Draft: draftFor(3), K: 3, Greedy: true, Policy: strategies.KAcceptance}},
+		{"cost policy", strategies.SpeculativeConfig{Draft: draftFor(3), K: 3, Greedy: true, Policy: strategies.KCost}},
 		{"prompt lookup", strategies.SpeculativeConfig{K: 4, Greedy: true}},
+		{"prompt lookup, cost policy", strategies.SpeculativeConfig{K: 4, Greedy: true, Policy: strategies.KCost}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := generate(t, m, tok, mustSpec(t, c.cfg), req)
@@ -46,6 +48,16 @@ func TestGreedySpeculationEqualsGreedy(t *testing.T) {
 			st := res.Stats
 			if st.Drafted == 0 || st.Accepted > st.Drafted {
 				t.Fatalf("stats %+v", st)
+			}
+			steps := 0
+			for k, n := range st.DraftK {
+				steps += n
+				if k > 0 && n > 0 && c.cfg.Policy != strategies.KCost && k > 2*c.cfg.K {
+					t.Errorf("%d steps drafted %d tokens, over 2k", n, k)
+				}
+			}
+			if steps == 0 || steps > len(want) {
+				t.Errorf("DraftK %v counts %d steps for %d tokens", st.DraftK, steps, len(want))
 			}
 			if c.name == "draft = target" && st.Accepted != st.Drafted {
 				t.Errorf("a draft equal to the target must be always accepted: %+v", st)

@@ -27,7 +27,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "measure prompt processing and generation speed (tokens/s) of GGUF models, like llama-bench",
+		summary: "measure prompt processing and generation speed (tokens/s) of GGUF models, like llama-bench; `bench strategy PIPELINE.toml` times a pipeline's strategy against greedy",
 		run:     runBench,
 	})
 }
@@ -56,6 +56,9 @@ type benchResult struct {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "strategy" {
+		return runBenchStrategy(args[1:], stdout, stderr)
+	}
 	var f benchFlags
 	fs := newFlagSet("bench", "[flags] [MODEL.gguf ...]", stderr)
 	fs.StringVar(&f.synthetic, "synthetic", "", "benchmark a model of this shape with random weights instead of files ("+strings.Join(llama.ShapeNames(), ", ")+")")

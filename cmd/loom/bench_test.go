@@ -72,3 +72,43 @@ func TestBenchFileJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchStrategy(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "bench", "strategy", "--json", "-n", "24", "-r", "2", "../../pipelines/prompt-lookup.toml")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	var r strategyBench
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if r.Strategy != "prompt_lookup" || len(r.StrategyTokensPerS) != 2 || len(r.GreedyTokensPerS) != 2 || r.Speedup <= 0 ||
+		r.ForwardsPerToken <= 0 || r.ForwardsPerToken > 1 {
+		t.Errorf("result %+v", r)
+	}
+	steps := 0
+	for _, n := range r.DraftK {
+		steps += n
+	}
+	if steps == 0 || steps > 2*24 {
+		t.Errorf("draft_k %v counts %d steps for 2 runs of 24 tokens", r.DraftK, steps)
+	}
+
+	code, stdout, _ = runCLI(t, "bench", "strategy", "-n", "8", "-r", "1", "../../pipelines/beam.toml")
+	if code != 0 || !strings.Contains(stdout, "beam against greedy") || !strings.Contains(stdout, "speed-up") {
+		t.Errorf("text output (exit %d):\n%s", code, stdout)
+	}
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"bench", "strategy"}, "give one pipeline file"},
+		{[]string{"bench", "strategy", "-r", "0", "x.toml"}, "must be at least 1"},
+		{[]string{"bench", "strategy", "/nonexistent/p.toml"}, "no such file"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.wantErr) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.wantErr)
+		}
+	}
+}

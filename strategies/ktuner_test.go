@@ -1,0 +1,136 @@
+package strategies
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// simulate runs the cost policy for steps steps against a synthetic machine: a drafted token
+// costs draft, a target forward of m rows costs verify(m), and each draft is accepted with
+// probability alpha. It returns the tokens per second achieved and the steps by k.
+func simulate(maxK int, draft time.Duration, verify func(m int) time.Duration, alpha float64, steps int) (float64, []int) {
+	r := rand.New(rand.NewPCG(1, 2))
+	t := newKTuner(maxK)
+	counts := make([]int, maxK+1)
+	var tokens int
+	var spent time.Duration
+	for i := 0; i < steps; i++ {
+		k := t.choose(1 << 20)
+		counts[k]++
+		accepted := 0
+		for accepted < k && r.Float64() < alpha {
+			accepted++
+		}
+		d, v := time.Duration(k)*draft, verify(k+1)
+		t.observe(k, accepted, d, v)
+		tokens += accepted + 1
+		spent += d + v
+	}
+	return float64(tokens) / spent.Seconds(), counts
+}
+
+// rateOf is the expected tokens per second of drafting k tokens every step.
+func rateOf(k int, draft time.Duration, verify func(m int) time.Duration, alpha float64) float64 {
+	e := 0.0
+	for i := 0; i <= k; i++ {
+		e += pow(alpha, i)
+	}
+	return e / (time.Duration(k)*draft + verify(k+1)).Seconds()
+}
+
+// bestFixed is the best expected tokens per second of any fixed k in [0, maxK].
+func bestFixed(maxK int, draft time.Duration, verify func(m int) time.Duration, alpha float64) (int, float64) {
+	best, rate := 0, 0.0
+	for k := 0; k <= maxK; k++ {
+		if r := rateOf(k, draft, verify, alpha); r > rate {
+			best, rate = k, r
+		}
+	}
+	return best, rate
+}
+
+func pow(a float64, n int) float64 {
+	p := 1.0
+	for ; n > 0; n-- {
+		p *= a
+	}
+	return p
+}
+
+func TestKTunerFindsTheBestK(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name   string
+		draft  time.Duration
+		verify func(m int) time.Duration
+		alpha  float64
+	}{
+		// A compute-bound target: m rows cost m forwards, so drafting never pays.
+		{"compute-bound", ms / 5, func(m int) time.Duration { return time.Duration(m) * ms }, 0.7},
+		// A memory-bound target: extra rows are nearly free, and good drafts pay.
+		{"memory-bound", ms / 10, func(m int) time.Duration { return ms + time.Duration(m-1)*ms/20 }, 0.8},
+		// Memory-bound but the drafts are poor: a small k.
+		{"poor drafts", ms / 4, func(m int) time.Duration { return ms + time.Duration(m-1)*ms/10 }, 0.3},
+		// Prompt lookup: free drafts, rows nearly free.
+		{"free drafts", 0, func(m int) time.Duration { return ms + time.Duration(m-1)*ms/50 }, 0.9},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const maxK = 8
+			got, counts := simulate(maxK, c.draft, c.verify, c.alpha, 400)
+			k, want := bestFixed(maxK, c.draft, c.verify, c.alpha)
+			mode := 0
+			for i := range counts {
+				if counts[i] > counts[mode] {
+					mode = i
+				}
+			}
+			t.Logf("best fixed k %d: %.0f tok/s; tuned: %.0f tok/s, steps by k %v", k, want, got, counts)
+			if got < 0.9*want {
+				t.Errorf("the tuned policy reached %.0f tok/s, under 90%% of the best fixed k's %.0f", got, want)
+			}
+			if r := rateOf(mode, c.draft, c.verify, c.alpha); r < 0.9*want {
+				t.Errorf("most steps drafted %d tokens (%.0f tok/s expected); the best is %d", mode, r, k)
+			}
+		})
+	}
+}
+
+func TestKTunerRespectsRoomAndProbes(t *testing.T) {
+	tu := newKTuner(6)
+	if k := tu.choose(2); k != 1 {
+		t.Fatalf("first step drafts %d, want 1", k)
+	}
+	tu.observe(1, 1, time.Millisecond, 2*time.Millisecond)
+	if k := tu.choose(5); k != 0 {
+		t.Fatalf("second step drafts %d, want 0 (the one-row cost is measured next)", k)
+	}
+	tu.observe(0, 0, 0, time.Millisecond)
+	// Every row costs a full forward: plain decoding wins, but a draft is probed regularly.
+	probes := 0
+	for i := 0; i < 4*tunerProbe; i++ {
+		k := tu.choose(100)
+		if k > 0 {
+			probes++
+		}
+		tu.observe(k, 0, time.Duration(k)*time.Millisecond, time.Duration(k+1)*time.Millisecond)
+	}
+	if probes < 3 || probes > 5 {
+		t.Errorf("%d probing steps in %d, want about one every %d", probes, 4*tunerProbe, tunerProbe)
+	}
+	if k := tu.choose(0); k != 0 {
+		t.Errorf("no room: drafted %d", k)
+	}
+}
+
+func TestParseKPolicy(t *testing.T) {
+	for _, p := range []KPolicy{KFixed, KAcceptance, KCost} {
+		got, err := ParseKPolicy(p.String())
+		if err != nil || got != p {
+			t.Errorf("%v: %v, %v", p, got, err)
+		}
+	}
+	if _, err := ParseKPolicy("fast"); err == nil {
+		t.Error("an unknown policy was accepted")
+	}
+}
