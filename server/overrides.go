@@ -18,6 +18,7 @@ type sampling struct {
 	PresencePenalty  *float64           `json:"presence_penalty"`
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
+	ResponseFormat   *responseFormat    `json:"response_format"`
 }
 
 // clone copies a spec deeply enough that changing its parts' parameters leaves the original
@@ -57,6 +58,9 @@ func (o *sampling) validate(vocab int) error {
 		return badParam("presence_penalty", "%v is outside [-2, 2]", *o.PresencePenalty)
 	case o.FrequencyPenalty != nil && (*o.FrequencyPenalty < -2 || *o.FrequencyPenalty > 2):
 		return badParam("frequency_penalty", "%v is outside [-2, 2]", *o.FrequencyPenalty)
+	}
+	if err := o.ResponseFormat.validate(); err != nil {
+		return err
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.LogitBias)) {
 		id, err := strconv.Atoi(k)
@@ -120,6 +124,7 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 		}
 		spec.Processors = slices.Insert(spec.Processors, 0, pipeline.PartSpec{Type: "logit_bias", Params: map[string]any{"bias": bias}, Path: "request field logit_bias"})
 	}
+	o.ResponseFormat.apply(spec)
 	if len(stop) > 0 {
 		list := make([]any, len(stop))
 		for i, s := range stop {
