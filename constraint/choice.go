@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/jsonschema"
 	"github.com/loomlm/loom/constraint/regex"
 )
 
@@ -33,4 +34,15 @@ func NewRegex(re string) (*Processor, error) {
 		return nil, err
 	}
 	return New("regex", cfg), nil
+}
+
+// NewJSONSchema returns a processor named "json_schema" that constrains the output to JSON
+// valid against schema (JSON Schema draft 2020-12; see package jsonschema for what is
+// supported and the form the JSON is written in).
+func NewJSONSchema(schema []byte, opt jsonschema.Options) (*Processor, error) {
+	cfg, err := jsonschema.Compile(schema, opt)
+	if err != nil {
+		return nil, err
+	}
+	return New("json_schema", cfg), nil
 }

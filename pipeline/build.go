@@ -48,6 +48,10 @@ type Overrides struct {
 	// KVBudgetMiB sets the [model] option kv_budget_mb: the most memory the KV cache may
 	// take, in MiB.
 	KVBudgetMiB *int
+	// JSONSchemaFile, Regex and GrammarFile add a json_schema, regex or grammar processor
+	// first in the chain (before any processor that truncates the candidates); a relative
+	// file is read from the working directory.
+	JSONSchemaFile, Regex, GrammarFile *string
 }
 
 // overrideFlags names the command-line flag of each override, for errors.
@@ -327,6 +331,29 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 		} else {
 			spec.Processors = append(spec.Processors, ps)
 		}
+	}
+	// Constraints go first, in the order grammar, regex, JSON Schema.
+	for _, c := range []struct {
+		v                *string
+		typ, param, flag string
+	}{
+		{o.JSONSchemaFile, "json_schema", "schema_file", "--json-schema"},
+		{o.Regex, "regex", "pattern", "--regex"},
+		{o.GrammarFile, "grammar", "grammar_file", "--grammar"},
+	} {
+		if c.v == nil {
+			continue
+		}
+		v := *c.v
+		if c.param != "pattern" && !filepath.IsAbs(v) {
+			if abs, err := filepath.Abs(v); err == nil {
+				v = abs
+			}
+		}
+		ps := PartSpec{Type: c.typ, Params: map[string]any{c.param: v}, Path: "flag " + c.flag}
+		el.flags[ps.Path] = c.flag
+		el.flags[ps.Path+"."+c.param] = c.flag
+		spec.Processors = slices.Insert(spec.Processors, 0, ps)
 	}
 	if o.Temperature != nil {
 		set("temperature", "t", *o.Temperature, true, "--temperature")

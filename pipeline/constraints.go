@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomlm/loom/constraint"
 	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/jsonschema"
 	"github.com/loomlm/loom/core"
 )
 
@@ -40,6 +41,17 @@ func constraintParts() []*Part {
 				}
 				return p, nil
 			},
+		},
+		{
+			Kind: Processor, Type: "json_schema",
+			Doc: "Constrains the generated text to JSON valid against a JSON Schema (draft 2020-12; properties in the schema's order; unsupported keywords are errors — see docs/structured.md).",
+			Params: []Param{
+				{Name: "schema", Type: String, Default: "", Doc: "the schema as JSON text, inline (give this or schema_file)"},
+				{Name: "schema_file", Type: String, Default: "", Doc: "a JSON Schema file, relative to the pipeline file"},
+				{Name: "assert_format", Type: Bool, Default: true, Doc: "hold strings with a format (date, time, date-time, uuid, email, ipv4) to it; false treats format as an annotation"},
+				{Name: "whitespace", Type: String, Default: "compact", Doc: "compact (no whitespace) or flexible (up to one newline and 20 blanks between tokens)"},
+			},
+			NewProcessor: newJSONSchemaProcessor,
 		},
 		{
 			Kind: Processor, Type: "choice",
@@ -101,4 +113,44 @@ func newGrammarProcessor(a *Args) (core.LogitsProcessor, error) {
 		}
 	}
 	return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("grammar line %v", err)}
+}
+
+func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
+	src, file := a.String("schema"), a.String("schema_file")
+	opt := jsonschema.Options{FormatAnnotation: !a.Bool("assert_format")}
+	switch ws := a.String("whitespace"); ws {
+	case "compact":
+	case "flexible":
+		opt.FlexibleWhitespace = true
+	default:
+		if a.Err() == nil {
+			return nil, &core.ParamError{Param: "whitespace", Value: ws, Reason: "must be compact or flexible"}
+		}
+	}
+	if a.Err() != nil {
+		return nil, a.Err()
+	}
+	param, where := "schema", ""
+	switch {
+	case src != "" && file != "":
+		return nil, &core.ParamError{Param: "schema_file", Reason: "give either schema or schema_file, not both"}
+	case file != "":
+		param = "schema_file"
+		path := file
+		if !filepath.IsAbs(path) && a.Env.Dir != "" {
+			path = filepath.Join(a.Env.Dir, path)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
+		}
+		src, where = string(b), path+": "
+	case src == "":
+		return nil, &core.ParamError{Param: "schema", Reason: "missing: give schema (JSON text) or schema_file"}
+	}
+	p, err := constraint.NewJSONSchema([]byte(src), opt)
+	if err != nil {
+		return nil, &core.ParamError{Param: param, Reason: where + err.Error()}
+	}
+	return p, nil
 }

@@ -50,6 +50,21 @@ func init() {
 // optionalFloat and optionalInt are flags that record whether they were set.
 type optionalFloat struct{ v *float64 }
 
+// optionalString is a string flag that records whether it was given.
+type optionalString struct{ v *string }
+
+func (o *optionalString) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return *o.v
+}
+
+func (o *optionalString) Set(s string) error {
+	o.v = &s
+	return nil
+}
+
 func (o *optionalFloat) String() string {
 	if o.v == nil {
 		return ""
@@ -105,6 +120,7 @@ func (o *optionalSeed) Set(s string) error {
 
 type runFlags struct {
 	model, prompt, promptFile                   string
+	jsonSchema, regex, grammar                  optionalString
 	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
 	seed                                        optionalSeed
 	temperature, topP                           optionalFloat
@@ -130,6 +146,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.trace, "trace", "record the distribution after every processor, with the N most likely tokens per step, N in [0, 100]")
 	fs.BoolVar(&f.lineage, "lineage", false, "record every primitive the strategy called (forks, appends, verifications, truncations, discards) in --json's \"lineage\"")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the generated text (no sequence headers, no summary line)")
+	fs.Var(&f.jsonSchema, "json-schema", "constrain the output to JSON valid against this JSON Schema file (a json_schema processor first in the chain)")
+	fs.Var(&f.regex, "regex", "constrain the whole output to match this regular expression (Go syntax; a regex processor first in the chain)")
+	fs.Var(&f.grammar, "grammar", "constrain the output to this GBNF grammar file (a grammar processor first in the chain)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -165,6 +184,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	o.ModelPath, o.Seed = f.model, f.seed.v
 	o.Temperature, o.TopP, o.TopK = f.temperature.v, f.topP.v, f.topK.v
 	o.MaxNewTokens, o.N, o.TopLogprobs, o.Trace, o.KVBudgetMiB = f.maxNew.v, f.n.v, f.topLogprobs.v, f.trace.v, f.kvBudg.v
+	o.JSONSchemaFile, o.Regex, o.GrammarFile = f.jsonSchema.v, f.regex.v, f.grammar.v
 	built, err := pipeline.Build(spec, opts)
 	if err != nil {
 		return err

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestConstraintFlags: --json-schema, --regex and --grammar hold the output to their
+// constraint on any pipeline, and their errors name the flag.
+func TestConstraintFlags(t *testing.T) {
+	dir := t.TempDir()
+	schema := filepath.Join(dir, "answer.json")
+	os.WriteFile(schema, []byte(`{"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}, "confidence": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["answer", "confidence"], "additionalProperties": false}`), 0o644)
+	gbnf := filepath.Join(dir, "list.gbnf")
+	os.WriteFile(gbnf, []byte("root ::= item (\", \" item){0,2}\nitem ::= \"red\" | \"green\" | \"blue\"\n"), 0o644)
+	date := regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-[0-3][0-9]$`)
+	list := regexp.MustCompile(`^(red|green|blue)(, (red|green|blue)){0,2}$`)
+	for seed := 1; seed <= 5; seed++ {
+		s := strings.TrimSpace(string(rune('0' + seed)))
+		r := runJSON(t, "run", "--prompt", "Is the sea wet?", "--seed", s, "--json-schema", schema, "../../pipelines/creative.toml")
+		var v struct {
+			Answer     string `json:"answer"`
+			Confidence *int   `json:"confidence"`
+		}
+		text := r.Sequences[0].Text
+		if err := json.Unmarshal([]byte(text), &v); err != nil || (v.Answer != "yes" && v.Answer != "no") || v.Confidence == nil || *v.Confidence > 100 {
+			t.Errorf("--json-schema seed %s: %q", s, text)
+		}
+		if text := runJSON(t, "run", "--prompt", "The date:", "--seed", s, "--regex", `[0-9]{4}-(0[1-9]|1[0-2])-[0-3][0-9]`).Sequences[0].Text; !date.MatchString(text) {
+			t.Errorf("--regex seed %s: %q", s, text)
+		}
+		if text := runJSON(t, "run", "--prompt", "Colours:", "--seed", s, "--grammar", gbnf).Sequences[0].Text; !list.MatchString(text) {
+			t.Errorf("--grammar seed %s: %q", s, text)
+		}
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"type": "object", "patternProperties": {"^x": {}}}`), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--json-schema", filepath.Join(dir, "missing.json")}, "--json-schema"},
+		{[]string{"--json-schema", bad}, `--json-schema: ` + bad + `: json schema at (root): keyword "patternProperties" is not supported`},
+		{[]string{"--regex", "[a-"}, "--regex: regex \"[a-\""},
+		{[]string{"--grammar", schema}, "--grammar: " + schema},
+	} {
+		code, _, stderr := loom(t, append([]string{"run", "--prompt", "x"}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", c.args, code, stderr, c.want)
+		}
+	}
+}

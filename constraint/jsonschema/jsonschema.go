@@ -1,0 +1,1074 @@
+// Package jsonschema compiles a JSON Schema (draft 2020-12) to a grammar (package grammar)
+// whose sentences are JSON texts valid against the schema, so that constraint.Processor can
+// hold generated output to it.
+//
+// What the grammar generates: compact JSON (or, with Options.FlexibleWhitespace, up to one
+// newline and 20 blanks wherever JSON allows whitespace); object properties in the order the schema lists
+// them (a listed property that is not required may be left out), then, where the schema allows
+// them, other properties; numbers in their canonical form (see CanonicalNumber), with at most
+// 40 digits before the point and 40 after it and an exponent of at most two digits, so that
+// every number fits a float64. A valid
+// document written in another order or with other whitespace is still valid JSON for the
+// schema, but not a sentence of the grammar: Marshal writes a decoded document in the
+// grammar's form.
+//
+// Supported keywords: type (a name or a list), enum, const, properties, required,
+// additionalProperties (true, false or a schema; other properties are those with a name the
+// schema does not list), minProperties and maxProperties where the
+// listed properties already decide them, items, prefixItems, minItems, maxItems, uniqueItems
+// false, minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says),
+// format (date, time, date-time, uuid, ipv4, and email with a local part of at most three
+// dot-separated words of 20 characters and at most four domain labels of 31; other formats are refused), minimum, maximum,
+// exclusiveMinimum and exclusiveMaximum on integers (exact ranges), minimum 0 on numbers,
+// multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
+// allOf whose parts constrain different keywords, $ref to "#" or a JSON pointer in the same
+// document (recursion included), $defs and definitions. Annotations (title, description,
+// $comment, default, examples, deprecated, readOnly, writeOnly, $schema, a root $id, the
+// content* keywords) are accepted and change nothing.
+//
+// Every other keyword of JSON Schema — not, if/then/else, contains, patternProperties,
+// propertyNames, dependentRequired, dependentSchemas, unevaluated*, $dynamicRef, $anchor,
+// uniqueItems true, $ref to another document — and any combination this compiler cannot
+// enforce exactly (bounds on non-integer numbers, pattern together with a length, enum
+// together with other constraints, …) is an error naming the keyword and the JSON pointer of
+// its schema: a constraint is never silently dropped.
+package jsonschema
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/regex"
+)
+
+// MaxSchemaBytes is the largest schema Compile reads.
+const MaxSchemaBytes = 1 << 20
+
+// Error is a schema that cannot be compiled: Pointer is the JSON pointer of the schema at
+// fault ("" for the root).
+type Error struct {
+	Pointer string
+	Msg     string
+}
+
+func (e *Error) Error() string {
+	p := e.Pointer
+	if p == "" {
+		p = "(root)"
+	}
+	return "json schema at " + p + ": " + e.Msg
+}
+
+// Options change how a schema compiles; the zero value is loom's default.
+type Options struct {
+	// FormatAnnotation treats "format" as an annotation, as draft 2020-12 does by default;
+	// otherwise (the default, as generation wants it) the formats listed in the package
+	// documentation are asserted and any other format is an error.
+	FormatAnnotation bool
+	// FlexibleWhitespace lets the JSON have up to one newline and 20 spaces or tabs wherever
+	// JSON allows whitespace; by default it has none (compact JSON, the fewest tokens, and no
+	// room for a model to spin on blanks).
+	FlexibleWhitespace bool
+}
+
+// Compile compiles a schema given as JSON text.
+func Compile(schema []byte, opt Options) (*grammar.CFG, error) {
+	g, err := Translate(schema, opt)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := grammar.Compile(g, "root")
+	if err != nil {
+		return nil, &Error{Msg: err.Error()}
+	}
+	return cfg, nil
+}
+
+// Translate returns the grammar of a schema given as JSON text (start rule "root").
+func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
+	if len(schema) > MaxSchemaBytes {
+		return nil, &Error{Msg: fmt.Sprintf("the schema is %d bytes; at most %d are read", len(schema), MaxSchemaBytes)}
+	}
+	root, err := Decode(schema)
+	if err != nil {
+		return nil, &Error{Msg: "not valid JSON: " + err.Error()}
+	}
+	c := &compiler{root: root, opt: opt, refs: map[string]string{}, base: map[string]bool{}}
+	body, err := c.schema(root, "")
+	if err != nil {
+		return nil, err
+	}
+	if body == nil {
+		return nil, &Error{Msg: "the schema accepts nothing"}
+	}
+	rules := append([]grammar.Rule{{Name: "root", Body: body}}, c.rules...)
+	for i := range rules {
+		rules[i].Pos = grammar.Pos{Line: 1, Col: 1}
+	}
+	return &grammar.Grammar{Rules: rules}, nil
+}
+
+type compiler struct {
+	root  any
+	opt   Options
+	rules []grammar.Rule
+	refs  map[string]string // JSON pointer → rule of the schema there
+	base  map[string]bool   // base rules added
+	n     int
+	depth int
+}
+
+func errAt(ptr, format string, args ...any) error {
+	return &Error{Pointer: ptr, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Expression helpers.
+func lit(s string) grammar.Expr              { return &grammar.Literal{Text: s} }
+func seq(items ...grammar.Expr) grammar.Expr { return &grammar.Seq{Items: items} }
+func ref(name string) grammar.Expr           { return &grammar.Ref{Name: name} }
+func rep(e grammar.Expr, lo, hi int) grammar.Expr {
+	return &grammar.Repeat{Expr: e, Min: lo, Max: hi}
+}
+func class(neg bool, rs ...rune) grammar.Expr {
+	c := &grammar.Class{Negated: neg}
+	for i := 0; i+1 < len(rs); i += 2 {
+		c.Ranges = append(c.Ranges, grammar.RuneRange{Lo: rs[i], Hi: rs[i+1]})
+	}
+	return c
+}
+func alt(alts ...grammar.Expr) grammar.Expr {
+	var out []grammar.Expr
+	for _, a := range alts {
+		if a != nil {
+			out = append(out, a)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return &grammar.Alt{Alts: out}
+}
+
+// addRule adds a rule with a fresh name and returns a reference to it.
+func (c *compiler) addRule(prefix string, body grammar.Expr) grammar.Expr {
+	c.n++
+	name := fmt.Sprintf("%s-%d", prefix, c.n)
+	c.rules = append(c.rules, grammar.Rule{Name: name, Body: body})
+	return ref(name)
+}
+
+// baseRule returns a reference to one of the fixed rules (ws, value, string, …), adding it
+// the first time.
+func (c *compiler) baseRule(name string) grammar.Expr {
+	if !c.base[name] {
+		c.base[name] = true
+		var body grammar.Expr
+		ws := ref("ws")
+		switch name {
+		case "ws":
+			body = seq()
+			if c.opt.FlexibleWhitespace {
+				blank := class(false, ' ', ' ', '\t', '\t')
+				body = seq(rep(blank, 0, 20), rep(seq(lit("\n"), rep(blank, 0, 20)), 0, 1))
+			}
+		case "char":
+			body = alt(class(true, '"', '"', '\\', '\\', 0, 0x1f),
+				seq(lit(`\`), alt(class(false, '"', '"', '\\', '\\', '/', '/', 'b', 'b', 'f', 'f', 'n', 'n', 'r', 'r', 't', 't'),
+					seq(lit("u"), rep(class(false, '0', '9', 'a', 'f', 'A', 'F'), 4, 4)))))
+		case "string":
+			body = seq(lit(`"`), rep(c.baseRule("char"), 0, -1), lit(`"`))
+		case "uint":
+			body = alt(lit("0"), seq(class(false, '1', '9'), rep(class(false, '0', '9'), 0, 39)))
+		case "integer":
+			body = seq(rep(lit("-"), 0, 1), c.baseRule("uint"))
+		case "fraction-exponent":
+			body = seq(rep(seq(lit("."), rep(class(false, '0', '9'), 1, 40)), 0, 1),
+				rep(seq(class(false, 'e', 'e', 'E', 'E'), rep(class(false, '-', '-', '+', '+'), 0, 1), rep(class(false, '0', '9'), 1, 2)), 0, 1))
+		case "number":
+			body = seq(c.baseRule("integer"), c.baseRule("fraction-exponent"))
+		case "value":
+			body = alt(c.baseRule("object"), c.baseRule("array"), c.baseRule("string"), c.baseRule("number"),
+				lit("true"), lit("false"), lit("null"))
+		case "object":
+			member := seq(c.baseRule("string"), ws, lit(":"), ws, c.baseRule("value"))
+			body = seq(lit("{"), ws, rep(seq(member, rep(seq(ws, lit(","), ws, member), 0, -1), ws), 0, 1), lit("}"))
+		case "array":
+			v := c.baseRule("value")
+			body = seq(lit("["), ws, rep(seq(v, rep(seq(ws, lit(","), ws, v), 0, -1), ws), 0, 1), lit("]"))
+		default:
+			panic("unknown base rule " + name)
+		}
+		c.rules = append(c.rules, grammar.Rule{Name: name, Body: body})
+		if name != "ws" {
+			c.baseRule("ws")
+		}
+	}
+	return ref(name)
+}
+
+// Keywords.
+var (
+	annotations = set("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
+		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id")
+	supported = set("type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
+		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref")
+	unsupported = set("not", "if", "then", "else", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
+		"dependentRequired", "dependentSchemas", "dependencies", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef",
+		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
+	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
+)
+
+func set(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// schema returns the expression of the schema node at ptr, or nil when it accepts nothing.
+func (c *compiler) schema(node any, ptr string) (grammar.Expr, error) {
+	c.depth++
+	defer func() { c.depth-- }()
+	if c.depth > 200 {
+		return nil, errAt(ptr, "schemas nest deeper than 200 (a $ref cycle through allOf?)")
+	}
+	switch v := node.(type) {
+	case bool:
+		if v {
+			return c.baseRule("value"), nil
+		}
+		return nil, nil
+	case *Object:
+		return c.object(v, ptr)
+	}
+	return nil, errAt(ptr, "a schema must be an object or a boolean, not %s", jsonType(node))
+}
+
+func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
+	for _, k := range s.Keys {
+		switch {
+		case unsupported[k]:
+			return nil, errAt(ptr, "keyword %q is not supported", k)
+		case k == "$id" && ptr != "":
+			return nil, errAt(ptr, "$id in a subschema is not supported (it changes the base of $ref)")
+		}
+	}
+	if v, ok := s.Get("uniqueItems"); ok && v != false {
+		return nil, errAt(ptr, "uniqueItems true is not supported")
+	}
+	// Combinators first: they distribute the sibling keywords over their branches.
+	if v, ok := s.Get("$ref"); ok {
+		target, tptr, err := c.resolve(v, ptr)
+		if err != nil {
+			return nil, err
+		}
+		rest := without(s, "$ref")
+		if !onlyAnnotations(rest) {
+			merged, err := c.merge([]any{rest, target}, ptr)
+			if err != nil {
+				return nil, err
+			}
+			return c.schema(merged, ptr)
+		}
+		return c.refRule(target, tptr)
+	}
+	if v, ok := s.Get("allOf"); ok {
+		parts, ok := v.([]any)
+		if !ok || len(parts) == 0 {
+			return nil, errAt(ptr+"/allOf", "must be a non-empty array of schemas")
+		}
+		merged, err := c.merge(append([]any{without(s, "allOf")}, parts...), ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(merged, ptr)
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		v, ok := s.Get(kw)
+		if !ok {
+			continue
+		}
+		branches, ok := v.([]any)
+		if !ok || len(branches) == 0 {
+			return nil, errAt(ptr+"/"+kw, "must be a non-empty array of schemas")
+		}
+		rest := without(s, kw)
+		var alts []grammar.Expr
+		for i, b := range branches {
+			bptr := fmt.Sprintf("%s/%s/%d", ptr, kw, i)
+			node := b
+			if !onlyAnnotations(rest) {
+				m, err := c.merge([]any{rest, b}, bptr)
+				if err != nil {
+					return nil, err
+				}
+				node = m
+			}
+			e, err := c.schema(node, bptr)
+			if err != nil {
+				return nil, err
+			}
+			alts = append(alts, e)
+		}
+		return alt(alts...), nil
+	}
+	if v, ok := s.Get("enum"); ok {
+		list, ok := v.([]any)
+		if !ok || len(list) == 0 {
+			return nil, errAt(ptr+"/enum", "must be a non-empty array")
+		}
+		return c.values(s, list, ptr, "enum")
+	}
+	if v, ok := s.Get("const"); ok {
+		return c.values(s, []any{v}, ptr, "const")
+	}
+	types, err := typesOf(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	var alts []grammar.Expr
+	for _, t := range types {
+		e, err := c.typed(s, t, ptr)
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, e)
+	}
+	return alt(alts...), nil
+}
+
+// typesOf lists the types a schema allows ("integer" only when "number" is not allowed).
+func typesOf(s *Object, ptr string) ([]string, error) {
+	v, ok := s.Get("type")
+	if !ok {
+		return allTypes, nil
+	}
+	var names []string
+	switch v := v.(type) {
+	case string:
+		names = []string{v}
+	case []any:
+		for _, x := range v {
+			n, ok := x.(string)
+			if !ok {
+				return nil, errAt(ptr+"/type", "must list type names")
+			}
+			names = append(names, n)
+		}
+	default:
+		return nil, errAt(ptr+"/type", "must be a type name or a list of them")
+	}
+	var out []string
+	for _, n := range names {
+		switch n {
+		case "null", "boolean", "object", "array", "string", "number":
+		case "integer":
+			if slices.Contains(names, "number") {
+				continue
+			}
+		default:
+			return nil, errAt(ptr+"/type", "unknown type %q", n)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// values is an enum or const: the listed values of the allowed types, each written in
+// canonical form.
+func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, error) {
+	for _, k := range s.Keys {
+		if k != kw && k != "type" && !annotations[k] {
+			return nil, errAt(ptr, "%s together with %q is not supported", kw, k)
+		}
+	}
+	types, err := typesOf(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	var alts []grammar.Expr
+	var seen []string
+	for _, v := range list {
+		t := jsonType(v)
+		ok := slices.Contains(types, t) || (t == "integer" && slices.Contains(types, "number"))
+		if !ok {
+			continue
+		}
+		b, err := Marshal(v)
+		if err != nil {
+			return nil, errAt(ptr+"/"+kw, "%v", err)
+		}
+		if slices.Contains(seen, string(b)) {
+			continue
+		}
+		seen = append(seen, string(b))
+		alts = append(alts, lit(string(b)))
+	}
+	return alt(alts...), nil
+}
+
+// typed is the expression of one type with the keywords that apply to it.
+func (c *compiler) typed(s *Object, t, ptr string) (grammar.Expr, error) {
+	switch t {
+	case "null":
+		return lit("null"), nil
+	case "boolean":
+		return alt(lit("true"), lit("false")), nil
+	case "integer", "number":
+		return c.number(s, t == "integer", ptr)
+	case "string":
+		return c.str(s, ptr)
+	case "array":
+		return c.array(s, ptr)
+	case "object":
+		return c.obj(s, ptr)
+	}
+	return nil, errAt(ptr, "unknown type %q", t)
+}
+
+// numberKeyword reads a numeric keyword.
+func numberKeyword(s *Object, kw, ptr string) (float64, bool, error) {
+	v, ok := s.Get(kw)
+	if !ok {
+		return 0, false, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false, errAt(ptr+"/"+kw, "must be a number")
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) {
+		return 0, false, errAt(ptr+"/"+kw, "%s is out of range", n)
+	}
+	return f, true, nil
+}
+
+func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, error) {
+	if v, ok := s.Get("multipleOf"); ok {
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil || f != 1 {
+			return nil, errAt(ptr+"/multipleOf", "only multipleOf 1 is supported")
+		}
+		integer = true
+	}
+	lo, hi := math.Inf(-1), math.Inf(1)
+	if f, ok, err := numberKeyword(s, "minimum", ptr); err != nil {
+		return nil, err
+	} else if ok {
+		lo = f
+	}
+	if f, ok, err := numberKeyword(s, "maximum", ptr); err != nil {
+		return nil, err
+	} else if ok {
+		hi = f
+	}
+	exLo, exHi := false, false
+	if f, ok, err := numberKeyword(s, "exclusiveMinimum", ptr); err != nil {
+		return nil, err
+	} else if ok && f >= lo {
+		lo, exLo = f, true
+	}
+	if f, ok, err := numberKeyword(s, "exclusiveMaximum", ptr); err != nil {
+		return nil, err
+	} else if ok && f <= hi {
+		hi, exHi = f, true
+	}
+	bounded := !math.IsInf(lo, -1) || !math.IsInf(hi, 1)
+	if !integer {
+		switch {
+		case !bounded:
+			return c.baseRule("number"), nil
+		case lo == 0 && !exLo && math.IsInf(hi, 1):
+			// Non-negative: no minus sign.
+			return seq(c.baseRule("uint"), c.baseRule("fraction-exponent")), nil
+		}
+		return nil, errAt(ptr, "bounds on a number that may have a fraction are not supported (only minimum 0); use type integer for exact ranges")
+	}
+	if !bounded {
+		return c.baseRule("integer"), nil
+	}
+	// Integer bounds: the integers in [ilo, ihi].
+	const limit = 1 << 53
+	var ilo, ihi int64 = math.MinInt64, math.MaxInt64
+	if !math.IsInf(lo, -1) {
+		b := math.Ceil(lo)
+		if exLo && b == lo {
+			b++
+		}
+		if math.Abs(b) > limit {
+			return nil, errAt(ptr, "integer bound %v is beyond ±2^53", lo)
+		}
+		ilo = int64(b)
+	}
+	if !math.IsInf(hi, 1) {
+		b := math.Floor(hi)
+		if exHi && b == hi {
+			b--
+		}
+		if math.Abs(b) > limit {
+			return nil, errAt(ptr, "integer bound %v is beyond ±2^53", hi)
+		}
+		ihi = int64(b)
+	}
+	if ilo > ihi {
+		return nil, nil
+	}
+	return c.addRule("int-range", intRange(ilo, ihi)), nil
+}
+
+func (c *compiler) str(s *Object, ptr string) (grammar.Expr, error) {
+	minL, maxL := 0, -1
+	for _, kw := range []string{"minLength", "maxLength"} {
+		v, ok := s.Get(kw)
+		if !ok {
+			continue
+		}
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil || f < 0 || f != math.Trunc(f) {
+			return nil, errAt(ptr+"/"+kw, "must be a non-negative integer")
+		}
+		if f > grammar.MaxRepeat {
+			return nil, errAt(ptr+"/"+kw, "%v is above the largest supported length %d", f, grammar.MaxRepeat)
+		}
+		if kw == "minLength" {
+			minL = int(f)
+		} else {
+			maxL = int(f)
+		}
+	}
+	if maxL >= 0 && minL > maxL {
+		return nil, nil
+	}
+	pattern, hasPattern := s.Get("pattern")
+	format, hasFormat := s.Get("format")
+	if c.opt.FormatAnnotation {
+		hasFormat = false
+	}
+	lengths := minL > 0 || maxL >= 0
+	if hasPattern && (hasFormat || lengths) {
+		return nil, errAt(ptr, "pattern together with format, minLength or maxLength is not supported")
+	}
+	if hasFormat {
+		f, ok := format.(string)
+		if !ok {
+			return nil, errAt(ptr+"/format", "must be a string")
+		}
+		re, ok := formats[f]
+		if !ok {
+			return nil, errAt(ptr+"/format", "format %q is not supported (supported: date, time, date-time, uuid, email, ipv4)", f)
+		}
+		if lengths {
+			return nil, errAt(ptr, "format together with minLength or maxLength is not supported")
+		}
+		return c.pattern(re, ptr+"/format")
+	}
+	if hasPattern {
+		p, ok := pattern.(string)
+		if !ok {
+			return nil, errAt(ptr+"/pattern", "must be a string")
+		}
+		// JSON Schema patterns are not anchored: they match anywhere in the string.
+		re := p
+		if !strings.HasPrefix(re, "^") {
+			re = `(?s:.*)(?:` + re + `)`
+		}
+		if !strings.HasSuffix(p, "$") || strings.HasSuffix(p, `\$`) {
+			re = `(?:` + re + `)(?s:.*)`
+		}
+		return c.pattern(re, ptr+"/pattern")
+	}
+	if !lengths {
+		return c.baseRule("string"), nil
+	}
+	return seq(lit(`"`), rep(c.baseRule("char"), minL, maxL), lit(`"`)), nil
+}
+
+// formats are the regular expressions of the supported formats.
+var formats = map[string]string{
+	"date":      `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`,
+	"time":      `^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`,
+	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`,
+	"uuid":      `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`,
+	"email":     `^[A-Za-z0-9!#$%&'*+/=?^_{|}~-]{1,20}(\.[A-Za-z0-9!#$%&'*+/=?^_{|}~-]{1,20}){0,2}@[A-Za-z0-9]([A-Za-z0-9-]{0,29}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,29}[A-Za-z0-9])?){0,3}$`,
+	"ipv4":      `^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$`,
+}
+
+// pattern is a JSON string whose decoded value matches re in full.
+func (c *compiler) pattern(re, ptr string) (grammar.Expr, error) {
+	g, err := regex.Parse(re)
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	body := escapeJSON(g.Rules[0].Body)
+	return seq(lit(`"`), c.addRule("pattern", body), lit(`"`)), nil
+}
+
+func (c *compiler) array(s *Object, ptr string) (grammar.Expr, error) {
+	minN, maxN := 0, -1
+	for _, kw := range []string{"minItems", "maxItems"} {
+		v, ok := s.Get(kw)
+		if !ok {
+			continue
+		}
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil || f < 0 || f != math.Trunc(f) {
+			return nil, errAt(ptr+"/"+kw, "must be a non-negative integer")
+		}
+		if f > grammar.MaxRepeat {
+			return nil, errAt(ptr+"/"+kw, "%v is above the largest supported count %d", f, grammar.MaxRepeat)
+		}
+		if kw == "minItems" {
+			minN = int(f)
+		} else {
+			maxN = int(f)
+		}
+	}
+	if maxN >= 0 && minN > maxN {
+		return nil, nil
+	}
+	var prefix []grammar.Expr
+	if v, ok := s.Get("prefixItems"); ok {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, errAt(ptr+"/prefixItems", "must be an array of schemas")
+		}
+		for i, p := range list {
+			e, err := c.schema(p, fmt.Sprintf("%s/prefixItems/%d", ptr, i))
+			if err != nil {
+				return nil, err
+			}
+			if e == nil { // no document has an item here: the array stops before it
+				if maxN < 0 || maxN > i {
+					maxN = i
+				}
+				break
+			}
+			prefix = append(prefix, e)
+		}
+	}
+	var items grammar.Expr = c.baseRule("value")
+	if v, ok := s.Get("items"); ok {
+		e, err := c.schema(v, ptr+"/items")
+		if err != nil {
+			return nil, err
+		}
+		items = e
+	}
+	if maxN >= 0 && maxN < len(prefix) {
+		prefix = prefix[:maxN]
+	}
+	if items == nil && (maxN < 0 || maxN > len(prefix)) {
+		maxN = len(prefix)
+	}
+	if maxN >= 0 && minN > maxN {
+		return nil, nil
+	}
+	ws := c.baseRule("ws")
+	comma := seq(ws, lit(","), ws)
+	// tail(i): the items from position i on, each after a comma.
+	var tail func(i int) grammar.Expr
+	tail = func(i int) grammar.Expr {
+		if i >= len(prefix) {
+			if items == nil {
+				return seq()
+			}
+			lo := max(minN-i, 0)
+			hi := -1
+			if maxN >= 0 {
+				hi = maxN - i
+			}
+			return rep(seq(comma, items), lo, hi)
+		}
+		var stop grammar.Expr
+		if i >= minN {
+			stop = seq()
+		}
+		var more grammar.Expr
+		if maxN < 0 || i < maxN {
+			more = seq(comma, prefix[i], tail(i+1))
+		}
+		return c.addRule("items", alt(more, stop))
+	}
+	var first grammar.Expr
+	switch {
+	case len(prefix) > 0:
+		first = seq(prefix[0], tail(1))
+	case items != nil && (maxN < 0 || maxN > 0):
+		first = seq(items, tail(1))
+	}
+	if first == nil {
+		return seq(lit("["), ws, lit("]")), nil
+	}
+	var body grammar.Expr = seq(first, ws)
+	if minN == 0 {
+		body = rep(body, 0, 1)
+	}
+	return seq(lit("["), ws, body, lit("]")), nil
+}
+
+// member is one listed property.
+type member struct {
+	key      string
+	value    grammar.Expr
+	required bool
+}
+
+func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
+	var required []string
+	if v, ok := s.Get("required"); ok {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, errAt(ptr+"/required", "must be an array of property names")
+		}
+		for _, x := range list {
+			k, ok := x.(string)
+			if !ok {
+				return nil, errAt(ptr+"/required", "must be an array of property names")
+			}
+			if !slices.Contains(required, k) {
+				required = append(required, k)
+			}
+		}
+	}
+	var extra grammar.Expr = c.baseRule("value")
+	if v, ok := s.Get("additionalProperties"); ok {
+		e, err := c.schema(v, ptr+"/additionalProperties")
+		if err != nil {
+			return nil, err
+		}
+		extra = e
+	}
+	var members []member
+	listed := map[string]bool{}
+	if v, ok := s.Get("properties"); ok {
+		props, ok := v.(*Object)
+		if !ok {
+			return nil, errAt(ptr+"/properties", "must be an object of schemas")
+		}
+		for _, k := range props.Keys {
+			listed[k] = true
+			e, err := c.schema(props.Values[k], ptr+"/properties/"+escapePointer(k))
+			if err != nil {
+				return nil, err
+			}
+			req := slices.Contains(required, k)
+			if e == nil {
+				if req {
+					return nil, nil // a required property no value satisfies
+				}
+				continue // the property may not appear
+			}
+			members = append(members, member{key: k, value: e, required: req})
+		}
+	}
+	for _, k := range required {
+		if listed[k] {
+			continue
+		}
+		if extra == nil {
+			return nil, nil // required, not listed, and no other property allowed
+		}
+		members = append(members, member{key: k, value: extra, required: true})
+	}
+	nReq := 0
+	for _, m := range members {
+		if m.required {
+			nReq++
+		}
+	}
+	if v, ok := s.Get("minProperties"); ok {
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil || f < 0 {
+			return nil, errAt(ptr+"/minProperties", "must be a non-negative integer")
+		}
+		if int(f) > nReq {
+			return nil, errAt(ptr+"/minProperties", "minProperties above the number of required properties (%d) is not supported", nReq)
+		}
+	}
+	if v, ok := s.Get("maxProperties"); ok {
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil || f < 0 {
+			return nil, errAt(ptr+"/maxProperties", "must be a non-negative integer")
+		}
+		if extra != nil || int(f) < len(members) {
+			if int(f) < nReq {
+				return nil, nil
+			}
+			return nil, errAt(ptr+"/maxProperties", "maxProperties below the number of properties an object may have is not supported")
+		}
+	}
+	ws := c.baseRule("ws")
+	comma := seq(ws, lit(","), ws)
+	kv := func(m member) grammar.Expr { return seq(lit(quote(m.key)), ws, lit(":"), ws, m.value) }
+	var extraKV grammar.Expr
+	if extra != nil {
+		// Other properties: any name but the listed ones.
+		names := slices.Collect(maps.Keys(listed))
+		for _, m := range members {
+			if !listed[m.key] {
+				names = append(names, m.key)
+			}
+		}
+		slices.Sort(names)
+		extraKV = seq(c.otherKey(names), ws, lit(":"), ws, extra)
+	}
+	// rest(i): members from i on, each after a comma, then other properties.
+	rests := make([]grammar.Expr, len(members)+1)
+	if extraKV != nil {
+		rests[len(members)] = c.addRule("props", rep(seq(comma, extraKV), 0, -1))
+	} else {
+		rests[len(members)] = seq()
+	}
+	for i := len(members) - 1; i >= 0; i-- {
+		with := seq(comma, kv(members[i]), rests[i+1])
+		if members[i].required {
+			rests[i] = c.addRule("props", with)
+		} else {
+			rests[i] = c.addRule("props", alt(with, rests[i+1]))
+		}
+	}
+	// first(i): the members from i on, the first present one without a comma; nil when
+	// nothing may be written.
+	firsts := make([]grammar.Expr, len(members)+1)
+	if extraKV != nil {
+		firsts[len(members)] = seq(extraKV, rests[len(members)])
+	}
+	for i := len(members) - 1; i >= 0; i-- {
+		with := seq(kv(members[i]), rests[i+1])
+		if members[i].required {
+			firsts[i] = c.addRule("props", with)
+		} else {
+			firsts[i] = c.addRule("props", alt(with, firsts[i+1]))
+		}
+	}
+	var body grammar.Expr = seq()
+	if firsts[0] != nil {
+		body = seq(firsts[0], ws)
+		if nReq == 0 {
+			body = rep(body, 0, 1)
+		}
+	}
+	return seq(lit("{"), ws, body, lit("}")), nil
+}
+
+// refRule returns a reference to the rule of the schema at tptr, compiling it once (a
+// recursive schema refers to its own rule).
+func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
+	if name, ok := c.refs[tptr]; ok {
+		return ref(name), nil
+	}
+	c.n++
+	name := fmt.Sprintf("ref-%d", c.n)
+	c.refs[tptr] = name
+	idx := len(c.rules)
+	c.rules = append(c.rules, grammar.Rule{Name: name})
+	body, err := c.schema(target, tptr)
+	if err != nil {
+		return nil, err
+	}
+	if body == nil {
+		return nil, nil
+	}
+	c.rules[idx].Body = body
+	return ref(name), nil
+}
+
+// resolve follows a $ref within the document.
+func (c *compiler) resolve(v any, ptr string) (any, string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, "", errAt(ptr+"/$ref", "must be a string")
+	}
+	if !strings.HasPrefix(s, "#") {
+		return nil, "", errAt(ptr+"/$ref", "%q refers to another document: only references within the schema (#…) are supported", s)
+	}
+	frag, err := url.PathUnescape(s[1:])
+	if err != nil {
+		return nil, "", errAt(ptr+"/$ref", "%q: %v", s, err)
+	}
+	if frag != "" && !strings.HasPrefix(frag, "/") {
+		return nil, "", errAt(ptr+"/$ref", "%q refers to an anchor: only JSON pointers are supported", s)
+	}
+	node := c.root
+	if frag != "" {
+		for _, tok := range strings.Split(frag[1:], "/") {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+			switch n := node.(type) {
+			case *Object:
+				next, ok := n.Get(tok)
+				if !ok {
+					return nil, "", errAt(ptr+"/$ref", "%q: no %q in the schema", s, tok)
+				}
+				node = next
+			case []any:
+				i, err := strconv.Atoi(tok)
+				if err != nil || i < 0 || i >= len(n) {
+					return nil, "", errAt(ptr+"/$ref", "%q: no item %q", s, tok)
+				}
+				node = n[i]
+			default:
+				return nil, "", errAt(ptr+"/$ref", "%q: cannot step into a %s", s, jsonType(node))
+			}
+		}
+	}
+	return node, frag, nil
+}
+
+// merge combines schemas that must all hold into one, when their keywords do not overlap
+// (required lists are united, properties with different names joined, equal values kept); a
+// schema that is a bare $ref is followed. Anything else is refused.
+func (c *compiler) merge(parts []any, ptr string) (any, error) {
+	out := &Object{Values: map[string]any{}}
+	propsFrom, extraFrom := -1, -1
+	for i, p := range parts {
+		for hops := 0; ; hops++ {
+			o, ok := p.(*Object)
+			if !ok {
+				break
+			}
+			r, ok := o.Get("$ref")
+			if !ok || !onlyAnnotations(without(o, "$ref")) {
+				break
+			}
+			if hops > 20 {
+				return nil, errAt(ptr, "allOf through more than 20 $refs")
+			}
+			t, _, err := c.resolve(r, ptr)
+			if err != nil {
+				return nil, err
+			}
+			p = t
+		}
+		switch v := p.(type) {
+		case bool:
+			if !v {
+				return false, nil
+			}
+			continue
+		case *Object:
+			if _, ok := v.Get("$ref"); ok {
+				return nil, errAt(ptr, "allOf (or $ref beside other keywords) with a $ref that has keywords of its own is not supported")
+			}
+			for _, k := range v.Keys {
+				if annotations[k] {
+					continue
+				}
+				// additionalProperties does not see the properties of another part.
+				switch k {
+				case "properties":
+					if extraFrom >= 0 && extraFrom != i {
+						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
+					}
+					propsFrom = i
+				case "additionalProperties":
+					if propsFrom >= 0 && propsFrom != i {
+						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
+					}
+					extraFrom = i
+				}
+				val := v.Values[k]
+				old, dup := out.Values[k]
+				if !dup {
+					out.Keys = append(out.Keys, k)
+					out.Values[k] = val
+					continue
+				}
+				merged, ok := mergeKeyword(k, old, val)
+				if !ok {
+					return nil, errAt(ptr, "allOf with keyword %q in two parts (part %d) is not supported", k, i)
+				}
+				out.Values[k] = merged
+			}
+		default:
+			return nil, errAt(ptr, "a schema must be an object or a boolean")
+		}
+	}
+	return out, nil
+}
+
+func mergeKeyword(k string, a, b any) (any, bool) {
+	if reflect.DeepEqual(a, b) {
+		return a, true
+	}
+	switch k {
+	case "required":
+		la, ok1 := a.([]any)
+		lb, ok2 := b.([]any)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := slices.Clone(la)
+		for _, x := range lb {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+		return out, true
+	case "properties":
+		pa, ok1 := a.(*Object)
+		pb, ok2 := b.(*Object)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := &Object{Keys: slices.Clone(pa.Keys), Values: map[string]any{}}
+		for k, v := range pa.Values {
+			out.Values[k] = v
+		}
+		for _, k := range pb.Keys {
+			if old, dup := out.Values[k]; dup {
+				if !reflect.DeepEqual(old, pb.Values[k]) {
+					return nil, false
+				}
+				continue
+			}
+			out.Keys = append(out.Keys, k)
+			out.Values[k] = pb.Values[k]
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func without(s *Object, key string) *Object {
+	out := &Object{Values: map[string]any{}}
+	for _, k := range s.Keys {
+		if k != key {
+			out.Keys = append(out.Keys, k)
+			out.Values[k] = s.Values[k]
+		}
+	}
+	return out
+}
+
+func onlyAnnotations(s *Object) bool {
+	for _, k := range s.Keys {
+		if !annotations[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func escapePointer(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}

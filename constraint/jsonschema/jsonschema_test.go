@@ -1,0 +1,112 @@
+package jsonschema_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/loomlm/loom/constraint/earley"
+	"github.com/loomlm/loom/constraint/jsonschema"
+)
+
+func TestCompileAcceptsAndRejects(t *testing.T) {
+	for _, c := range []struct {
+		name, schema string
+		accept       []string
+		reject       []string
+	}{
+		{"integer range", `{"type": "integer", "minimum": -12, "maximum": 305}`,
+			[]string{"-12", "-1", "0", "7", "99", "100", "305"},
+			[]string{"-13", "306", "1000", "01", "-0", "3.5", `"3"`}},
+		{"exclusive bounds", `{"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}`,
+			[]string{"1", "9"}, []string{"0", "10", "-1"}},
+		{"unbounded above", `{"type": "integer", "minimum": 18}`,
+			[]string{"18", "19", "99", "100", "123456789"}, []string{"17", "9", "-18"}},
+		{"non-negative number", `{"type": "number", "minimum": 0}`,
+			[]string{"0", "0.5", "12.25", "1e3"}, []string{"-1", "-0.5"}},
+		{"string lengths", `{"type": "string", "minLength": 2, "maxLength": 3}`,
+			[]string{`"ab"`, `"abc"`, `"\n\t"`}, []string{`"a"`, `"abcd"`, `ab`}},
+		{"pattern, unanchored", `{"type": "string", "pattern": "[0-9]{3}"}`,
+			[]string{`"123"`, `"ab123cd"`}, []string{`"12"`, `"abc"`}},
+		{"pattern, anchored", `{"type": "string", "pattern": "^a\"b$"}`,
+			[]string{`"a\"b"`}, []string{`"a\"bc"`, `"xa\"b"`, `"a"b"`}},
+		{"format date-time", `{"type": "string", "format": "date-time"}`,
+			[]string{`"2026-11-24T22:41:00Z"`, `"2026-01-31T00:00:00.123+01:00"`}, []string{`"2026-13-01T00:00:00Z"`, `"yesterday"`}},
+		{"enum", `{"enum": ["red", 1.0, null, {"a": [1]}]}`,
+			[]string{`"red"`, "1", "null", `{"a":[1]}`}, []string{`"blue"`, "1.0", `{"a":[2]}`}},
+		{"object in order, optional keys", `{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}, "required": ["b"], "additionalProperties": false}`,
+			[]string{`{"b":"x"}`, `{"a":1,"b":"x"}`, `{"a":1,"b":"x","c":true}`, `{"b":"x","c":false}`, `{ "a": 1, "b": "x" }`},
+			[]string{`{}`, `{"a":1}`, `{"b":"x","d":1}`, `{"b":"x","a":1}`, `{"a":1,,"b":"x"}`}},
+		{"other properties are the unlisted ones", `{"properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "string"}}`,
+			[]string{`{"id":1,"name":"x"}`, `{"idx":"y"}`, `{"i":"y"}`, `{}`},
+			[]string{`{"id":"1"}`, `{"id":1,"id":2}`, `{"name":3}`}},
+		{"arrays", `{"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "minItems": 2, "maxItems": 3}`,
+			[]string{`["a",1]`, `["a",1,2]`}, []string{`[]`, `["a"]`, `["a",1,2,3]`, `[1,2]`}},
+		{"recursive $ref", `{"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v", "next"], "additionalProperties": false}}, "$ref": "#/$defs/node"}`,
+			[]string{`{"v":1,"next":null}`, `{"v":1,"next":{"v":2,"next":null}}`}, []string{`{"v":1}`, `{"v":1,"next":{"v":2}}`}},
+		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
+			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := jsonschema.Compile([]byte(c.schema), jsonschema.Options{FlexibleWhitespace: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			compact, err := jsonschema.Compile([]byte(c.schema), jsonschema.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, doc := range c.accept {
+				if got := accepts(earley.New(compact), []byte(doc)); got == strings.ContainsAny(doc, " \n") && !strings.HasPrefix(doc, `"`) {
+					t.Errorf("compact whitespace: %s accepted %v", doc, got)
+				}
+			}
+			for _, doc := range c.accept {
+				if !accepts(earley.New(cfg), []byte(doc)) {
+					t.Errorf("rejected %s", doc)
+				}
+			}
+			for _, doc := range c.reject {
+				if accepts(earley.New(cfg), []byte(doc)) {
+					t.Errorf("accepted %s", doc)
+				}
+			}
+		})
+	}
+}
+
+func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
+	for _, c := range []struct{ name, schema, want string }{
+		{"not JSON", `{"type": `, "not valid JSON"},
+		{"unsupported keyword", `{"properties": {"a": {"not": {"type": "string"}}}}`, `json schema at /properties/a: keyword "not" is not supported`},
+		{"remote ref", `{"$ref": "https://example.com/s.json"}`, "refers to another document"},
+		{"missing ref", `{"$ref": "#/$defs/nope"}`, `no "$defs" in the schema`},
+		{"unknown format", `{"type": "string", "format": "hostname"}`, `format "hostname" is not supported`},
+		{"bounds on numbers", `{"type": "number", "maximum": 2.5}`, "bounds on a number"},
+		{"accepts nothing", `false`, "the schema accepts nothing"},
+		{"empty range", `{"type": "integer", "minimum": 3, "maximum": 2}`, "the schema accepts nothing"},
+		{"too large", `{"description": "` + strings.Repeat("x", jsonschema.MaxSchemaBytes) + `"}`, "at most"},
+		{"unknown type", `{"type": "decimal"}`, `unknown type "decimal"`},
+		{"uniqueItems", `{"type": "array", "uniqueItems": true}`, "uniqueItems true is not supported"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := jsonschema.Compile([]byte(c.schema), jsonschema.Options{})
+			var se *jsonschema.Error
+			if err == nil || !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want a *jsonschema.Error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestMarshalAndOrder(t *testing.T) {
+	schema, _ := jsonschema.Decode([]byte(`{"properties": {"b": {}, "a": {"properties": {"y": {}, "x": {}}}}}`))
+	doc, _ := jsonschema.Decode([]byte(`{"a": {"x": 1.0, "y": "\u2028<&>"}, "c": [1e2, 0.5], "b": null}`))
+	got, err := jsonschema.Marshal(jsonschema.Order(schema, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"b":null,"a":{"y":"\u2028<&>","x":1},"c":[100,0.5]}`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
