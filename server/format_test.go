@@ -13,6 +13,7 @@ import (
 	"github.com/loomlm/loom/constraint/grammar"
 	"github.com/loomlm/loom/server"
 	"github.com/openai/openai-go/v3"
+	santhosh "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestResponseFormatJSONObject: with response_format json_object every reply is a JSON object
@@ -92,5 +93,67 @@ func TestResponseFormatErrors(t *testing.T) {
 	})
 	if errors.As(err, &ae) || err != nil || text.Choices[0].Message.Content == "" || plain.Choices[0].Text == "" {
 		t.Errorf("text format: %v", err)
+	}
+}
+
+// TestResponseFormatJSONSchema: a json_schema response format gives JSON valid against the
+// schema (checked by santhosh-tekuri/jsonschema), and a schema loom cannot enforce is a 400
+// naming the keyword.
+func TestResponseFormatJSONSchema(t *testing.T) {
+	_, hs := newServer(t, server.Options{})
+	c := client(hs)
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"city":  map[string]any{"type": "string", "maxLength": 16},
+			"stars": map[string]any{"type": "integer", "minimum": 1, "maximum": 5},
+		},
+		"required":             []any{"city", "stars"},
+		"additionalProperties": false,
+	}
+	comp := santhosh.NewCompiler()
+	if err := comp.AddResource("s.json", schema); err != nil {
+		t.Fatal(err)
+	}
+	validator, err := comp.Compile("s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := int64(1); seed <= 5; seed++ {
+		res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:     "creative",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Rate a city.")},
+			MaxTokens: openai.Int(200),
+			Seed:      openai.Int(seed),
+			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{
+				OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{
+					Name: "rating", Schema: schema, Strict: openai.Bool(true)}},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Choices[0].Message.Content
+		if res.Choices[0].FinishReason != "stop" {
+			t.Errorf("seed %d: %q ended by %s", seed, text, res.Choices[0].FinishReason)
+			continue
+		}
+		v, err := santhosh.UnmarshalJSON(strings.NewReader(text))
+		if err != nil {
+			t.Fatalf("seed %d: %q: %v", seed, text, err)
+		}
+		if err := validator.Validate(v); err != nil {
+			t.Errorf("seed %d: %s: %v", seed, text, err)
+		}
+	}
+	body := `{"model": "default", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "propertyNames": {"maxLength": 3}}}}}`
+	resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `keyword \"propertyNames\" is not supported`) {
+		t.Errorf("%d %s; want 400 naming propertyNames", resp.StatusCode, b)
 	}
 }
