@@ -9,7 +9,7 @@ import (
 // CanDequantize reports whether Dequantize supports type t.
 func CanDequantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		return true
 	}
 	return false
@@ -17,7 +17,8 @@ func CanDequantize(t Type) bool {
 
 // Dequantize decodes the elements stored in src, of type t, into dst, which must hold exactly
 // as many elements as src stores (len(src) = t.RowBytes(len(dst))). Supported types are F32,
-// F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K; any other type is an error naming it.
+// F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS;
+// any other type is an error naming it.
 func Dequantize(t Type, src []byte, dst []float32) error {
 	if !CanDequantize(t) {
 		return fmt.Errorf("dequantize %s: unsupported tensor type", t)
@@ -28,6 +29,9 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	}
 	if n != len(src) {
 		return fmt.Errorf("dequantize %s: %d elements take %d bytes, got %d", t, len(dst), n, len(src))
+	}
+	if dequantMore(t, src, dst) {
+		return nil
 	}
 	switch t {
 	case F32:

@@ -346,7 +346,7 @@ func TestDequantizeErrors(t *testing.T) {
 		src  int
 		dst  int
 	}{
-		{"unsupported type", Q5_K, 176, 256},
+		{"unsupported type", IQ2_XXS, 66, 256},
 		{"unknown type", Type(99), 4, 1},
 		{"partial block", Q8_0, 34, 31},
 		{"short source", Q8_0, 33, 32},

@@ -179,7 +179,7 @@ func TestTensorFloat32(t *testing.T) {
 		t.Errorf("missing tensor: %v", err)
 	}
 	w := NewWriter()
-	if err := w.AddTensor("q5", ggml.Q5_K, []uint64{256}, make([]byte, 176)); err != nil {
+	if err := w.AddTensor("q5", ggml.IQ2_XXS, []uint64{256}, make([]byte, 66)); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -190,7 +190,7 @@ func TestTensorFloat32(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.TensorFloat32("q5"); err == nil || !strings.Contains(err.Error(), `"q5"`) || !strings.Contains(err.Error(), "Q5_K") {
+	if _, err := f.TensorFloat32("q5"); err == nil || !strings.Contains(err.Error(), `"q5"`) || !strings.Contains(err.Error(), "IQ2_XXS") {
 		t.Errorf("unsupported type: %v", err)
 	}
 }

@@ -17,7 +17,8 @@ import (
 //	    Groups of four blocks of 32, 176 bytes per group:
 //	    float32 d[4]; int32 corr[4]; int32 zero[4]; int8 q[128]
 //	  where corr[k] = −8·Σq over block k (the Q4_0 offset). A row's last group may be partial;
-//	  its unused blocks are zero.
+//	  its unused blocks are zero. For Q4_1 and Q5_1 the zero words hold instead each block's
+//	  sum s as llama.cpp's Q8_1 has it (blockSums).
 //	Q4_K, Q6_K (llama.cpp's Q8_K activations, super-blocks of 256): the float32 scale
 //	    d = 1/(127/amax). 308 bytes:
 //	    float32 d; int16 sum16[16]; int16 sum32[8]; int8 q[256]
@@ -30,6 +31,7 @@ import (
 const (
 	act32Group = 176
 	act32Corr  = 16
+	act32Sum   = 32
 	act32Q     = 48
 	actKBytes  = 308
 	actKSum16  = 4
@@ -127,5 +129,19 @@ func quantKGeneric(dst []byte, x []float32) {
 			s := int16(binary.LittleEndian.Uint16(blk[actKSum16+4*k:])) + int16(binary.LittleEndian.Uint16(blk[actKSum16+4*k+2:]))
 			binary.LittleEndian.PutUint16(blk[actKSum32+2*k:], uint16(s))
 		}
+	}
+}
+
+// blockSums writes, in the spare word of each block of a quantised row, llama.cpp's Q8_1 sum
+// s = half(d·Σq) as a float32, with d = amax/127 before its rounding to half precision; the
+// kernels of Q4_1 and Q5_1 multiply it by the block's m.
+func blockSums(row []byte, x []float32) {
+	for b := 0; b < len(x)/32; b++ {
+		g := row[b/4*act32Group:]
+		k := b % 4
+		qsum := -int32(binary.LittleEndian.Uint32(g[act32Corr+4*k:])) / 8
+		d := absMax(x[b*32:b*32+32]) / 127
+		s := ggml.HalfToFloat32(ggml.Float32ToHalf(d * float32(qsum)))
+		binary.LittleEndian.PutUint32(g[act32Sum+4*k:], math.Float32bits(s))
 	}
 }

@@ -40,6 +40,7 @@ func init() {
 			}
 		},
 	}
+	fillMissing(avx2)
 	asmImpl = avx2
 	impls = append(impls, avx2)
 	// With AVX-512 the float types' products run on 16-wide registers, and Q8_0's on

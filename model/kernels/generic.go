@@ -146,7 +146,8 @@ func dotBlocksQ4_0(wr, xr []byte, b0, b1 int) float32 {
 }
 
 // blocks32 are the Go block loops of the types whose kernels work on groups of four blocks.
-var blocks32 = map[kind]func(wr, xr []byte, b0, b1 int) float32{kQ8_0: dotBlocksQ8_0, kQ4_0: dotBlocksQ4_0}
+var blocks32 = map[kind]func(wr, xr []byte, b0, b1 int) float32{kQ8_0: dotBlocksQ8_0, kQ4_0: dotBlocksQ4_0,
+	kQ4_1: dotBlocks32(kQ4_1), kQ5_0: dotBlocks32(kQ5_0), kQ5_1: dotBlocks32(kQ5_1), kIQ4_NL: dotBlocks32(kIQ4_NL)}
 
 // q4KScales unpacks the eight 6-bit scales and mins of a Q4_K super-block.
 func q4KScales(p []byte) (sc, mn [8]int32) {
@@ -226,13 +227,21 @@ func axpyGeneric(a float32, x, y *float32, n int) {
 var genericImpl = impl{
 	name: "generic",
 	dot: [numKinds][4]dotFunc{
-		kF32:  genericFloatKernels(4, decodeF32),
-		kF16:  genericFloatKernels(2, decodeF16),
-		kBF16: genericFloatKernels(2, decodeBF16),
-		kQ8_0: genericKernels(4*34, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ8_0(wr, xr, 0, len(wr)/34) }),
-		kQ4_0: genericKernels(4*18, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ4_0(wr, xr, 0, len(wr)/18) }),
-		kQ4_K: genericKernels(144, actKBytes, dotRowQ4_K),
-		kQ6_K: genericKernels(210, actKBytes, dotRowQ6_K),
+		kF32:    genericFloatKernels(4, decodeF32),
+		kF16:    genericFloatKernels(2, decodeF16),
+		kBF16:   genericFloatKernels(2, decodeBF16),
+		kQ8_0:   genericKernels(4*34, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ8_0(wr, xr, 0, len(wr)/34) }),
+		kQ4_0:   genericKernels(4*18, act32Group, func(wr, xr []byte) float32 { return dotBlocksQ4_0(wr, xr, 0, len(wr)/18) }),
+		kQ4_K:   genericKernels(144, actKBytes, dotRowQ4_K),
+		kQ6_K:   genericKernels(210, actKBytes, dotRowQ6_K),
+		kQ4_1:   genericKernels32(kQ4_1),
+		kQ5_0:   genericKernels32(kQ5_0),
+		kQ5_1:   genericKernels32(kQ5_1),
+		kIQ4_NL: genericKernels32(kIQ4_NL),
+		kQ2_K:   genericKernels(84, actKBytes, dotRowK(kQ2_K)),
+		kQ3_K:   genericKernels(110, actKBytes, dotRowK(kQ3_K)),
+		kQ5_K:   genericKernels(176, actKBytes, dotRowK(kQ5_K)),
+		kIQ4_XS: genericKernels(136, actKBytes, dotRowK(kIQ4_XS)),
 	},
 	axpy:    axpyGeneric,
 	quant32: quant32Generic,

@@ -11,7 +11,8 @@ import (
 	"github.com/loomlm/loom/model/ggml"
 )
 
-var testTypes = []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_K, ggml.Q6_K}
+var testTypes = []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_K, ggml.Q6_K,
+	ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.IQ4_NL, ggml.Q2_K, ggml.Q3_K, ggml.Q5_K, ggml.IQ4_XS}
 
 // randHalf returns a random positive binary16 bit pattern with a value in [2^(lo-15), 2^(hi-14)).
 func randHalf(r *rand.Rand, lo, hi int) uint16 {
@@ -60,6 +61,35 @@ func randomMatrix(r *rand.Rand, t ggml.Type, rows, cols int) Matrix {
 	case ggml.Q6_K:
 		for b := 0; b < len(data); b += 210 {
 			put16(data[b+208:], randHalf(r, 5, 10))
+		}
+	case ggml.Q4_1, ggml.Q5_1: // d and m
+		size := map[ggml.Type]int{ggml.Q4_1: 20, ggml.Q5_1: 24}[t]
+		for b := 0; b < len(data); b += size {
+			put16(data[b:], randHalf(r, 5, 12))
+			put16(data[b+2:], randHalf(r, 5, 12)|uint16(r.IntN(2))<<15)
+		}
+	case ggml.Q5_0, ggml.IQ4_NL:
+		size := map[ggml.Type]int{ggml.Q5_0: 22, ggml.IQ4_NL: 18}[t]
+		for b := 0; b < len(data); b += size {
+			put16(data[b:], randHalf(r, 5, 12))
+		}
+	case ggml.Q2_K:
+		for b := 0; b < len(data); b += 84 {
+			put16(data[b+80:], randHalf(r, 5, 10))
+			put16(data[b+82:], randHalf(r, 5, 10))
+		}
+	case ggml.Q3_K:
+		for b := 0; b < len(data); b += 110 {
+			put16(data[b+108:], randHalf(r, 5, 10))
+		}
+	case ggml.Q5_K:
+		for b := 0; b < len(data); b += 176 {
+			put16(data[b:], randHalf(r, 5, 10))
+			put16(data[b+2:], randHalf(r, 5, 10))
+		}
+	case ggml.IQ4_XS:
+		for b := 0; b < len(data); b += 136 {
+			put16(data[b:], randHalf(r, 5, 10))
 		}
 	}
 	return Matrix{Type: t, Rows: rows, Cols: cols, Data: data}
@@ -140,17 +170,97 @@ func refRow(m Matrix, r int) []float64 {
 			hi := int(blk[128+32*h+l]>>(2*g)) & 3
 			q := lo | hi<<4
 			out[e] = refHalf(u16(blk[208:])) * float64(int8(blk[192+i/16])) * float64(q-32)
+		default:
+			out[e] = refMore(m.Type, row, e)
 		}
 	}
 	return out
 }
 
+// iq4 are the levels of IQ4_NL and IQ4_XS, from the format's definition.
+var iq4 = [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// refMore is refRow's element e for the types without assembly, from their block definitions.
+func refMore(t ggml.Type, row []byte, e int) float64 {
+	u16 := func(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+	nib := func(qs []byte, j int) int { // element j of 32 in a block of 16 nibble bytes
+		if j < 16 {
+			return int(qs[j] & 15)
+		}
+		return int(qs[j-16] >> 4)
+	}
+	j := e % 32
+	switch t {
+	case ggml.Q4_1:
+		blk := row[20*(e/32):]
+		return refHalf(u16(blk))*float64(nib(blk[4:], j)) + refHalf(u16(blk[2:]))
+	case ggml.Q5_0:
+		blk := row[22*(e/32):]
+		hi := int(binary.LittleEndian.Uint32(blk[2:])>>j) & 1
+		return refHalf(u16(blk)) * float64(nib(blk[6:], j)+16*hi-16)
+	case ggml.Q5_1:
+		blk := row[24*(e/32):]
+		hi := int(binary.LittleEndian.Uint32(blk[4:])>>j) & 1
+		return refHalf(u16(blk))*float64(nib(blk[8:], j)+16*hi) + refHalf(u16(blk[2:]))
+	case ggml.IQ4_NL:
+		blk := row[18*(e/32):]
+		return refHalf(u16(blk)) * iq4[nib(blk[2:], j)]
+	}
+	i := e % 256
+	switch t {
+	case ggml.Q5_K: // as Q4_K, with a fifth bit per element in qh
+		blk := row[176*(e/256):]
+		d, dmin := refHalf(u16(blk)), refHalf(u16(blk[2:]))
+		sc := blk[4:16]
+		s := i / 32
+		var scale, min int
+		if s < 4 {
+			scale, min = int(sc[s]&63), int(sc[s+4]&63)
+		} else {
+			scale = int(sc[s+4]&15) | int(sc[s-4]>>6)<<4
+			min = int(sc[s+4]>>4) | int(sc[s]>>6)<<4
+		}
+		b := blk[48+32*(s/2)+i%32]
+		q := int(b & 15)
+		if s%2 == 1 {
+			q = int(b >> 4)
+		}
+		q += 16 * (int(blk[16+i%32]>>s) & 1)
+		return d*float64(scale*q) - dmin*float64(min)
+	case ggml.IQ4_XS:
+		blk := row[136*(e/256):]
+		ib := i / 32
+		ls := int(blk[4+ib/2]>>(4*(ib%2)))&15 | (int(u16(blk[2:])>>(2*ib))&3)<<4
+		return refHalf(u16(blk)) * float64(ls-32) * iq4[nib(blk[8+16*ib:], i%32)]
+	case ggml.Q2_K:
+		blk := row[84*(e/256):]
+		h, g, l := i/128, (i%128)/32, i%32 // half, 2-bit plane, position
+		sc := blk[i/16]
+		q := int(blk[16+32*h+l]>>(2*g)) & 3
+		return refHalf(u16(blk[80:]))*float64(int(sc&15)*q) - refHalf(u16(blk[82:]))*float64(sc>>4)
+	case ggml.Q3_K:
+		blk := row[110*(e/256):]
+		h, g, l := i/128, (i%128)/32, i%32
+		q := int(blk[32+32*h+l]>>(2*g)) & 3
+		if blk[l]>>(4*h+g)&1 == 0 {
+			q -= 4
+		}
+		// 16 scales of 6 bits: low 4 bits in bytes 0–7 (two per byte), high 2 bits in 8–11.
+		sb := blk[96:108]
+		k := i / 16
+		low := int(sb[k%8]>>(4*(k/8))) & 15
+		high := int(sb[8+k%4]>>(2*(k/4))) & 3
+		return refHalf(u16(blk[108:])) * float64(low|high<<4-32) * float64(q)
+	}
+	panic("refMore: " + t.String())
+}
+
 // quantBlock is the activation block size of a type's 8-bit quantisation (0: none).
 func quantBlock(t ggml.Type) int {
 	switch t {
-	case ggml.Q8_0, ggml.Q4_0:
+	case ggml.Q8_0, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.IQ4_NL:
 		return 32
-	case ggml.Q4_K, ggml.Q6_K:
+	case ggml.Q4_K, ggml.Q6_K, ggml.Q2_K, ggml.Q3_K, ggml.Q5_K, ggml.IQ4_XS:
 		return 256
 	}
 	return 0
@@ -183,6 +293,18 @@ func reference(m Matrix, x []float32, n int) (want, bound []float64) {
 					}
 					for c := b; c < b+qb; c++ {
 						q += math.Abs(w[c]) * e
+					}
+					if m.Type == ggml.Q4_1 || m.Type == ggml.Q5_1 {
+						// The block's m times the half-precision activation sum: its rounding,
+						// and the quantisation of the 32 activations it sums.
+						bs := map[ggml.Type]int{ggml.Q4_1: 20, ggml.Q5_1: 24}[m.Type]
+						rb := m.RowBytes()
+						mv := math.Abs(refHalf(binary.LittleEndian.Uint16(m.Data[r*rb+bs*(b/32)+2:])))
+						var sx float64
+						for c := b; c < b+qb; c++ {
+							sx += math.Abs(float64(xs[c]))
+						}
+						q += mv * (sx*0x1p-10 + 32*amax/254 + 127*0x1p-24)
 					}
 				}
 			}
@@ -484,7 +606,7 @@ func TestValidate(t *testing.T) {
 		{"ok", Matrix{ggml.Q8_0, 2, 64, make([]byte, 2*2*34)}, true},
 		{"short data", Matrix{ggml.Q8_0, 2, 64, make([]byte, 2*2*34-1)}, false},
 		{"partial block", Matrix{ggml.Q4_K, 1, 128, make([]byte, 72)}, false},
-		{"unsupported type", Matrix{ggml.Q5_K, 1, 256, make([]byte, 176)}, false},
+		{"unsupported type", Matrix{ggml.IQ2_XXS, 1, 256, make([]byte, 66)}, false},
 		{"zero columns", Matrix{ggml.F32, 1, 0, nil}, false},
 	}
 	for _, c := range cases {

@@ -20,6 +20,14 @@ const (
 	kQ4_0
 	kQ4_K
 	kQ6_K
+	kQ4_1
+	kQ5_0
+	kQ5_1
+	kIQ4_NL
+	kQ2_K
+	kQ3_K
+	kQ5_K
+	kIQ4_XS
 	numKinds
 )
 
@@ -30,6 +38,8 @@ const (
 	actFloat actKind = iota // raw float32, blocks of 8
 	act32                   // quantize32, groups of four blocks of 32
 	actK                    // quantizeK, blocks of 256
+	act32s                  // act32 with each block's sum s (Q4_1 and Q5_1, llama.cpp's Q8_1)
+	numActKinds
 )
 
 type typeKernel struct {
@@ -53,6 +63,15 @@ var typeKernels = [ggml.BF16 + 1]typeKernel{
 	ggml.Q4_0: {kQ4_0, act32, 128, 4 * 18, 32, true},
 	ggml.Q4_K: {kQ4_K, actK, 256, 144, 256, true},
 	ggml.Q6_K: {kQ6_K, actK, 256, 210, 256, true},
+	// Pure-Go kernels only (generic_more.go).
+	ggml.Q4_1:   {kQ4_1, act32s, 128, 4 * 20, 32, true},
+	ggml.Q5_0:   {kQ5_0, act32, 128, 4 * 22, 32, true},
+	ggml.Q5_1:   {kQ5_1, act32s, 128, 4 * 24, 32, true},
+	ggml.IQ4_NL: {kIQ4_NL, act32, 128, 4 * 18, 32, true},
+	ggml.Q2_K:   {kQ2_K, actK, 256, 84, 256, true},
+	ggml.Q3_K:   {kQ3_K, actK, 256, 110, 256, true},
+	ggml.Q5_K:   {kQ5_K, actK, 256, 176, 256, true},
+	ggml.IQ4_XS: {kIQ4_XS, actK, 256, 136, 256, true},
 }
 
 // kernelOf returns the kernel description of t, nil if t is not supported.
@@ -151,10 +170,13 @@ func prepare(im *impl, kind actKind, x []float32, n, cols int) acts {
 	a.b = a.scratch.b[:n*a.stride]
 	for i := 0; i < n; i++ {
 		row := a.b[i*a.stride : (i+1)*a.stride]
-		if kind == act32 && cols%128 != 0 {
+		if kind != actK && cols%128 != 0 {
 			clear(row[len(row)-act32Group:]) // the unused blocks of the last group
 		}
 		q(row, x[i*cols:(i+1)*cols])
+		if kind == act32s {
+			blockSums(row, x[i*cols:(i+1)*cols])
+		}
 	}
 	return a
 }
@@ -201,7 +223,7 @@ func (p *product) rows(n, r0, r1 int) {
 	}
 	switch {
 	case tail == 0:
-	case p.tk.act == act32:
+	case p.tk.act == act32 || p.tk.act == act32s:
 		blocksTail(p.out, m, a.b, a.stride, n, r0, r1, p.tk)
 	default:
 		floatTail(p.out, m, a.x, n, r0, r1, tail)
@@ -209,7 +231,7 @@ func (p *product) rows(n, r0, r1 int) {
 }
 
 func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
-	var prepared [3]*acts // by actKind
+	var prepared [numActKinds]*acts
 	ps := make([]product, len(ms))
 	total, work := 0, 0
 	for k, m := range ms {

@@ -345,7 +345,7 @@ func (ld *tensorLoader) matrix(name string, rows, cols int) kernels.Matrix {
 		return kernels.Matrix{}
 	}
 	if !kernels.Supported(ti.Type) {
-		ld.fail("tensor %q: type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", name, ti.Type)
+		ld.fail("tensor %q: type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)", name, ti.Type)
 		return kernels.Matrix{}
 	}
 	data, err := ld.f.TensorData(name)

@@ -97,7 +97,14 @@ func loadQuantRef(t *testing.T, stem string, vocab int) reference {
 // greedy ids flipped at near-ties). For F16 weights llama.cpp rounds the activations to half
 // precision, where loom keeps float32: ~2e-4 here, allowed 1e-3.
 func TestLlamaCppQuantised(t *testing.T) {
-	tolerance := map[string]float64{"q8_0": 1e-4, "q4_0": 1e-4, "q4_k_m": 1e-4, "f16": 1e-3}
+	// IQ4_XS and Q3_K_M: every step within 4e-7 but one (step 9, step 3), whose difference
+	// (1.2e-2, 6.9e-3) is gone at the next step: it is not in the cache but in the last FFN of
+	// that step, where one 8-bit activation quant rounds the other way (llama.cpp computes SiLU
+	// with its own exp, ulps from loom's), and these types' weights reach 127·d per level.
+	// Greedy ids are identical.
+	tolerance := map[string]float64{"q8_0": 1e-4, "q4_0": 1e-4, "q4_k_m": 1e-4, "f16": 1e-3,
+		"q4_1": 1e-4, "q5_0": 1e-4, "q5_1": 1e-4, "iq4_nl": 1e-4, "q2_k": 1e-4, "q5_k_m": 1e-4,
+		"q3_k_m": 2e-2, "iq4_xs": 2e-2}
 	files, err := filepath.Glob(filepath.Join(quantRefDir, "*.gguf"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no reference models in %s (%v)", quantRefDir, err)
@@ -156,6 +163,9 @@ func compareWithLlamaCpp(t *testing.T, stem string) (worstLP, worstLogit float64
 			worstLP = max(worstLP, math.Abs(a[i]-b[i]))
 		}
 		worstLogit = max(worstLogit, maxAbsDiff(logits, ref.logits[s]))
+		if d := maxAbsDiff(logits, ref.logits[s]); d > 1e-4 {
+			t.Logf("step %d: |Δlogit| %.3g", s, d)
+		}
 		margin = min(margin, topMargin(ref.logits[s]))
 		if s+1 < len(ref.gen) {
 			logits = forward1(t, m, st, []int32{want})

@@ -319,12 +319,12 @@ func TestUnsupportedTensorType(t *testing.T) {
 		change func(name string) (skip bool, typ ggml.Type)
 		want   []string
 	}{
-		{"Q5_K weight", func(name string) (bool, ggml.Type) {
+		{"IQ2_XXS weight", func(name string) (bool, ggml.Type) {
 			if name == "blk.1.attn_q.weight" {
-				return false, ggml.Q5_K
+				return false, ggml.IQ2_XXS
 			}
 			return false, ggml.F32
-		}, []string{`tensor "blk.1.attn_q.weight": type Q5_K is not supported`}},
+		}, []string{`tensor "blk.1.attn_q.weight": type IQ2_XXS is not supported`}},
 		{"missing weights", func(name string) (bool, ggml.Type) {
 			return name == "blk.0.ffn_up.weight" || name == "output_norm.weight", ggml.F32
 		}, []string{`missing tensor "blk.0.ffn_up.weight"`, `missing tensor "output_norm.weight"`}},

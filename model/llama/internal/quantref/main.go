@@ -59,7 +59,7 @@ var fixtures = []fixture{
 		name:  "wide",
 		shape: llama.Shape{Architecture: "llama", Dim: 256, Layers: 1, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 288, ContextLength: 128},
 		seed:  11,
-		types: []string{"Q4_0", "Q4_K_M"},
+		types: []string{"Q4_0", "Q4_K_M", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K_M", "Q5_K_M", "IQ4_XS"},
 	},
 	{
 		name:  "tiny",
