@@ -101,10 +101,17 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 	if err != nil {
 		return nil, err
 	}
-	if j.req.Prompt, err = chatPrompt(e, body.Messages); err != nil {
+	prompt, templated, err := chatPrompt(e, body.Messages)
+	if err != nil {
 		return nil, err
 	}
-	stop = append(stop, PlainChatStops...)
+	j.req.Prompt = prompt
+	if templated {
+		// The template wrote the special tokens (BOS included, where the model wants it).
+		j.req.ParseSpecial, j.req.NoSpecial = true, true
+	} else {
+		stop = append(stop, PlainChatStops...)
+	}
 	if body.TopLogprobs != nil {
 		if !body.Logprobs {
 			return nil, badParam("top_logprobs", "requires logprobs = true")

@@ -12,6 +12,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/loomlm/loom/chat"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -80,6 +81,11 @@ type sharedModel struct {
 	raw     core.Model
 	batched *batch.Model
 	tok     core.Tokenizer
+
+	// The model's chat template, parsed on first use.
+	tplOnce sync.Once
+	tpl     *chat.Template
+	tplErr  error
 }
 
 // builtinSeq numbers the models servers register with the pipeline package.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/loomlm/loom/chat"
 	"strings"
 
 	"github.com/loomlm/loom/core"
@@ -41,16 +42,22 @@ func chatTemplate(m core.Model) (string, bool) {
 	return s, ok
 }
 
-// chatPrompt renders a chat request's messages. A model that declares its own template is
-// refused until loom renders Jinja templates: using the plain one there would silently give the
-// model a format it was not trained on.
-func chatPrompt(e *entry, msgs []chatMessage) (string, error) {
+// template returns the model's parsed chat template, nil when it has none.
+func (m *sharedModel) template() (*chat.Template, error) {
+	m.tplOnce.Do(func() {
+		if src, ok := chatTemplate(m.raw); ok {
+			m.tpl, m.tplErr = chat.Parse(src)
+		}
+	})
+	return m.tpl, m.tplErr
+}
+
+// chatPrompt renders a chat request's messages: with the model's own chat template (GGUF
+// tokenizer.chat_template; templated is then true and the prompt holds its special tokens as
+// text), or the plain template for a model without one.
+func chatPrompt(e *entry, msgs []chatMessage) (prompt string, templated bool, err error) {
 	if len(msgs) == 0 {
-		return "", badParam("messages", "must not be empty")
-	}
-	if _, ok := chatTemplate(e.model.raw); ok {
-		return "", &APIError{Status: 400, Type: "invalid_request_error", Param: codeOf("messages"), Code: codeOf("chat_template_unsupported"),
-			Message: fmt.Sprintf("model %q: its GGUF declares tokenizer.chat_template, which loom serve cannot render yet; use /v1/completions with the formatted prompt", e.name)}
+		return "", false, badParam("messages", "must not be empty")
 	}
 	roles := make([]string, len(msgs))
 	contents := make([]string, len(msgs))
@@ -61,13 +68,43 @@ func chatPrompt(e *entry, msgs []chatMessage) (string, error) {
 		case "developer":
 			roles[i] = "system"
 		default:
-			return "", badParam(fmt.Sprintf("messages[%d].role", i), "%q: must be system, developer, user or assistant", m.Role)
+			return "", false, badParam(fmt.Sprintf("messages[%d].role", i), "%q: must be system, developer, user or assistant", m.Role)
 		}
 		text, err := messageText(i, m)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		contents[i] = text
 	}
-	return PlainChatTemplate(roles, contents), nil
+	tpl, err := e.model.template()
+	if err != nil {
+		return "", false, &APIError{Status: 500, Type: "server_error", Code: codeOf("chat_template_invalid"),
+			Message: fmt.Sprintf("model %q: %v", e.name, err)}
+	}
+	if tpl == nil {
+		return PlainChatTemplate(roles, contents), false, nil
+	}
+	cm := make([]chat.Message, len(msgs))
+	for i := range msgs {
+		cm[i] = chat.Message{Role: roles[i], Content: contents[i]}
+	}
+	tok := e.model.tok
+	sp := tok.Special()
+	var o chat.Options
+	o.AddGenerationPrompt = true
+	if sp.BOS >= 0 {
+		o.BOS = tok.Piece(sp.BOS)
+	}
+	if sp.EOS >= 0 {
+		o.EOS = tok.Piece(sp.EOS)
+	}
+	out, err := tpl.Render(cm, o)
+	switch {
+	case chat.IsRefusal(err):
+		return "", false, badParam("messages", "model %q: %v", e.name, err)
+	case err != nil:
+		return "", false, &APIError{Status: 500, Type: "server_error", Code: codeOf("chat_template_failed"),
+			Message: fmt.Sprintf("model %q: %v", e.name, err)}
+	}
+	return out, true, nil
 }
