@@ -73,7 +73,7 @@ func TestChatTemplateFromGGUF(t *testing.T) {
 	t.Cleanup(hs.Close)
 	c := client(hs)
 	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-		Model: "templated",
+		Model:    "templated",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("  Hello  ")},
 	})
 	if err != nil {
