@@ -58,3 +58,10 @@ type Model interface {
 	// its own positions, and fills every item's Logits.
 	Forward(ctx context.Context, batch []ForwardItem) error
 }
+
+// PrefixCached is implemented by a State whose model reuses the keys and values of earlier
+// sequences with the same prefix: CachedTokens reports how many positions the state took
+// from that cache instead of computing them.
+type PrefixCached interface {
+	CachedTokens() int
+}

@@ -84,6 +84,9 @@ type Result struct {
 	Sequences []SequenceResult `json:"sequences"`
 	// PromptTokens is the encoded prompt.
 	PromptTokens []TokenID `json:"prompt_tokens"`
+	// CachedPromptTokens are the prompt positions the model took from its cache of earlier
+	// sequences (prefix reuse) instead of computing them; 0 for a model without such a cache.
+	CachedPromptTokens int `json:"cached_prompt_tokens,omitempty"`
 	// Seed is the seed the request ran with (drawn at random when the request had none).
 	Seed uint64 `json:"seed"`
 	// GeneratedTokens counts tokens appended over all sequences.

@@ -69,6 +69,7 @@ func (s *Session) result(err error) *Result {
 	for _, q := range s.seqs {
 		s.Discard(q)
 	}
+	res.CachedPromptTokens = s.cachedPrompt
 	res.Timings = Timings{Prefill: s.prefillDur, Total: total, Decode: total - s.prefillDur}
 	if s.prefillDur > 0 {
 		res.Timings.PrefillTokensPerSecond = float64(len(s.prompt)) / s.prefillDur.Seconds()

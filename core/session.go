@@ -80,6 +80,9 @@ type Session struct {
 
 	start      time.Time
 	prefillDur time.Duration
+	// cachedPrompt is the prompt positions the first prefilled state took from the model's
+	// prefix cache.
+	cachedPrompt int
 	stats      Stats
 
 	items     []ForwardItem
@@ -223,6 +226,9 @@ func (s *Session) Prefill() (*Sequence, error) {
 	s.prefillDur = time.Since(t)
 	if err != nil {
 		return nil, err
+	}
+	if pc, ok := state.(PrefixCached); ok && s.cachedPrompt == 0 {
+		s.cachedPrompt = pc.CachedTokens()
 	}
 	if s.req.MaxNewTokens == 0 {
 		s.Finish(q, FinishLength, "max_new_tokens = 0")

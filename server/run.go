@@ -16,6 +16,11 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails.CachedTokens are the prompt positions taken from the KV cache of
+	// earlier requests (prefix reuse) instead of computed.
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // usageOf counts the tokens of the returned choices: for beam search that is fewer than the
@@ -25,7 +30,9 @@ func usageOf(res *core.Result) usage {
 	for _, sq := range res.Sequences {
 		n += len(sq.Tokens)
 	}
-	return usage{PromptTokens: len(res.PromptTokens), CompletionTokens: n, TotalTokens: len(res.PromptTokens) + n}
+	u := usage{PromptTokens: len(res.PromptTokens), CompletionTokens: n, TotalTokens: len(res.PromptTokens) + n}
+	u.PromptTokensDetails.CachedTokens = res.CachedPromptTokens
+	return u
 }
 
 // finishReason maps loom's finish reasons to OpenAI's: a stop condition is "stop", a limit

@@ -87,6 +87,7 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 		if !batch[i].AllLogits && len(r.tokens) > 1 {
 			n := r.st.seq.MatchPrefix(r.tokens[:len(r.tokens)-1])
 			r.tokens, r.first = r.tokens[n:], n
+			r.st.reused += n
 		}
 		if err := r.st.seq.Grow(r.tokens); err != nil {
 			rollback(i + 1)

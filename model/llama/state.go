@@ -15,7 +15,11 @@ type state struct {
 	logits []float32
 	rows   [][]float32
 	closed bool
+	reused int // positions taken from the prefix cache
 }
+
+// CachedTokens implements core.PrefixCached.
+func (s *state) CachedTokens() int { return s.reused }
 
 // NewState implements core.Model: an empty sequence whose keys and values live in the model's
 // cache.
