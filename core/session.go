@@ -83,7 +83,7 @@ type Session struct {
 	// cachedPrompt is the prompt positions the first prefilled state took from the model's
 	// prefix cache.
 	cachedPrompt int
-	stats      Stats
+	stats        Stats
 
 	items     []ForwardItem
 	fwd       []*Sequence
