@@ -27,7 +27,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "measure prompt processing and generation speed (tokens/s) of GGUF models, like llama-bench; `bench strategy PIPELINE.toml` times a pipeline's strategy against greedy",
+		summary: "measure prompt processing and generation speed (tokens/s) of GGUF models, like llama-bench; `bench strategy PIPELINE.toml` times a pipeline's strategy against greedy; `bench serve` measures loom serve (and llama-server) under concurrent streams",
 		run:     runBench,
 	})
 }
@@ -58,6 +58,9 @@ type benchResult struct {
 func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "strategy" {
 		return runBenchStrategy(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "serve" {
+		return runBenchServe(args[1:], stdout, stderr)
 	}
 	var f benchFlags
 	fs := newFlagSet("bench", "[flags] [MODEL.gguf ...]", stderr)

@@ -112,3 +112,36 @@ func TestBenchStrategy(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchServe(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,3", "--requests", "6", "-n", "8", "--prompt-words", "5", "--llama-server", "none", "--json")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want one per level:\n%s", len(lines), stdout)
+	}
+	for i, line := range lines {
+		var r serveBench
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Engine != "loom" || r.Streams != []int{1, 3}[i] || r.Requests != 6 || r.Errors != 0 || r.Tokens != 6*8 ||
+			r.TokensPerS <= 0 || r.TTFTp50Ms <= 0 || r.TTFTp99Ms < r.TTFTp50Ms || r.ITLp99Ms < r.ITLp50Ms || r.ModelFile != "default.gguf" {
+			t.Errorf("level %d: %+v", i, r)
+		}
+	}
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"bench", "serve", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"bench", "serve", "--llama-server", "/nonexistent/llama-server", "--concurrency", "1"}, "--llama-server /nonexistent/llama-server"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.wantErr) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.wantErr)
+		}
+	}
+}

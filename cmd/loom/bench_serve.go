@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/loomlm/loom/models"
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/server"
+)
+
+// serveBench is one line of `loom bench serve`: an engine at a number of concurrent streams.
+type serveBench struct {
+	Engine      string  `json:"engine"`
+	Streams     int     `json:"streams"`
+	Requests    int     `json:"requests"`
+	Tokens      int     `json:"tokens"`
+	Seconds     float64 `json:"seconds"`
+	TokensPerS  float64 `json:"tokens_per_second"`
+	TTFTp50Ms   float64 `json:"ttft_p50_ms"`
+	TTFTp99Ms   float64 `json:"ttft_p99_ms"`
+	ITLp50Ms    float64 `json:"itl_p50_ms"`
+	ITLp99Ms    float64 `json:"itl_p99_ms"`
+	Errors      int     `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	ModelFile   string  `json:"model"`
+	MaxTokens   int     `json:"max_tokens"`
+	PromptWords int     `json:"prompt_words"`
+}
+
+// defaultLlamaServer is where the llama.cpp tool kit keeps llama-server beside a checkout.
+const defaultLlamaServer = "../shared/tools/llama.cpp/bin/llama-server"
+
+func runBenchServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench serve", "[flags]", stderr)
+	modelFile := fs.String("model", "", "GGUF model to serve (default: the embedded default model, written to a temporary file)")
+	levels := fs.String("concurrency", "1,4,16", "concurrent streams, comma-separated")
+	requests := fs.Int("requests", 0, "requests per level (default: 4 × streams, at least 8)")
+	maxTokens := fs.Int("n", 64, "tokens generated per request (end of sequence ignored)")
+	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
+	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
+	jsonOut := fs.Bool("json", false, "print one JSON object per line")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var conc []int
+	for _, f := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 || c > 256 {
+			fmt.Fprintf(stderr, "loom bench serve: --concurrency %q: want numbers in [1, 256]\n", *levels)
+			return errUsage
+		}
+		conc = append(conc, c)
+	}
+	if *maxTokens < 1 || *words < 1 || *requests < 0 {
+		fmt.Fprintln(stderr, "loom bench serve: -n and --prompt-words must be at least 1, --requests not negative")
+		return errUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	path := *modelFile
+	if path == "" {
+		dir, err := os.MkdirTemp("", "loom-bench-serve-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "default.gguf")
+		if err := os.WriteFile(path, models.GGUF("default"), 0o644); err != nil {
+			return err
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	var llama string
+	if *llamaServer != "none" {
+		if _, err := os.Stat(*llamaServer); err != nil {
+			if *llamaServer != defaultLlamaServer {
+				return fmt.Errorf("--llama-server %s: %v", *llamaServer, err)
+			}
+			fmt.Fprintf(stderr, "loom bench serve: %s not found: measuring loom only\n", defaultLlamaServer)
+		} else {
+			llama = *llamaServer
+		}
+	}
+
+	if !*jsonOut {
+		fmt.Fprintf(stdout, "| %-12s | %7s | %9s | %10s | %10s | %10s | %10s | %6s |\n", "engine", "streams", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "errors")
+		fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	}
+	report := func(r serveBench) error {
+		if *jsonOut {
+			return json.NewEncoder(stdout).Encode(r)
+		}
+		_, err := fmt.Fprintf(stdout, "| %-12s | %7d | %9.1f | %7.1f ms | %7.1f ms | %7.1f ms | %7.1f ms | %6d |\n",
+			r.Engine, r.Streams, r.TokensPerS, r.TTFTp50Ms, r.TTFTp99Ms, r.ITLp50Ms, r.ITLp99Ms, r.Errors)
+		return err
+	}
+	for i, c := range conc {
+		n := *requests
+		if n == 0 {
+			n = max(8, 4*c)
+		}
+		// Alternate which engine goes first from one level to the next.
+		engines := []string{"loom", "llama-server"}
+		if i%2 == 1 {
+			engines = []string{"llama-server", "loom"}
+		}
+		for _, eng := range engines {
+			if eng == "llama-server" && llama == "" {
+				continue
+			}
+			var r serveBench
+			var err error
+			if eng == "loom" {
+				r, err = benchLoomServe(ctx, abs, c, n, *maxTokens, *words)
+			} else {
+				r, err = benchLlamaServer(ctx, llama, abs, c, n, *maxTokens, *words)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return &exitError{code: 130, err: errors.New("interrupted")}
+				}
+				return fmt.Errorf("%s at %d streams: %w", eng, c, err)
+			}
+			r.ModelFile, r.MaxTokens, r.PromptWords = filepath.Base(abs), *maxTokens, *words
+			if err := report(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// freeAddr returns a free loopback address.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// benchLoomServe serves the model with loom (greedy, end of sequence ignored, streams
+// running at once) and drives it.
+func benchLoomServe(ctx context.Context, model string, streams, requests, maxTokens, words int) (serveBench, error) {
+	src := fmt.Sprintf("[model]\npath = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, maxTokens)
+	spec, err := pipeline.Parse("bench.toml", []byte(src))
+	if err != nil {
+		return serveBench{}, err
+	}
+	s := server.New(server.Options{MaxRunning: streams, MaxQueue: requests})
+	defer s.Close()
+	if err := s.Add("bench", spec); err != nil {
+		return serveBench{}, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return serveBench{}, err
+	}
+	hs := &http.Server{Addr: addr, Handler: s}
+	go hs.ListenAndServe()
+	defer hs.Close()
+	if err := waitReady(ctx, "http://"+addr+"/health"); err != nil {
+		return serveBench{}, err
+	}
+	r := drive(ctx, "http://"+addr, "bench", false, streams, requests, maxTokens, words)
+	r.Engine = "loom"
+	return r, nil
+}
+
+// benchLlamaServer runs llama-server on the same file with streams slots (continuous
+// batching, 2 threads) and drives it the same way.
+func benchLlamaServer(ctx context.Context, bin, model string, streams, requests, maxTokens, words int) (serveBench, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return serveBench{}, err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	perSlot := 4*words + maxTokens + 64
+	cmd := exec.CommandContext(ctx, bin, "-m", model, "--host", host, "--port", port, "-np", strconv.Itoa(streams), "-cb",
+		"-t", "2", "-c", strconv.Itoa(streams*perSlot))
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return serveBench{}, err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	if err := waitReady(ctx, "http://"+addr+"/health"); err != nil {
+		return serveBench{}, fmt.Errorf("llama-server did not start: %v\n%s", err, logs.String())
+	}
+	r := drive(ctx, "http://"+addr, "model", true, streams, requests, maxTokens, words)
+	r.Engine = "llama-server"
+	return r, nil
+}
+
+func waitReady(ctx context.Context, url string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after 2 minutes", url)
+}
+
+// serveBenchPrompt is request i's prompt: words words, different for every request so that no
+// engine reuses another request's prefix.
+func serveBenchPrompt(i, words int) string {
+	base := strings.Fields("and it came to pass when the king had heard these words that he rent his clothes and sat upon the ground and the men of the city")
+	var b strings.Builder
+	fmt.Fprintf(&b, "Request %d:", i)
+	for w := 0; w < words; w++ {
+		b.WriteByte(' ')
+		b.WriteString(base[(i*7+w)%len(base)])
+	}
+	return b.String()
+}
+
+// drive sends requests streaming completions, streams at a time, and measures them.
+func drive(ctx context.Context, url, model string, llamaExtras bool, streams, requests, maxTokens, words int) serveBench {
+	type result struct {
+		tokens int
+		ttft   time.Duration
+		itl    []time.Duration
+		err    error
+	}
+	results := make([]result, requests)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < streams; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				body := map[string]any{"model": model, "prompt": serveBenchPrompt(i, words), "max_tokens": maxTokens, "stream": true}
+				if llamaExtras { // greedy, end of sequence ignored, as loom's bench pipeline
+					body["ignore_eos"], body["temperature"] = true, 0
+				}
+				results[i].tokens, results[i].ttft, results[i].itl, results[i].err = streamOne(ctx, url, body)
+			}
+		}()
+	}
+	for i := 0; i < requests && ctx.Err() == nil; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	wall := time.Since(start)
+	r := serveBench{Streams: streams, Requests: requests, Seconds: wall.Seconds()}
+	var ttfts, itls []float64
+	for _, res := range results {
+		if res.err != nil {
+			if r.Errors++; r.FirstError == "" {
+				r.FirstError = res.err.Error()
+			}
+			continue
+		}
+		r.Tokens += res.tokens
+		ttfts = append(ttfts, float64(res.ttft.Microseconds())/1000)
+		for _, d := range res.itl {
+			itls = append(itls, float64(d.Microseconds())/1000)
+		}
+	}
+	r.TokensPerS = float64(r.Tokens) / wall.Seconds()
+	r.TTFTp50Ms, r.TTFTp99Ms = quantile(ttfts, 0.5), quantile(ttfts, 0.99)
+	r.ITLp50Ms, r.ITLp99Ms = quantile(itls, 0.5), quantile(itls, 0.99)
+	return r
+}
+
+// benchClient opens a connection per request: llama-server closes idle keep-alive connections
+// in ways Go's client can race with, and each engine gets the same treatment.
+var benchClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// streamOne sends one streaming completion and times its chunks: each chunk with text is a
+// token (both engines stream one token per chunk).
+func streamOne(ctx context.Context, url string, body map[string]any) (tokens int, ttft time.Duration, itl []time.Duration, err error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", bytes.NewReader(b))
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(resp.Body)
+		return 0, 0, nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	last := t0
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			return tokens, ttft, itl, fmt.Errorf("chunk %q: %v", data, err)
+		}
+		if chunk.Error != nil {
+			return tokens, ttft, itl, errors.New(chunk.Error.Message)
+		}
+		if len(chunk.Choices) == 0 || chunk.Choices[0].Text == "" {
+			continue
+		}
+		now := time.Now()
+		if tokens == 0 {
+			ttft = now.Sub(t0)
+		} else {
+			itl = append(itl, now.Sub(last))
+		}
+		last = now
+		tokens++
+	}
+	return tokens, ttft, itl, sc.Err()
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[min(i, len(s)-1)]
+}
