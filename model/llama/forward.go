@@ -249,6 +249,18 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	addBias(ws.q, l.bq)
 	addBias(ws.k, l.bk)
 	addBias(ws.v, l.bv)
+	if l.qNorm != nil { // qwen3: each query and key head RMS-normalised before RoPE
+		for r := range n {
+			for h := range p.Heads {
+				q := ws.q[r*qDim+h*hd : r*qDim+(h+1)*hd]
+				rmsNorm(q, q, l.qNorm, p.RMSEps)
+			}
+			for h := range p.KVHeads {
+				k := ws.k[r*kvDim+h*hd : r*kvDim+(h+1)*hd]
+				rmsNorm(k, k, l.kNorm, p.RMSEps)
+			}
+		}
+	}
 	half := p.RopeDims / 2
 	for r, row := range rows {
 		cos, sin := ws.cos[r*half:(r+1)*half], ws.sin[r*half:(r+1)*half]

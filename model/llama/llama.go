@@ -1,12 +1,15 @@
 // Package llama runs transformer language models of the llama family stored in GGUF files:
-// Llama 2 and 3, TinyLlama, SmolLM, Mistral (architecture "llama") and Qwen2 ("qwen2").
+// Llama 2 and 3, TinyLlama, SmolLM, Mistral (architecture "llama"), Qwen2 and Qwen2.5 ("qwen2")
+// and Qwen3 ("qwen3", the dense models).
 //
 // The forward pass is the usual pre-norm decoder: token embedding; per layer RMSNorm,
 // grouped-query attention with rotary position embeddings, a residual, RMSNorm, a SwiGLU
 // feed-forward network and a residual; a final RMSNorm and the output projection (tied to the
 // embedding when the file has no output matrix). Architecture "llama" rotates adjacent pairs of
 // each head's dimensions (llama.cpp's "norm" RoPE); "qwen2" rotates the first half of the
-// dimensions against the second half (the NeoX layout) and adds biases to Q, K and V.
+// dimensions against the second half (the NeoX layout) and adds biases to Q, K and V; "qwen3"
+// rotates like qwen2, has no biases, and RMS-normalises every query and key head (with weights
+// of its own) before the rotation.
 //
 // Weights stay in the memory-mapped file in their stored type (F32, F16, BF16, Q8_0, Q4_0,
 // Q4_K, Q6_K) and are multiplied by the kernels package as they are; only the small vectors
@@ -37,7 +40,7 @@ import (
 
 // Params are a model's hyper-parameters, read from its GGUF metadata.
 type Params struct {
-	// Architecture is "llama" or "qwen2"; Name is general.name when present.
+	// Architecture is "llama", "qwen2" or "qwen3"; Name is general.name when present.
 	Architecture, Name string
 	// VocabSize is the number of rows of the embedding (and of logits).
 	VocabSize int
@@ -92,6 +95,7 @@ type layer struct {
 	attnNorm, ffnNorm []float32
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        []float32 // nil when absent
+	qNorm, kNorm      []float32 // qwen3: RMSNorm weights of every query and key head (nil when absent)
 	wGate, wUp, wDown kernels.Matrix
 	// qkv and gateUp group the matrices that multiply the same input, for kernels.MatMuls.
 	qkv, gateUp []kernels.Matrix
@@ -120,6 +124,7 @@ type Model struct {
 var archs = map[string]struct{ neox bool }{
 	"llama": {neox: false},
 	"qwen2": {neox: true},
+	"qwen3": {neox: true},
 }
 
 // Architectures returns the names of the supported architectures.
@@ -415,6 +420,10 @@ func (m *Model) loadTensors() error {
 		l.bq = ld.vector(name("attn_q.bias"), qDim, true)
 		l.bk = ld.vector(name("attn_k.bias"), kvDim, true)
 		l.bv = ld.vector(name("attn_v.bias"), kvDim, true)
+		if p.Architecture == "qwen3" {
+			l.qNorm = ld.vector(name("attn_q_norm.weight"), p.HeadDim, false)
+			l.kNorm = ld.vector(name("attn_k_norm.weight"), p.HeadDim, false)
+		}
 		l.ffnNorm = ld.vector(name("ffn_norm.weight"), p.Dim, false)
 		l.wGate = ld.matrix(name("ffn_gate.weight"), p.FFNDim, p.Dim)
 		l.wUp = ld.matrix(name("ffn_up.weight"), p.FFNDim, p.Dim)

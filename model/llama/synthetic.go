@@ -14,7 +14,8 @@ import (
 // Shape describes a model to build with random weights (WriteSynthetic): for benchmarks of
 // real model sizes without the model, and for tests.
 type Shape struct {
-	// Architecture is "llama" or "qwen2" (which adds Q, K and V biases).
+	// Architecture is "llama", "qwen2" (which adds Q, K and V biases) or "qwen3" (which adds
+	// RMSNorm weights for every query and key head, drawn around 1).
 	Architecture                                                  string
 	Dim, Layers, Heads, KVHeads, FFNDim, VocabSize, ContextLength int
 	// Tied shares the output projection with the token embedding.
@@ -27,10 +28,11 @@ type Shape struct {
 // shape of loom's benchmarks: dim 768, 12 layers, 12 heads, FFN 2048, a Llama 2 sized
 // vocabulary, tied output — 109.5 M parameters.
 var Shapes = map[string]Shape{
-	"rand110M": {Architecture: "llama", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFNDim: 2048, VocabSize: 32000, ContextLength: 1024, Tied: true},
-	"rand15M":  {Architecture: "llama", Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, FFNDim: 768, VocabSize: 32000, ContextLength: 256, Tied: true},
-	"tiny":     {Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, Tied: true},
-	"tinyqwen": {Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6},
+	"rand110M":  {Architecture: "llama", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFNDim: 2048, VocabSize: 32000, ContextLength: 1024, Tied: true},
+	"rand15M":   {Architecture: "llama", Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, FFNDim: 768, VocabSize: 32000, ContextLength: 256, Tied: true},
+	"tiny":      {Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, Tied: true},
+	"tinyqwen":  {Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6},
+	"tinyqwen3": {Architecture: "qwen3", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Tied: true},
 }
 
 // ShapeNames returns the names of Shapes, sorted.
@@ -180,8 +182,11 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 		r := rand.New(rand.NewPCG(tensorSeed, 0x5eed))
 		for i := range v {
 			v[i] = 1
-			if random {
+			switch {
+			case random:
 				v[i] = float32(r.NormFloat64() * 0.02)
+			case strings.HasSuffix(name, "_norm.weight") && arch == "qwen3" && strings.Contains(name, "attn_"):
+				v[i] = float32(1 + r.NormFloat64()*0.1)
 			}
 		}
 		buf := make([]byte, 4*n)
@@ -210,6 +215,12 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			addMatrix(name("ffn_up.weight"), s.FFNDim, s.Dim, l, false),
 			addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
 		)
+		if arch == "qwen3" {
+			errs = append(errs,
+				addVector(name("attn_q_norm.weight"), hd, false),
+				addVector(name("attn_k_norm.weight"), hd, false),
+			)
+		}
 		if arch == "qwen2" {
 			errs = append(errs,
 				addVector(name("attn_q.bias"), qDim, true),
