@@ -154,6 +154,7 @@ type workspace struct {
 	rows                              []rowInfo
 	spans                             [][]cache.Span
 	scratch                           []attnScratch
+	moe                               moeScratch
 }
 
 func (m *Model) getWorkspace() *workspace {
@@ -183,8 +184,6 @@ func (m *Model) pass(ws *workspace, rows []rowInfo, runs []itemRun) {
 	ws.att = grow(ws.att, n*qDim)
 	ws.k = grow(ws.k, n*kvDim)
 	ws.v = grow(ws.v, n*kvDim)
-	ws.hb = grow(ws.hb, n*p.FFNDim)
-	ws.hb2 = grow(ws.hb2, n*p.FFNDim)
 
 	for r, row := range rows {
 		src := m.embd.Data[int(row.token)*m.embdRow : (int(row.token)+1)*m.embdRow]
@@ -280,11 +279,11 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	for r := range n {
 		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
 	}
-	ws.outs = append(ws.outs[:0], ws.hb, ws.hb2)
-	kernels.MatMuls(ws.outs, l.gateUp, ws.xb, n)
-	ws.e = grow(ws.e, min(len(ws.hb), 4096))
-	swiGLU(ws.hb, ws.hb2, ws.e)
-	kernels.MatMul(ws.tmp, l.wDown, ws.hb, n)
+	if l.experts != nil {
+		m.moe(ws, l, n)
+		return
+	}
+	m.runFFN(ws, &l.dense, ws.xb, ws.tmp, n, p.FFNDim)
 	add(ws.x, ws.tmp)
 }
 

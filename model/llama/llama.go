@@ -63,6 +63,15 @@ type Params struct {
 	RopeNeoX      bool
 	// TiedOutput is true when the output projection is the token embedding.
 	TiedOutput bool
+
+	// Experts is the number of experts of a mixture-of-experts feed-forward network (0 for a
+	// dense one); each token is routed to the ExpertsUsed experts of highest router
+	// probability, whose hidden width is ExpertFFNDim. NormExpertWeights rescales the chosen
+	// experts' probabilities to sum to 1 (Mixtral) instead of using them as they are
+	// (qwen2moe). SharedFFNDim is the hidden width of qwen2moe's shared expert, which every
+	// token goes through, scaled by a sigmoid gate (0 when there is none).
+	Experts, ExpertsUsed, ExpertFFNDim, SharedFFNDim int
+	NormExpertWeights                                bool
 }
 
 // Options tune a loaded model. The zero value is ready to use.
@@ -96,9 +105,23 @@ type layer struct {
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        []float32 // nil when absent
 	qNorm, kNorm      []float32 // qwen3: RMSNorm weights of every query and key head (nil when absent)
-	wGate, wUp, wDown kernels.Matrix
-	// qkv and gateUp group the matrices that multiply the same input, for kernels.MatMuls.
-	qkv, gateUp []kernels.Matrix
+	// qkv groups the matrices that multiply the same input, for kernels.MatMuls.
+	qkv []kernels.Matrix
+	// dense is the feed-forward network of a layer without experts.
+	dense ffn
+
+	// Mixture of experts (router.Rows == 0 when the feed-forward network is dense): the
+	// router (Experts × Dim), the experts, and qwen2moe's shared expert and its gate vector.
+	router     kernels.Matrix
+	experts    []ffn
+	shared     ffn
+	sharedGate []float32
+}
+
+// ffn is one SwiGLU feed-forward network: down(silu(gate·x) ⊙ up·x).
+type ffn struct {
+	gateUp []kernels.Matrix // gate, up
+	down   kernels.Matrix
 }
 
 // Model is a loaded llama-family model. It implements core.Model.
@@ -125,6 +148,10 @@ var archs = map[string]struct{ neox bool }{
 	"llama": {neox: false},
 	"qwen2": {neox: true},
 	"qwen3": {neox: true},
+	// qwen2moe is qwen2's attention with a mixture-of-experts feed-forward network and a
+	// shared expert; Mixtral-style MoE needs no name of its own: it is "llama" with
+	// llama.expert_count set.
+	"qwen2moe": {neox: true},
 }
 
 // Architectures returns the names of the supported architectures.
@@ -235,6 +262,23 @@ func readParams(f *gguf.File, opts Options) (Params, error) {
 		return p, fmt.Errorf("%s = %d differs from the key length %d: not supported", f.ArchKey("attention.value_length"), v, p.HeadDim)
 	}
 	p.RopeDims = opt("rope.dimension_count", p.HeadDim)
+	p.Experts = opt("expert_count", 0)
+	if p.Experts > 0 || arch == "qwen2moe" {
+		p.ExpertsUsed = req("expert_used_count")
+		p.ExpertFFNDim = opt("expert_feed_forward_length", p.FFNDim)
+		p.NormExpertWeights = arch != "qwen2moe"
+		if arch == "qwen2moe" {
+			p.SharedFFNDim = opt("expert_shared_feed_forward_length", p.FFNDim)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return p, err
+		}
+		if p.Experts <= 0 || p.ExpertsUsed <= 0 || p.ExpertsUsed > p.Experts || p.ExpertFFNDim <= 0 {
+			return p, fmt.Errorf("%s = %d, %s = %d, %s = %d: need 0 < experts used ≤ experts and a positive expert FFN width",
+				f.ArchKey("expert_count"), p.Experts, f.ArchKey("expert_used_count"), p.ExpertsUsed,
+				f.ArchKey("expert_feed_forward_length"), p.ExpertFFNDim)
+		}
+	}
 	eps, err := f.ArchFloat32("attention.layer_norm_rms_epsilon")
 	if err != nil {
 		return p, err
@@ -332,9 +376,15 @@ func (ld *tensorLoader) info(name string, dims ...int) (*gguf.TensorInfo, bool) 
 		ld.fail("missing tensor %q", name)
 		return nil, false
 	}
-	good := len(ti.Dims) == len(dims)
+	// Trailing dimensions of 1 do not count ([n] and [n, 1] are the same vector), as in
+	// llama.cpp.
+	have := ti.Dims
+	for len(have) > 1 && have[len(have)-1] == 1 {
+		have = have[:len(have)-1]
+	}
+	good := len(have) == len(dims)
 	for i := 0; good && i < len(dims); i++ {
-		good = ti.Dims[i] == uint64(dims[i])
+		good = have[i] == uint64(dims[i])
 	}
 	if !good {
 		ld.fail("tensor %q has dimensions %v, want %v", name, ti.Dims, dims)
@@ -349,6 +399,29 @@ func (ld *tensorLoader) matrix(name string, rows, cols int) kernels.Matrix {
 	if !ok {
 		return kernels.Matrix{}
 	}
+	return ld.matrixData(name, ti, rows, cols)
+}
+
+// experts loads a 3-D tensor of n matrices of rows × cols (GGUF dimensions [cols, rows, n]),
+// as views of its data; nil when it is missing or malformed.
+func (ld *tensorLoader) experts(name string, n, rows, cols int) []kernels.Matrix {
+	ti, ok := ld.info(name, cols, rows, n)
+	if !ok {
+		return nil
+	}
+	whole := ld.matrixData(name, ti, n*rows, cols)
+	if whole.Rows == 0 {
+		return nil
+	}
+	out := make([]kernels.Matrix, n)
+	for e := range out {
+		out[e] = whole.Slice(e*rows, (e+1)*rows)
+	}
+	return out
+}
+
+// matrixData views the data of a tensor as a rows × cols matrix.
+func (ld *tensorLoader) matrixData(name string, ti *gguf.TensorInfo, rows, cols int) kernels.Matrix {
 	if !kernels.Supported(ti.Type) {
 		ld.fail("tensor %q: type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)", name, ti.Type)
 		return kernels.Matrix{}
@@ -361,6 +434,7 @@ func (ld *tensorLoader) matrix(name string, rows, cols int) kernels.Matrix {
 	m, err := kernels.NewMatrix(ti.Type, rows, cols, data)
 	if err != nil {
 		ld.fail("tensor %q: %v", name, err)
+		return kernels.Matrix{}
 	}
 	return m
 }
@@ -425,9 +499,36 @@ func (m *Model) loadTensors() error {
 			l.kNorm = ld.vector(name("attn_k_norm.weight"), p.HeadDim, false)
 		}
 		l.ffnNorm = ld.vector(name("ffn_norm.weight"), p.Dim, false)
-		l.wGate = ld.matrix(name("ffn_gate.weight"), p.FFNDim, p.Dim)
-		l.wUp = ld.matrix(name("ffn_up.weight"), p.FFNDim, p.Dim)
-		l.wDown = ld.matrix(name("ffn_down.weight"), p.Dim, p.FFNDim)
+		if p.Experts > 0 {
+			l.router = ld.matrix(name("ffn_gate_inp.weight"), p.Experts, p.Dim)
+			gates := ld.experts(name("ffn_gate_exps.weight"), p.Experts, p.ExpertFFNDim, p.Dim)
+			ups := ld.experts(name("ffn_up_exps.weight"), p.Experts, p.ExpertFFNDim, p.Dim)
+			downs := ld.experts(name("ffn_down_exps.weight"), p.Experts, p.Dim, p.ExpertFFNDim)
+			if gates != nil && ups != nil && downs != nil {
+				l.experts = make([]ffn, p.Experts)
+				for e := range l.experts {
+					l.experts[e] = ffn{gateUp: []kernels.Matrix{gates[e], ups[e]}, down: downs[e]}
+				}
+			}
+			if p.SharedFFNDim > 0 {
+				l.sharedGate = ld.vector(name("ffn_gate_inp_shexp.weight"), p.Dim, false)
+				l.shared = ffn{
+					gateUp: []kernels.Matrix{
+						ld.matrix(name("ffn_gate_shexp.weight"), p.SharedFFNDim, p.Dim),
+						ld.matrix(name("ffn_up_shexp.weight"), p.SharedFFNDim, p.Dim),
+					},
+					down: ld.matrix(name("ffn_down_shexp.weight"), p.Dim, p.SharedFFNDim),
+				}
+			}
+			continue
+		}
+		l.dense = ffn{
+			gateUp: []kernels.Matrix{
+				ld.matrix(name("ffn_gate.weight"), p.FFNDim, p.Dim),
+				ld.matrix(name("ffn_up.weight"), p.FFNDim, p.Dim),
+			},
+			down: ld.matrix(name("ffn_down.weight"), p.Dim, p.FFNDim),
+		}
 	}
 	if err := ld.err(); err != nil {
 		return err
@@ -435,7 +536,6 @@ func (m *Model) loadTensors() error {
 	for i := range m.layers {
 		l := &m.layers[i]
 		l.qkv = []kernels.Matrix{l.wq, l.wk, l.wv}
-		l.gateUp = []kernels.Matrix{l.wGate, l.wUp}
 	}
 	m.embdRow = m.embd.RowBytes()
 	return nil

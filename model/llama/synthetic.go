@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -18,6 +19,14 @@ type Shape struct {
 	// RMSNorm weights for every query and key head, drawn around 1).
 	Architecture                                                  string
 	Dim, Layers, Heads, KVHeads, FFNDim, VocabSize, ContextLength int
+	// Experts > 0 makes the feed-forward network a mixture of that many experts of hidden
+	// width ExpertFFNDim (FFNDim when 0), ExpertsUsed per token ("llama": Mixtral's layout;
+	// "qwen2moe" adds a shared expert of width SharedFFNDim, FFNDim when 0).
+	Experts, ExpertsUsed, ExpertFFNDim, SharedFFNDim int
+	// Llama3Rope writes Llama 3.1's per-pair RoPE frequency factors ("rope_freqs.weight":
+	// factor 8, low/high frequency factors 1 and 4, original context 8192), as its converter
+	// does.
+	Llama3Rope bool
 	// Tied shares the output projection with the token embedding.
 	Tied bool
 	// RopeBase is the RoPE frequency base (10 000 when zero).
@@ -51,11 +60,31 @@ func (s Shape) Params() int64 {
 	attn := int64(s.Dim) * int64(s.Heads*hd+2*s.KVHeads*hd) // q, k, v
 	attn += int64(s.Heads*hd) * int64(s.Dim)                // output
 	ffn := 3 * int64(s.Dim) * int64(s.FFNDim)
+	if s.Experts > 0 {
+		ffn = int64(s.Experts) * (int64(s.Dim) + 3*int64(s.Dim)*int64(s.expertFFN()))
+		if s.Architecture == "qwen2moe" {
+			ffn += int64(s.Dim) + 3*int64(s.Dim)*int64(s.sharedFFN())
+		}
+	}
 	n := int64(s.Layers)*(attn+ffn+2*int64(s.Dim)) + int64(s.VocabSize)*int64(s.Dim) + int64(s.Dim)
 	if !s.Tied {
 		n += int64(s.VocabSize) * int64(s.Dim)
 	}
 	return n
+}
+
+func (s Shape) expertFFN() int {
+	if s.ExpertFFNDim > 0 {
+		return s.ExpertFFNDim
+	}
+	return s.FFNDim
+}
+
+func (s Shape) sharedFFN() int {
+	if s.SharedFFNDim > 0 {
+		return s.SharedFFNDim
+	}
+	return s.FFNDim
 }
 
 // SyntheticTypes lists the storage types WriteSynthetic accepts: a GGML type name in lower
@@ -122,6 +151,14 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	set(arch+".rope.dimension_count", uint32(hd))
 	set(arch+".rope.freq_base", base)
 	set(arch+".vocab_size", uint32(s.VocabSize))
+	if s.Experts > 0 {
+		set(arch+".expert_count", uint32(s.Experts))
+		set(arch+".expert_used_count", uint32(s.ExpertsUsed))
+		set(arch+".expert_feed_forward_length", uint32(s.expertFFN()))
+		if arch == "qwen2moe" {
+			set(arch+".expert_shared_feed_forward_length", uint32(s.sharedFFN()))
+		}
+	}
 
 	tokens := make([]string, s.VocabSize)
 	scores := make([]float32, s.VocabSize)
@@ -147,24 +184,31 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	set("tokenizer.ggml.add_bos_token", true)
 
 	tensorSeed := seed
-	addMatrix := func(name string, rows, cols, layer int, output bool) error {
+	// addTensor adds a matrix of rows × cols, or n of them (a 3-D tensor of experts), drawn
+	// from N(0, std²).
+	addTensor := func(name string, n, rows, cols, layer int, output bool, std float64) error {
 		t, err := tensorType(ftype, name, layer, s.Layers, output)
 		if err != nil {
 			return err
 		}
-		if _, err := t.RowBytes(cols); err != nil {
-			t = ggml.F32
+		if _, err := t.RowBytes(cols); err != nil || strings.HasSuffix(name, "ffn_gate_inp.weight") {
+			t = ggml.F32 // routers stay F32, as llama-quantize leaves them
 		}
 		tensorSeed++
 		seed := tensorSeed
-		return gw.AddTensorFunc(name, t, []uint64{uint64(cols), uint64(rows)}, func(out io.Writer) error {
+		dims := []uint64{uint64(cols), uint64(rows)}
+		if n > 0 {
+			dims = append(dims, uint64(n))
+			rows *= n
+		}
+		return gw.AddTensorFunc(name, t, dims, func(out io.Writer) error {
 			r := rand.New(rand.NewPCG(seed, 0x5eed))
 			row := make([]float32, cols)
 			rb, _ := t.RowBytes(cols)
 			buf := make([]byte, rb)
 			for range rows {
 				for i := range row {
-					row[i] = float32(r.NormFloat64() * 0.02)
+					row[i] = float32(r.NormFloat64() * std)
 				}
 				if err := ggml.Quantize(t, row, buf); err != nil {
 					return err
@@ -175,6 +219,14 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			}
 			return nil
 		})
+	}
+	addMatrix := func(name string, rows, cols, layer int, output bool) error {
+		return addTensor(name, 0, rows, cols, layer, output, 0.02)
+	}
+	addFloats := func(name string, v []float32) error {
+		buf := make([]byte, 4*len(v))
+		ggml.Quantize(ggml.F32, v, buf)
+		return gw.AddTensor(name, ggml.F32, []uint64{uint64(len(v))}, buf)
 	}
 	addVector := func(name string, n int, random bool) error {
 		v := make([]float32, n)
@@ -189,15 +241,18 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 				v[i] = float32(1 + r.NormFloat64()*0.1)
 			}
 		}
-		buf := make([]byte, 4*n)
-		ggml.Quantize(ggml.F32, v, buf)
-		return gw.AddTensor(name, ggml.F32, []uint64{uint64(n)}, buf)
+		return addFloats(name, v)
 	}
 
 	errs := []error{
 		addMatrix("token_embd.weight", s.VocabSize, s.Dim, 0, s.Tied),
-		addVector("output_norm.weight", s.Dim, false),
 	}
+	if s.Llama3Rope {
+		errs = append(errs, addFloats("rope_freqs.weight", llama3RopeFactors(hd, float64(base))))
+	}
+	errs = append(errs,
+		addVector("output_norm.weight", s.Dim, false),
+	)
 	if !s.Tied {
 		errs = append(errs, addMatrix("output.weight", s.VocabSize, s.Dim, 0, true))
 	}
@@ -211,17 +266,40 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			addMatrix(name("attn_v.weight"), kvDim, s.Dim, l, false),
 			addMatrix(name("attn_output.weight"), s.Dim, qDim, l, false),
 			addVector(name("ffn_norm.weight"), s.Dim, false),
-			addMatrix(name("ffn_gate.weight"), s.FFNDim, s.Dim, l, false),
-			addMatrix(name("ffn_up.weight"), s.FFNDim, s.Dim, l, false),
-			addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
 		)
+		if s.Experts > 0 {
+			// The router is drawn wider than the other weights so that routing is decided
+			// by clear margins, as in trained models.
+			hid := s.expertFFN()
+			errs = append(errs,
+				addTensor(name("ffn_gate_inp.weight"), 0, s.Experts, s.Dim, l, false, 0.5),
+				addTensor(name("ffn_gate_exps.weight"), s.Experts, hid, s.Dim, l, false, 0.02),
+				addTensor(name("ffn_up_exps.weight"), s.Experts, hid, s.Dim, l, false, 0.02),
+				addTensor(name("ffn_down_exps.weight"), s.Experts, s.Dim, hid, l, false, 0.02),
+			)
+			if arch == "qwen2moe" {
+				sh := s.sharedFFN()
+				errs = append(errs,
+					addVector(name("ffn_gate_inp_shexp.weight"), s.Dim, true),
+					addMatrix(name("ffn_gate_shexp.weight"), sh, s.Dim, l, false),
+					addMatrix(name("ffn_up_shexp.weight"), sh, s.Dim, l, false),
+					addMatrix(name("ffn_down_shexp.weight"), s.Dim, sh, l, false),
+				)
+			}
+		} else {
+			errs = append(errs,
+				addMatrix(name("ffn_gate.weight"), s.FFNDim, s.Dim, l, false),
+				addMatrix(name("ffn_up.weight"), s.FFNDim, s.Dim, l, false),
+				addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
+			)
+		}
 		if arch == "qwen3" {
 			errs = append(errs,
 				addVector(name("attn_q_norm.weight"), hd, false),
 				addVector(name("attn_k_norm.weight"), hd, false),
 			)
 		}
-		if arch == "qwen2" {
+		if arch == "qwen2" || arch == "qwen2moe" {
 			errs = append(errs,
 				addVector(name("attn_q.bias"), qDim, true),
 				addVector(name("attn_k.bias"), kvDim, true),
@@ -236,4 +314,27 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	}
 	_, err := gw.WriteTo(w)
 	return err
+}
+
+// llama3RopeFactors returns the per-pair divisors of the RoPE frequencies that Llama 3.1's
+// "llama3" scaling gives a head of hd dimensions (factor 8, low and high frequency factors 1
+// and 4, original context 8192): wavelengths shorter than 8192/4 keep their frequency, longer
+// than 8192/1 are slowed 8 times, and those between are interpolated smoothly.
+func llama3RopeFactors(hd int, base float64) []float32 {
+	const factor, low, high, orig = 8.0, 1.0, 4.0, 8192.0
+	out := make([]float32, hd/2)
+	for i := range out {
+		freq := 1 / math.Pow(base, float64(2*i)/float64(hd))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < orig/high:
+			out[i] = 1
+		case wavelen > orig/low:
+			out[i] = factor
+		default:
+			smooth := (orig/wavelen - low) / (high - low)
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
 }

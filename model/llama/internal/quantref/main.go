@@ -18,9 +18,13 @@
 // llama.cpp tool kit (bin/llama-quantize, bin/greedy-ids), and run from an empty folder so that
 // they load the CPU backend of their own bin/.
 //
+// -set arch writes the architecture fixtures (testdata/llamacpp-arch) instead: one small model
+// of every architecture variant llama.cpp and loom share, as F32 and quantised.
+//
 // Usage, from the repository root (the whole run holds the shared CPU lock):
 //
 //	flock /tmp/loom-cpu.lock go run ./model/llama/internal/quantref -llamacpp DIR -out testdata/llamacpp-quant
+//	flock /tmp/loom-cpu.lock go run ./model/llama/internal/quantref -llamacpp DIR -set arch -out testdata/llamacpp-arch
 package main
 
 import (
@@ -69,6 +73,30 @@ var fixtures = []fixture{
 	},
 }
 
+// archFixtures are the architecture variants: Mixtral-style mixture of experts (arch llama with
+// experts), qwen2moe (routed experts and a sigmoid-gated shared expert) and Llama 3.1's per-pair
+// RoPE frequency factors. "F32" keeps the written file as it is.
+var archFixtures = []fixture{
+	{
+		name:  "mixtral",
+		shape: llama.Shape{Architecture: "llama", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 64, VocabSize: 272, ContextLength: 128, Experts: 4, ExpertsUsed: 2},
+		seed:  21,
+		types: []string{"F32", "Q8_0"},
+	},
+	{
+		name:  "qwen2moe",
+		shape: llama.Shape{Architecture: "qwen2moe", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 64, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Experts: 4, ExpertsUsed: 2, SharedFFNDim: 96},
+		seed:  23,
+		types: []string{"F32", "Q8_0"},
+	},
+	{
+		name:  "llama3",
+		shape: llama.Shape{Architecture: "llama", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 500000, Llama3Rope: true},
+		seed:  25,
+		types: []string{"F32"},
+	},
+}
+
 // prompt is the prompt of every run (BOS, then ids of the made-up pieces and byte tokens).
 var prompt = []int{1, 268, 265, 17, 270, 42, 271, 260}
 
@@ -80,14 +108,24 @@ func main() {
 	out := flag.String("out", "", "folder to write the fixtures to (created if absent)")
 	threads := flag.Int("threads", 2, "threads llama.cpp uses")
 	keep := flag.Bool("keep-f32", false, "keep the F32 models in -out too (for experiments; the tests do not read them)")
+	set := flag.String("set", "quant", "which fixtures: quant (tensor types) or arch (architectures)")
 	flag.Parse()
-	if err := run(*llamacpp, *out, *threads, *keep); err != nil {
+	fx := fixtures
+	switch *set {
+	case "quant":
+	case "arch":
+		fx = archFixtures
+	default:
+		fmt.Fprintf(os.Stderr, "quantref: -set %q: want quant or arch\n", *set)
+		os.Exit(2)
+	}
+	if err := run(fx, *llamacpp, *out, *threads, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "quantref:", err)
 		os.Exit(1)
 	}
 }
 
-func run(llamacpp, out string, threads int, keep bool) error {
+func run(fixtures []fixture, llamacpp, out string, threads int, keep bool) error {
 	if llamacpp == "" || out == "" {
 		return fmt.Errorf("need -llamacpp and -out")
 	}
@@ -124,7 +162,11 @@ func run(llamacpp, out string, threads int, keep bool) error {
 		}
 		for _, typ := range fx.types {
 			stem := filepath.Join(out, fx.name+"-"+strings.ToLower(typ))
-			if _, err := command(tmp, quantize, base, stem+".gguf", typ, strconv.Itoa(threads)); err != nil {
+			if typ == "F32" {
+				if err := os.WriteFile(stem+".gguf", buf.Bytes(), 0o644); err != nil {
+					return err
+				}
+			} else if _, err := command(tmp, quantize, base, stem+".gguf", typ, strconv.Itoa(threads)); err != nil {
 				return err
 			}
 			stdout, err := command(tmp, greedy, stem+".gguf", strconv.Itoa(len(prompt)+steps), "-ids", strings.Join(ids, " "),
