@@ -187,8 +187,14 @@ func (m *Model) pass(ws *workspace, rows []rowInfo, runs []itemRun) {
 
 	for r, row := range rows {
 		src := m.embd.Data[int(row.token)*m.embdRow : (int(row.token)+1)*m.embdRow]
-		if err := ggml.Dequantize(m.embd.Type, src, ws.x[r*p.Dim:(r+1)*p.Dim]); err != nil {
+		x := ws.x[r*p.Dim : (r+1)*p.Dim]
+		if err := ggml.Dequantize(m.embd.Type, src, x); err != nil {
 			panic(err) // the type and size were checked at load time
+		}
+		if p.EmbedScale != 0 {
+			for i := range x {
+				x[i] *= p.EmbedScale
+			}
 		}
 	}
 	m.ropeTables(ws, rows)
@@ -223,6 +229,9 @@ func (m *Model) pass(ws *workspace, rows []rowInfo, runs []itemRun) {
 		}
 	}
 	kernels.MatMul(ws.logits, m.output, ws.xr, nOut)
+	if c := p.FinalSoftcap; c != 0 {
+		softcap(ws.logits[:nOut*p.VocabSize], c)
+	}
 	k = 0
 	for _, row := range rows {
 		if row.out != nil {
@@ -271,8 +280,21 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 		}
 		runs[row.item].st.seq.Put(li, row.pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
 	}
+	if p.AttnSoftcap != 0 {
+		// With a soft cap the score is an argument of tanh, where the last bit shows: scale
+		// the queries before the product, as llama.cpp does for these models.
+		s := float32(1 / math.Sqrt(float64(hd)))
+		for i := range ws.q[:n*qDim] {
+			ws.q[i] *= s
+		}
+	}
 	m.attention(ws, li, rows, runs)
 	kernels.MatMul(ws.tmp, l.wo, ws.att, n)
+	if l.postAttnNorm != nil {
+		for r := range n {
+			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postAttnNorm, p.RMSEps)
+		}
+	}
 	add(ws.x, ws.tmp)
 
 	// Feed-forward.
@@ -284,6 +306,11 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 		return
 	}
 	m.runFFN(ws, &l.dense, ws.xb, ws.tmp, n, p.FFNDim)
+	if l.postFFNNorm != nil {
+		for r := range n {
+			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postFFNNorm, p.RMSEps)
+		}
+	}
 	add(ws.x, ws.tmp)
 }
 
@@ -298,6 +325,12 @@ func (m *Model) ropeTables(ws *workspace, rows []rowInfo) {
 		for i, f := range m.invFreq {
 			s, c := math.Sincos(pos * f)
 			ws.cos[r*half+i], ws.sin[r*half+i] = float32(c), float32(s)
+		}
+		if a := m.p.RopeAttnFactor; a != 1 {
+			for i := range half {
+				ws.cos[r*half+i] *= float32(a)
+				ws.sin[r*half+i] *= float32(a)
+			}
 		}
 	}
 }

@@ -1,6 +1,8 @@
 // Package llama runs transformer language models of the llama family stored in GGUF files:
-// Llama 2 and 3, TinyLlama, SmolLM, Mistral (architecture "llama"), Qwen2 and Qwen2.5 ("qwen2")
-// and Qwen3 ("qwen3", the dense models).
+// Llama 2 and 3 (with Llama 3.1's RoPE frequency factors), TinyLlama, SmolLM, Mistral and
+// Mixtral (architecture "llama"), Qwen2 and Qwen2.5 ("qwen2"), Qwen3 ("qwen3", the dense
+// models), Qwen1.5-MoE and Qwen2-MoE ("qwen2moe"), Phi-3 and Phi-4 ("phi3") and Gemma 2
+// ("gemma2").
 //
 // The forward pass is the usual pre-norm decoder: token embedding; per layer RMSNorm,
 // grouped-query attention with rotary position embeddings, a residual, RMSNorm, a SwiGLU
@@ -9,7 +11,18 @@
 // each head's dimensions (llama.cpp's "norm" RoPE); "qwen2" rotates the first half of the
 // dimensions against the second half (the NeoX layout) and adds biases to Q, K and V; "qwen3"
 // rotates like qwen2, has no biases, and RMS-normalises every query and key head (with weights
-// of its own) before the rotation.
+// of its own) before the rotation. "phi3" stores Q, K and V as one fused matrix and the gate
+// and up projections as another, and scales RoPE frequencies by LongRoPE factors (the long or
+// short set, chosen by the context length). "gemma2" scales the embedding by √dim, adds a
+// second RMSNorm after attention and after the feed-forward network (sandwich norms), uses a
+// GELU gate, soft-caps attention scores and final logits (c·tanh(x/c)), and lets every other
+// layer attend only to a sliding window of recent positions.
+//
+// A mixture-of-experts layer (a "llama" file with llama.expert_count, or "qwen2moe") routes
+// each row to its top-k experts by a softmax over a router; Mixtral renormalises the chosen
+// probabilities, qwen2moe uses them as they are and adds a shared expert gated by a sigmoid.
+// Each expert runs once per forward, on the rows routed to it, so the cost follows the active
+// parameters, not the total.
 //
 // Weights stay in the memory-mapped file in their stored type (F32, F16, BF16, Q8_0, Q4_0,
 // Q4_K, Q6_K) and are multiplied by the kernels package as they are; only the small vectors
@@ -72,6 +85,25 @@ type Params struct {
 	// token goes through, scaled by a sigmoid gate (0 when there is none).
 	Experts, ExpertsUsed, ExpertFFNDim, SharedFFNDim int
 	NormExpertWeights                                bool
+
+	// RopeAttnFactor scales RoPE's cosines and sines (LongRoPE's attention factor, from
+	// rope.scaling.attn_factor; 1 otherwise). RopeFactors names the tensor of per-pair
+	// frequency divisors in use ("rope_freqs.weight", Phi-3's "rope_factors_long.weight" when
+	// the context is longer than the original one, else "rope_factors_short.weight"; "" for
+	// none).
+	RopeAttnFactor float64
+	RopeFactors    string
+
+	// Gemma 2: EmbedScale multiplies the token embeddings (sqrt(Dim); 0 for none);
+	// AttnSoftcap and FinalSoftcap cap attention scores and logits as c·tanh(x/c) (0 for
+	// none); SlidingWindow > 0 limits the attention of the even-numbered layers to the last
+	// SlidingWindow positions; GELU selects the tanh-approximated GELU instead of SiLU in the
+	// gated feed-forward network; and every layer normalises its attention and feed-forward
+	// outputs before adding them to the residual stream.
+	EmbedScale                float32
+	AttnSoftcap, FinalSoftcap float32
+	SlidingWindow             int
+	GELU                      bool
 }
 
 // Options tune a loaded model. The zero value is ready to use.
@@ -105,6 +137,11 @@ type layer struct {
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        []float32 // nil when absent
 	qNorm, kNorm      []float32 // qwen3: RMSNorm weights of every query and key head (nil when absent)
+	// gemma2: RMSNorm weights of the attention and feed-forward outputs (nil when absent).
+	postAttnNorm, postFFNNorm []float32
+	// window is the number of past positions (the own included) the layer attends to; 0
+	// for all.
+	window int
 	// qkv groups the matrices that multiply the same input, for kernels.MatMuls.
 	qkv []kernels.Matrix
 	// dense is the feed-forward network of a layer without experts.
@@ -152,6 +189,12 @@ var archs = map[string]struct{ neox bool }{
 	// shared expert; Mixtral-style MoE needs no name of its own: it is "llama" with
 	// llama.expert_count set.
 	"qwen2moe": {neox: true},
+	// phi3 is llama's block with fused QKV and gate-up matrices and LongRoPE frequency
+	// factors.
+	"phi3": {neox: true},
+	// gemma2 adds an embedding scale, normalised attention and FFN outputs, GELU, soft caps
+	// on attention scores and logits, and sliding-window attention on every other layer.
+	"gemma2": {neox: true},
 }
 
 // Architectures returns the names of the supported architectures.
@@ -299,7 +342,53 @@ func readParams(f *gguf.File, opts Options) (Params, error) {
 			return p, err
 		}
 	}
+	p.RopeAttnFactor = 1
+	if f.Has(f.ArchKey("rope.scaling.attn_factor")) {
+		v, err := f.ArchFloat32("rope.scaling.attn_factor")
+		if err != nil {
+			return p, err
+		}
+		p.RopeAttnFactor = float64(v)
+	}
+	if opts.ContextLength > 0 {
+		p.ContextLength = opts.ContextLength
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		p.RopeFactors = "rope_freqs.weight"
+	}
+	if _, ok := f.Tensor("rope_factors_long.weight"); ok && arch == "phi3" {
+		// LongRoPE: the long factors when the context exceeds the original one (as llama.cpp
+		// chooses by its context size), else the short ones.
+		orig, err := f.ArchUint32("rope.scaling.original_context_length")
+		if err != nil {
+			return p, fmt.Errorf("LongRoPE factors need the original context length: %w", err)
+		}
+		p.RopeFactors = "rope_factors_short.weight"
+		if p.ContextLength > int(orig) {
+			p.RopeFactors = "rope_factors_long.weight"
+		}
+	}
+	if arch == "gemma2" {
+		p.EmbedScale = float32(math.Sqrt(float64(p.Dim)))
+		p.GELU = true
+		p.AttnSoftcap, p.FinalSoftcap, p.SlidingWindow = 50, 30, 4096 // the defaults of Gemma 2
+		for _, k := range []struct {
+			key string
+			dst *float32
+		}{{"attn_logit_softcapping", &p.AttnSoftcap}, {"final_logit_softcapping", &p.FinalSoftcap}} {
+			if f.Has(f.ArchKey(k.key)) {
+				if *k.dst, err = f.ArchFloat32(k.key); err != nil {
+					return p, err
+				}
+			}
+		}
+		p.SlidingWindow = opt("attention.sliding_window", p.SlidingWindow)
+	}
 	switch scaling {
+	case "longrope":
+		if p.RopeFactors == "" {
+			return p, fmt.Errorf("%s = \"longrope\" but the file has no rope_factors_long/short tensors", f.ArchKey("rope.scaling.type"))
+		}
 	case "none", "":
 	case "linear":
 		factor, err := f.ArchFloat32("rope.scaling.factor")
@@ -310,13 +399,10 @@ func readParams(f *gguf.File, opts Options) (Params, error) {
 			p.RopeFreqScale = 1 / float64(factor)
 		}
 	default:
-		return p, fmt.Errorf("%s = %q: only linear RoPE scaling is supported", f.ArchKey("rope.scaling.type"), scaling)
+		return p, fmt.Errorf("%s = %q: not supported (supported: none, linear, longrope; Llama 3's scaling comes as the tensor rope_freqs.weight)", f.ArchKey("rope.scaling.type"), scaling)
 	}
 	if emb, ok := f.Tensor("token_embd.weight"); ok && len(emb.Dims) == 2 {
 		p.VocabSize = int(emb.Dims[1])
-	}
-	if opts.ContextLength > 0 {
-		p.ContextLength = opts.ContextLength
 	}
 	_, hasOutput := f.Tensor("output.weight")
 	p.TiedOutput = !hasOutput
@@ -337,21 +423,21 @@ func readParams(f *gguf.File, opts Options) (Params, error) {
 	return p, nil
 }
 
-// ropeFrequencies returns the rotation frequency of each pair of rotated dimensions, with the
-// per-pair factors of a "rope_freqs.weight" tensor (Llama 3.1) applied.
+// ropeFrequencies returns the rotation frequency of each pair of rotated dimensions, divided
+// by the per-pair factors of the tensor p.RopeFactors (Llama 3.1, LongRoPE) when there is one.
 func ropeFrequencies(f *gguf.File, p Params) ([]float64, error) {
 	n := p.RopeDims / 2
 	inv := make([]float64, n)
 	for i := range inv {
 		inv[i] = math.Pow(p.RopeBase, -2*float64(i)/float64(p.RopeDims))
 	}
-	if _, ok := f.Tensor("rope_freqs.weight"); ok {
-		factors, err := f.TensorFloat32("rope_freqs.weight")
+	if p.RopeFactors != "" {
+		factors, err := f.TensorFloat32(p.RopeFactors)
 		if err != nil {
 			return nil, err
 		}
 		if len(factors) != n {
-			return nil, fmt.Errorf("tensor \"rope_freqs.weight\" has %d values, want %d", len(factors), n)
+			return nil, fmt.Errorf("tensor %q has %d values, want %d", p.RopeFactors, len(factors), n)
 		}
 		for i, fa := range factors {
 			inv[i] /= float64(fa)
@@ -487,9 +573,16 @@ func (m *Model) loadTensors() error {
 		l := &m.layers[i]
 		name := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
 		l.attnNorm = ld.vector(name("attn_norm.weight"), p.Dim, false)
-		l.wq = ld.matrix(name("attn_q.weight"), qDim, p.Dim)
-		l.wk = ld.matrix(name("attn_k.weight"), kvDim, p.Dim)
-		l.wv = ld.matrix(name("attn_v.weight"), kvDim, p.Dim)
+		if _, fused := m.file.Tensor(name("attn_qkv.weight")); fused { // phi3
+			qkv := ld.matrix(name("attn_qkv.weight"), qDim+2*kvDim, p.Dim)
+			if qkv.Rows > 0 {
+				l.wq, l.wk, l.wv = qkv.Slice(0, qDim), qkv.Slice(qDim, qDim+kvDim), qkv.Slice(qDim+kvDim, qDim+2*kvDim)
+			}
+		} else {
+			l.wq = ld.matrix(name("attn_q.weight"), qDim, p.Dim)
+			l.wk = ld.matrix(name("attn_k.weight"), kvDim, p.Dim)
+			l.wv = ld.matrix(name("attn_v.weight"), kvDim, p.Dim)
+		}
 		l.wo = ld.matrix(name("attn_output.weight"), p.Dim, qDim)
 		l.bq = ld.vector(name("attn_q.bias"), qDim, true)
 		l.bk = ld.vector(name("attn_k.bias"), kvDim, true)
@@ -499,6 +592,21 @@ func (m *Model) loadTensors() error {
 			l.kNorm = ld.vector(name("attn_k_norm.weight"), p.HeadDim, false)
 		}
 		l.ffnNorm = ld.vector(name("ffn_norm.weight"), p.Dim, false)
+		if p.Architecture == "gemma2" {
+			l.postAttnNorm = ld.vector(name("post_attention_norm.weight"), p.Dim, false)
+			l.postFFNNorm = ld.vector(name("post_ffw_norm.weight"), p.Dim, false)
+			if i%2 == 0 {
+				l.window = p.SlidingWindow
+			}
+		}
+		if p.Architecture == "phi3" { // gate and up fused in one matrix, gate first
+			up := ld.matrix(name("ffn_up.weight"), 2*p.FFNDim, p.Dim)
+			l.dense.down = ld.matrix(name("ffn_down.weight"), p.Dim, p.FFNDim)
+			if up.Rows > 0 {
+				l.dense.gateUp = []kernels.Matrix{up.Slice(0, p.FFNDim), up.Slice(p.FFNDim, 2*p.FFNDim)}
+			}
+			continue
+		}
 		if p.Experts > 0 {
 			l.router = ld.matrix(name("ffn_gate_inp.weight"), p.Experts, p.Dim)
 			gates := ld.experts(name("ffn_gate_exps.weight"), p.Experts, p.ExpertFFNDim, p.Dim)

@@ -15,9 +15,15 @@ const archRefDir = "../../testdata/llamacpp-arch"
 // architecture variant the two share and checks every step's token and log-probabilities:
 // Mixtral-style mixture of experts (arch llama with experts, chosen weights renormalised),
 // qwen2moe (routed experts used with their raw probabilities, plus a sigmoid-gated shared
-// expert), and Llama 3.1's RoPE frequency factors. Tolerances: F32 files differ only in the
-// order of float additions (1e-4 allows for it with a wide margin; seen: ~1e-6); Q8_0 files as
-// in TestLlamaCppQuantised.
+// expert), Llama 3.1's RoPE frequency factors, Phi-3 (fused QKV and gate-up projections,
+// LongRoPE factors) and Gemma 2 (embedding scale, sandwich norms, GELU, attention and final
+// soft-capping, sliding-window attention on every other layer). Tolerances: F32 files differ
+// only in the order of float additions and in tanh's last bits (1e-4 allows for it with a wide
+// margin; seen: ~1e-7, and 3e-5 for Gemma 2, whose 26 layers — the fewest llama.cpp accepts —
+// amplify them); Q8_0 files as in TestLlamaCppQuantised, except Gemma 2: there the same
+// last-bit differences, through 26 layers of 8-bit activation quantisation, round some
+// activations the other way, and each such flip moves the logits by ~1e-3 (seen: 4.6e-3 at
+// most; 1e-2 allowed). The greedy tokens must be the same in every file.
 func TestLlamaCppArchitectures(t *testing.T) {
 	want := map[string]struct {
 		arch       string
@@ -30,6 +36,10 @@ func TestLlamaCppArchitectures(t *testing.T) {
 		"qwen2moe-f32":  {"qwen2moe", 4, false, 1e-4},
 		"qwen2moe-q8_0": {"qwen2moe", 4, false, 1e-4},
 		"llama3-f32":    {"llama", 0, true, 1e-4},
+		"phi3-f32":      {"phi3", 0, true, 1e-4},
+		"phi3-q8_0":     {"phi3", 0, true, 1e-4},
+		"gemma2-f32":    {"gemma2", 0, false, 1e-4},
+		"gemma2-q8_0":   {"gemma2", 0, false, 1e-2},
 	}
 	files, err := filepath.Glob(filepath.Join(archRefDir, "*.gguf"))
 	if err != nil || len(files) == 0 {

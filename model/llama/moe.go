@@ -103,15 +103,19 @@ func (m *Model) moe(ws *workspace, l *layer, n int) {
 	add(ws.x[:n*dim], ws.tmp[:n*dim])
 }
 
-// runFFN sets out (n rows of Dim) to the SwiGLU network f applied to the n rows of in, whose
+// runFFN sets out (n rows of Dim) to the gated network f (SwiGLU, or GeGLU when Params.GELU) applied to the n rows of in, whose
 // hidden width is hid.
 func (m *Model) runFFN(ws *workspace, f *ffn, in, out []float32, n, hid int) {
 	ws.hb = grow(ws.hb, n*hid)
 	ws.hb2 = grow(ws.hb2, n*hid)
 	ws.outs = append(ws.outs[:0], ws.hb, ws.hb2)
 	kernels.MatMuls(ws.outs, f.gateUp, in, n)
-	ws.e = grow(ws.e, min(len(ws.hb), 4096))
-	swiGLU(ws.hb, ws.hb2, ws.e)
+	if m.p.GELU {
+		geGLU(ws.hb, ws.hb2)
+	} else {
+		ws.e = grow(ws.e, min(len(ws.hb), 4096))
+		swiGLU(ws.hb, ws.hb2, ws.e)
+	}
 	kernels.MatMul(out, f.down, ws.hb, n)
 }
 

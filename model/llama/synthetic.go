@@ -27,6 +27,14 @@ type Shape struct {
 	// factor 8, low/high frequency factors 1 and 4, original context 8192), as its converter
 	// does.
 	Llama3Rope bool
+	// LongRope ("phi3") writes Phi-3's LongRoPE tensors rope_factors_long and
+	// rope_factors_short, an original context of a quarter of ContextLength, and the
+	// attention factor √(1 + ln 4 / ln original).
+	LongRope bool
+	// AttnSoftcap, FinalSoftcap and SlidingWindow ("gemma2") are written as the metadata of
+	// those names when not 0.
+	AttnSoftcap, FinalSoftcap float32
+	SlidingWindow             int
 	// Tied shares the output projection with the token embedding.
 	Tied bool
 	// RopeBase is the RoPE frequency base (10 000 when zero).
@@ -151,6 +159,20 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	set(arch+".rope.dimension_count", uint32(hd))
 	set(arch+".rope.freq_base", base)
 	set(arch+".vocab_size", uint32(s.VocabSize))
+	if s.LongRope {
+		orig := s.ContextLength / 4
+		set(arch+".rope.scaling.original_context_length", uint32(orig))
+		set(arch+".rope.scaling.attn_factor", float32(math.Sqrt(1+math.Log(4)/math.Log(float64(orig)))))
+	}
+	if s.AttnSoftcap != 0 {
+		set(arch+".attn_logit_softcapping", s.AttnSoftcap)
+	}
+	if s.FinalSoftcap != 0 {
+		set(arch+".final_logit_softcapping", s.FinalSoftcap)
+	}
+	if s.SlidingWindow != 0 {
+		set(arch+".attention.sliding_window", uint32(s.SlidingWindow))
+	}
 	if s.Experts > 0 {
 		set(arch+".expert_count", uint32(s.Experts))
 		set(arch+".expert_used_count", uint32(s.ExpertsUsed))
@@ -173,6 +195,11 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 		tokens[i] = fmt.Sprintf("\u2581t%d", i)
 		scores[i] = -float32(i)
 		types[i] = 1
+	}
+	if arch == "phi3" { // llama.cpp looks these up by text in a Phi-3 vocabulary
+		for i, t := range []string{"<|endoftext|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"} {
+			tokens[s.VocabSize-1-i], types[s.VocabSize-1-i] = t, 3
+		}
 	}
 	set("tokenizer.ggml.model", "llama")
 	set("tokenizer.ggml.tokens", tokens)
@@ -237,7 +264,8 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			switch {
 			case random:
 				v[i] = float32(r.NormFloat64() * 0.02)
-			case strings.HasSuffix(name, "_norm.weight") && arch == "qwen3" && strings.Contains(name, "attn_"):
+			case strings.HasSuffix(name, "_norm.weight") && arch == "qwen3" && strings.Contains(name, "attn_"),
+				strings.HasPrefix(name, "blk.") && arch == "gemma2":
 				v[i] = float32(1 + r.NormFloat64()*0.1)
 			}
 		}
@@ -250,6 +278,14 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	if s.Llama3Rope {
 		errs = append(errs, addFloats("rope_freqs.weight", llama3RopeFactors(hd, float64(base))))
 	}
+	if s.LongRope { // factors rising from 1 to 4 (long) and to 1.5 (short) over the pairs
+		long, short := make([]float32, hd/2), make([]float32, hd/2)
+		for i := range long {
+			t := float64(i) / float64(len(long)-1)
+			long[i], short[i] = float32(1+3*t*t), float32(1+0.5*t)
+		}
+		errs = append(errs, addFloats("rope_factors_long.weight", long), addFloats("rope_factors_short.weight", short))
+	}
 	errs = append(errs,
 		addVector("output_norm.weight", s.Dim, false),
 	)
@@ -259,6 +295,17 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
 	for l := range s.Layers {
 		name := func(n string) string { return fmt.Sprintf("blk.%d.%s", l, n) }
+		if arch == "phi3" {
+			errs = append(errs,
+				addVector(name("attn_norm.weight"), s.Dim, false),
+				addMatrix(name("attn_qkv.weight"), qDim+2*kvDim, s.Dim, l, false),
+				addMatrix(name("attn_output.weight"), s.Dim, qDim, l, false),
+				addVector(name("ffn_norm.weight"), s.Dim, false),
+				addMatrix(name("ffn_up.weight"), 2*s.FFNDim, s.Dim, l, false),
+				addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
+			)
+			continue
+		}
 		errs = append(errs,
 			addVector(name("attn_norm.weight"), s.Dim, false),
 			addMatrix(name("attn_q.weight"), qDim, s.Dim, l, false),
@@ -267,6 +314,12 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			addMatrix(name("attn_output.weight"), s.Dim, qDim, l, false),
 			addVector(name("ffn_norm.weight"), s.Dim, false),
 		)
+		if arch == "gemma2" {
+			errs = append(errs,
+				addVector(name("post_attention_norm.weight"), s.Dim, false),
+				addVector(name("post_ffw_norm.weight"), s.Dim, false),
+			)
+		}
 		if s.Experts > 0 {
 			// The router is drawn wider than the other weights so that routing is decided
 			// by clear margins, as in trained models.

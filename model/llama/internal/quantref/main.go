@@ -95,6 +95,21 @@ var archFixtures = []fixture{
 		seed:  25,
 		types: []string{"F32"},
 	},
+	{
+		name:  "phi3",
+		shape: llama.Shape{Architecture: "phi3", Dim: 64, Layers: 2, Heads: 4, KVHeads: 4, FFNDim: 128, VocabSize: 272, ContextLength: 128, LongRope: true, SlidingWindow: 128},
+		seed:  27,
+		types: []string{"F32", "Q8_0"},
+	},
+	{
+		// Soft caps far below Gemma 2's 50 and 30, and a window of 8, so that a 48-position
+		// run depends on them. 26 layers: llama.cpp at this commit takes the attention scale
+		// from the model size it infers from the layer count, and knows only 26, 42 and 46.
+		name:  "gemma2",
+		shape: llama.Shape{Architecture: "gemma2", Dim: 32, Layers: 26, Heads: 2, KVHeads: 1, FFNDim: 64, VocabSize: 272, ContextLength: 128, Tied: true, AttnSoftcap: 0.05, FinalSoftcap: 0.5, SlidingWindow: 8},
+		seed:  29,
+		types: []string{"F32", "Q8_0"},
+	},
 }
 
 // prompt is the prompt of every run (BOS, then ids of the made-up pieces and byte tokens).
