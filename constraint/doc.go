@@ -10,8 +10,13 @@
 //     whose chart is persistent, so a clone (a beam fork, a snapshot for rollback) costs O(1);
 //   - tokentrie holds a vocabulary's token byte strings in a trie built once per tokenizer and
 //     computes a token mask by walking it depth first with the parser, skipping every subtree
-//     whose prefix the parser rejects.
+//     whose prefix the parser rejects, and every subtree wholly inside a vocabulary slice.
 //
-// No work proportional to the vocabulary is done when a grammar is compiled, and none is cached
-// per parser state: a mask costs one parser step per trie node the walk visits.
+// A slice is the set of tokens a repetition of the grammar accepts (the characters of a JSON
+// string, a run of digits): when the parser may repeat X from its current state, every token
+// that is a prefix of enough copies of X is allowed without asking the parser about each
+// (earley.Matcher.ActiveRuns). A slice costs one pass over the trie per repetition body and
+// tokenizer, cached across grammars; nothing else proportional to the vocabulary is done when a
+// grammar is compiled, and nothing is cached per parser state: a mask costs one parser step per
+// trie node the walk visits outside the slices.
 package constraint

@@ -15,11 +15,17 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 	_, tok := openDefault(t)
 	tests := []struct {
 		name, grammar, text string
+		sliced              bool // the parser runs a repetition with a vocabulary slice
 	}{
-		{"json", jsonGrammar, `{"name": "Ann", "list": [1, -2.5e3, true, {"x": null}], "s": "a\"b\u00e9"}`},
-		{"person", personGrammar, `{ "name": "Bob smith", "age": 42, "tags": ["x", "yy"] }`},
-		{"unicode", `root ::= [α-ω]+ " " [^\x00-\x7F]{1,3} "."`, "αβγ é日本."},
-		{"choice", `root ::= "the Lord" | "the Lord God" | "thee" | "then"`, "the Lord God"},
+		{"json", jsonGrammar, `{"name": "Ann", "list": [1, -2.5e3, true, {"x": null}], "s": "a\"b\u00e9"}`, true},
+		{"person", personGrammar, `{ "name": "Bob smith", "age": 42, "tags": ["x", "yy"] }`, true},
+		{"unicode", `root ::= [α-ω]+ " " [^\x00-\x7F]{1,3} "."`, "αβγ é日本.", true},
+		{"choice", `root ::= "the Lord" | "the Lord God" | "thee" | "then"`, "the Lord God", false},
+		// Repetitions whose body is regular take whole vocabulary slices (bounded ones by
+		// their remaining copies); the walk must still give the exact mask.
+		{"bounded", `root ::= "\"" [a-z ]{1,12} "\"" | "\"" [a-z]{2,6} "!\"" | "<" [^<>]{0,40} ">"`, `"and the lord"`, true},
+		{"string", `root ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\/bfnrt] )* "\"" [ ]{0,9} "."`, `"In the \"God\" é\\ the" .`, true},
+		{"digits", `root ::= [0-9]{5,} ("." [0-9]{0,7})? " " [a-z]+`, "1234567.1234567 and", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -28,7 +34,7 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			text := []byte(tt.text)
-			someAllowed, someBanned := false, false
+			someAllowed, someBanned, sliced := false, false, false
 			for cut := 0; cut <= len(text); cut++ {
 				q := p.Clone().(*constraint.Processor)
 				m := q.Matcher()
@@ -36,6 +42,7 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 					t.Fatalf("grammar rejects prefix %q", text[:cut])
 				}
 				mask := q.Mask(tok)
+				sliced = sliced || len(m.ActiveRuns(nil)) > 0
 				for id := range tok.VocabSize() {
 					want := allowedDirect(q, tok, core.TokenID(id))
 					if got := mask.Has(core.TokenID(id)); got != want {
@@ -47,6 +54,9 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 				if m.Len() != cut {
 					t.Fatalf("Mask moved the parser: Len %d, want %d", m.Len(), cut)
 				}
+			}
+			if sliced != tt.sliced {
+				t.Fatalf("vocabulary slices used: %v, want %v", sliced, tt.sliced)
 			}
 			if !someAllowed || !someBanned {
 				t.Fatalf("masks were trivial (some allowed %v, some banned %v)", someAllowed, someBanned)

@@ -26,12 +26,16 @@ const sparseDirect = 64
 // rollback snapshot), shares the parser's chart and costs O(1). A chosen token that the mask
 // forbids (a strategy forcing it) makes the next Process fail with an error naming the token.
 type Processor struct {
-	name  string
-	cfg   *grammar.CFG
-	m     *earley.Matcher
-	mask  tokentrie.Mask
-	ended bool  // an end-of-generation token was accepted
-	err   error // a forbidden token was accepted
+	name string
+	cfg  *grammar.CFG
+	m    *earley.Matcher
+	mask tokentrie.Mask
+	// runs and slices are Mask's scratch: the regular runs of the parser's state and their
+	// vocabulary slices.
+	runs   []earley.Run
+	slices []*tokentrie.Slice
+	ended  bool  // an end-of-generation token was accepted
+	err    error // a forbidden token was accepted
 }
 
 // NewGrammar compiles GBNF source (start rule "root") into a processor named "grammar".
@@ -63,7 +67,7 @@ func (p *Processor) Matcher() *earley.Matcher { return p.m }
 func (p *Processor) Clone() core.StatefulProcessor {
 	c := *p
 	c.m = p.m.Clone()
-	c.mask = nil
+	c.mask, c.runs, c.slices = nil, nil, nil
 	return &c
 }
 
@@ -190,7 +194,14 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 		p.mask.Clear()
 	}
 	if !p.ended {
-		trie.Fill(p.m, p.mask)
+		p.runs = p.m.ActiveRuns(p.runs[:0])
+		p.slices = p.slices[:0]
+		for _, r := range p.runs {
+			if sl := sliceFor(trie, r); sl != nil {
+				p.slices = append(p.slices, sl)
+			}
+		}
+		trie.Fill(p.m, p.mask, p.slices...)
 	}
 	if p.ended || p.m.IsAccepting() {
 		for _, id := range endOfGeneration(tok) {

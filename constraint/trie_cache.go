@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/tokentrie"
 	"github.com/loomlm/loom/core"
 )
@@ -27,4 +28,16 @@ func TrieFor(tok core.Tokenizer) *tokentrie.Trie {
 	e := v.(*trieEntry)
 	e.once.Do(func() { e.trie = tokentrie.New(tok) })
 	return e.trie
+}
+
+// sliceFor returns trie's vocabulary slice for run r, kept with the run's automaton (the
+// trie's own cache is keyed by the automaton's transitions; this spares hashing them on every
+// mask).
+func sliceFor(trie *tokentrie.Trie, r earley.Run) *tokentrie.Slice {
+	type key struct {
+		trie   *tokentrie.Trie
+		budget int
+	}
+	s := r.Automaton.Memo(key{trie, r.Budget}, func() any { return trie.Slice(r.Automaton, r.Budget) })
+	return s.(*tokentrie.Slice)
 }

@@ -47,6 +47,10 @@ type set struct {
 	id uint64
 	// pinned sets are referenced by a memo and never recycled.
 	pinned bool
+	// ownItems and ownIdx are the set's storage for items and for scan and wait indices,
+	// kept when the set is recycled.
+	ownItems []item
+	ownIdx   []int32
 }
 
 // setIDs numbers sets.
@@ -63,6 +67,12 @@ type Matcher struct {
 	sc     *scratch
 	spare  []*set
 	memo   memo
+	// itemArena and idxArena are the unused rest of the matcher's storage chunks.
+	itemArena           []item
+	idxArena            []int32
+	itemChunk, idxChunk int
+	// runs are the grammar's item automata (loop.go), shared with clones.
+	runs *grammarRuns
 }
 
 // New returns a matcher at the start of g.
@@ -105,7 +115,10 @@ func (m *Matcher) IsDone() bool {
 // Clone returns an independent matcher in the same state. It shares the chart and costs O(1).
 func (m *Matcher) Clone() *Matcher {
 	m.shared = max(m.shared, len(m.sets))
-	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets)}
+	if m.runs == nil {
+		m.runs = newRuns(m.g)
+	}
+	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets), runs: m.runs}
 }
 
 // Rollback returns m to position pos (0 ≤ pos ≤ Len()), as if only the first pos bytes had
@@ -157,7 +170,7 @@ func (m *Matcher) Advance(b byte) bool {
 	// signature): bytes with the same signature after the same set give the same set, so
 	// it is built once and shared (siblings in a token-trie walk, all the ordinary
 	// characters inside a string).
-	if s := m.memo.byByte(k, cur.id, b); s != nil {
+	if s := m.memo.byByte(cur.id, b); s != nil {
 		m.push(s)
 		return true
 	}
@@ -169,8 +182,8 @@ func (m *Matcher) Advance(b byte) bool {
 				sig |= 1 << j
 			}
 		}
-		if s := m.memo.get(k, cur.id, sig); s != nil {
-			m.memo.putByte(k, cur.id, b, s)
+		if s := m.memo.get(cur.id, sig); s != nil {
+			m.memo.putByte(cur.id, b, s)
 			m.push(s)
 			return true
 		}
@@ -187,8 +200,8 @@ func (m *Matcher) Advance(b byte) bool {
 	m.closure(s, int32(k+1))
 	if memo {
 		s.pinned = true
-		m.memo.put(k, cur.id, sig, s)
-		m.memo.putByte(k, cur.id, b, s)
+		m.memo.put(cur.id, sig, s)
+		m.memo.putByte(cur.id, b, s)
 	}
 	m.push(s)
 	return true
@@ -218,20 +231,65 @@ func (m *Matcher) push(s *set) {
 	m.sets = append(m.sets, s)
 }
 
+// newSet returns an empty set to build. Its items are gathered in the scratch buffer and
+// moved to storage of their exact size when the set is closed (see keep).
 func (m *Matcher) newSet() *set {
+	sc := m.scratchFor()
 	if n := len(m.spare); n > 0 {
 		s := m.spare[n-1]
 		m.spare = m.spare[:n-1]
-		s.items = s.items[:0]
-		s.scan = s.scan[:0]
-		s.wait = s.wait[:0]
+		s.items = sc.items[:0]
+		s.scan, s.wait = nil, nil
 		s.leo = s.leo[:0]
 		s.next = grammar.ByteSet{}
 		s.accept = false
 		s.id = setIDs.Add(1)
 		return s
 	}
-	return &set{id: setIDs.Add(1)}
+	return &set{id: setIDs.Add(1), items: sc.items[:0]}
+}
+
+// The matcher's storage grows by chunks that double from minArenaChunk up to maxArenaChunk
+// items (and indices), so a short-lived clone allocates little.
+const (
+	minArenaChunk = 128
+	maxArenaChunk = 4096
+)
+
+// keep moves a closed set's items out of the scratch buffer into the set's own storage
+// (reused from a recycled set when it is large enough, else carved from the matcher's arena:
+// a few large allocations instead of one growing slice per set), and lays out its scan and
+// wait indices the same way.
+func (m *Matcher) keep(s *set, nscan, nwait int) {
+	sc := m.sc
+	n := len(s.items)
+	sc.items = s.items[:0]
+	dst := s.ownItems
+	if cap(dst) < n {
+		if len(m.itemArena) < n {
+			m.itemChunk = min(max(2*m.itemChunk, minArenaChunk), maxArenaChunk)
+			m.itemArena = make([]item, max(m.itemChunk, n))
+		}
+		dst = m.itemArena[:n:n]
+		m.itemArena = m.itemArena[n:]
+		s.ownItems = dst
+	}
+	dst = dst[:n]
+	copy(dst, s.items)
+	s.items = dst
+	ni := nscan + nwait
+	idx := s.ownIdx
+	if cap(idx) < ni {
+		if len(m.idxArena) < ni {
+			m.idxChunk = min(max(2*m.idxChunk, minArenaChunk), maxArenaChunk)
+			m.idxArena = make([]int32, max(m.idxChunk, ni))
+		}
+		idx = m.idxArena[:ni:ni]
+		m.idxArena = m.idxArena[ni:]
+		s.ownIdx = idx
+	}
+	idx = idx[:ni]
+	s.scan, s.wait = idx[:0:nscan], idx[nscan:nscan:ni]
 }
 
 func (m *Matcher) scratchFor() *scratch {
@@ -290,6 +348,17 @@ func (m *Matcher) closure(s *set, k int32) {
 			}
 		}
 	}
+	nscan, nwait := 0, 0
+	for i := range s.items {
+		switch next := s.items[i].next; {
+		case next == complete:
+		case next.IsTerminal():
+			nscan++
+		default:
+			nwait++
+		}
+	}
+	m.keep(s, nscan, nwait)
 	for i := range s.items {
 		it := &s.items[i]
 		switch {

@@ -1,81 +1,78 @@
 package earley
 
-// memoWays is the number of (parent, signature) → set entries kept per chart position.
-const memoWays = 4
+// The memo's two direct-mapped tables start small (a clone advanced by a few bytes allocates
+// little) and double, emptied, each time they have taken twice their size in entries, up to
+// 1<<memoBits and 1<<memoSigBits entries; entries are overwritten on collision, so memory
+// stays bounded however long the output.
+const (
+	memoBits     = 14
+	memoSigBits  = 12
+	memoMinBits  = 8
+	memoGrowthOf = 2
+)
 
-// memoRows bounds the memo: position k uses row k mod memoRows. Parent ids are unique, so a
-// row left by another position only misses; memory stays bounded however long the output.
-const memoRows = 128
-
-// memo remembers, per chart position, the sets recently built from a set there, keyed by the
-// parent set's id and the byte's signature (the scan items it matches). It belongs to one
-// Matcher; the sets it holds are immutable and pinned (never recycled), so they may be pushed
-// again anywhere the same parent is on top.
+// memo remembers the sets recently built from a parent set: by the byte that was advanced
+// (the first level, which needs no signature) and by the byte's signature (the scan items it
+// matches; bytes with the same signature after the same set give the same set). Set ids are
+// unique among all sets ever built, so an entry is valid wherever its parent is on top. It
+// belongs to one Matcher; the sets it holds are immutable and pinned (never recycled).
 type memo struct {
-	rows []memoRow
+	bytes             []byteEntry
+	sigs              []sigEntry
+	byteBits, sigBits uint
+	byteFill, sigFill int // entries put since the table was made
 }
 
-type memoRow struct {
-	entries [memoWays]memoEntry
-	next    int
-	// bytes[b] is the set built from the set numbered parent by byte b: the first level,
-	// which needs no signature.
-	parent uint64
-	bytes  *[256]*set
+type byteEntry struct {
+	parent uint64 // 0: empty (set ids start at 1)
+	b      byte
+	child  *set
 }
 
-type memoEntry struct {
+type sigEntry struct {
 	parent uint64
 	sig    uint64
 	child  *set
 }
 
-func (m *memo) get(k int, parent, sig uint64) *set {
-	if m.rows == nil {
+func memoHash(parent, x uint64, bits uint) uint64 {
+	return ((parent * 0x9E3779B97F4A7C15) ^ (x * 0xC2B2AE3D27D4EB4F)) * 0x94D049BB133111EB >> (64 - bits)
+}
+
+func (m *memo) get(parent, sig uint64) *set {
+	if m.sigs == nil {
 		return nil
 	}
-	r := &m.rows[k%memoRows]
-	for i := range r.entries {
-		e := &r.entries[i]
-		if e.child != nil && e.parent == parent && e.sig == sig {
-			return e.child
-		}
+	if e := &m.sigs[memoHash(parent, sig, m.sigBits)]; e.parent == parent && e.sig == sig {
+		return e.child
 	}
 	return nil
 }
 
-func (m *memo) put(k int, parent, sig uint64, child *set) {
-	r := m.row(k)
-	r.entries[r.next] = memoEntry{parent: parent, sig: sig, child: child}
-	r.next = (r.next + 1) % memoWays
+func (m *memo) put(parent, sig uint64, child *set) {
+	if m.sigs == nil || m.sigFill >= memoGrowthOf*len(m.sigs) && m.sigBits < memoSigBits {
+		m.sigBits = max(memoMinBits, m.sigBits+1)
+		m.sigs, m.sigFill = make([]sigEntry, 1<<m.sigBits), 0
+	}
+	m.sigFill++
+	m.sigs[memoHash(parent, sig, m.sigBits)] = sigEntry{parent: parent, sig: sig, child: child}
 }
 
-func (m *memo) byByte(k int, parent uint64, b byte) *set {
-	if m.rows == nil {
+func (m *memo) byByte(parent uint64, b byte) *set {
+	if m.bytes == nil {
 		return nil
 	}
-	r := &m.rows[k%memoRows]
-	if r.parent != parent || r.bytes == nil {
-		return nil
+	if e := &m.bytes[memoHash(parent, uint64(b), m.byteBits)]; e.parent == parent && e.b == b {
+		return e.child
 	}
-	return r.bytes[b]
+	return nil
 }
 
-func (m *memo) putByte(k int, parent uint64, b byte, child *set) {
-	r := m.row(k)
-	if r.bytes == nil {
-		r.bytes = new([256]*set)
+func (m *memo) putByte(parent uint64, b byte, child *set) {
+	if m.bytes == nil || m.byteFill >= memoGrowthOf*len(m.bytes) && m.byteBits < memoBits {
+		m.byteBits = max(memoMinBits, m.byteBits+1)
+		m.bytes, m.byteFill = make([]byteEntry, 1<<m.byteBits), 0
 	}
-	if r.parent != parent {
-		clear(r.bytes[:])
-		r.parent = parent
-	}
-	r.bytes[b] = child
-}
-
-func (m *memo) row(k int) *memoRow {
-	if m.rows == nil {
-		m.rows = make([]memoRow, memoRows)
-	}
-	return &m.rows[k%memoRows]
+	m.byteFill++
+	m.bytes[memoHash(parent, uint64(b), m.byteBits)] = byteEntry{parent: parent, b: b, child: child}
 }

@@ -11,6 +11,8 @@ type scratch struct {
 	filled int
 	// leo holds a set's direct Leo entries while their chains are followed.
 	leo []leoItem
+	// items is the buffer a set's items are gathered in while it is built.
+	items []item
 }
 
 type slot struct {

@@ -9,6 +9,7 @@ package tokentrie
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/loomlm/loom/core"
 )
@@ -31,6 +32,7 @@ type Trie struct {
 	vocab  int
 	empty  []core.TokenID // tokens with no bytes (control tokens)
 	maxLen int
+	cache  sliceCache
 }
 
 // New builds the trie of tok's vocabulary. Tokens with no bytes (control tokens) are not in
@@ -96,3 +98,145 @@ func (t *Trie) Empty() []core.TokenID { return t.empty }
 
 // MaxTokenLen is the length in bytes of the longest token.
 func (t *Trie) MaxTokenLen() int { return t.maxLen }
+
+// Automaton is a deterministic byte automaton of a repetition X* (earley.Automaton): Step
+// returns the state after a byte (0 when the byte cannot follow; every other state is alive)
+// and whether the byte starts a new copy of X; Counted reports whether those counts are
+// exact. Automata with equal keys must accept the same byte strings and count alike.
+type Automaton interface {
+	Key() string
+	Start() uint32
+	Step(s uint32, b byte) (uint32, bool)
+	Counted() bool
+}
+
+// Slice is the part of a vocabulary a repetition accepts from its start: the tokens whose
+// bytes keep the automaton alive (within a budget of copies, for a bounded one), and the trie
+// nodes whose whole subtree is such tokens (a mask walk that has added the tokens skips those
+// subtrees).
+type Slice struct {
+	tokens Mask
+	skip   []uint64 // bit i: every token in node i's subtree is alive
+	// subMax[i] is the most copies a token below node i starts; a node is skipped when it is
+	// in skip and subMax is within budget.
+	subMax []uint8
+	budget int // unbounded when < 0
+	count  int
+}
+
+// Tokens is the number of tokens in the slice.
+func (s *Slice) Tokens() int { return s.count }
+
+// skips reports whether every token below node i is in the slice.
+func (s *Slice) skips(i int) bool {
+	return s.skip[i>>6]&(1<<(i&63)) != 0 && (s.budget < 0 || int(s.subMax[i]) <= s.budget)
+}
+
+// maxCachedSlices bounds the automata whose slices a trie keeps; past it the cache starts
+// over.
+const maxCachedSlices = 256
+
+type sliceCache struct {
+	mu      sync.Mutex
+	entries map[string]*sliceEntry
+}
+
+// sliceEntry is one automaton's slices: unbounded, and per budget below the most copies any
+// token starts (only for a counted automaton).
+type sliceEntry struct {
+	all     *Slice
+	budgets []*Slice // budgets[r]: at most r copies
+}
+
+// Slice returns the slice of a within budget copies (budget < 0: any number). The first call
+// for an automaton key makes one pass over the trie and builds the slices of every budget;
+// they are cached by the key. A bounded slice needs a counted automaton; for another, Slice
+// returns nil.
+func (t *Trie) Slice(a Automaton, budget int) *Slice {
+	t.cache.mu.Lock()
+	defer t.cache.mu.Unlock()
+	e, ok := t.cache.entries[a.Key()]
+	if !ok {
+		e = t.newSliceEntry(a)
+		if t.cache.entries == nil || len(t.cache.entries) >= maxCachedSlices {
+			t.cache.entries = map[string]*sliceEntry{}
+		}
+		t.cache.entries[a.Key()] = e
+	}
+	if budget < 0 || budget >= len(e.budgets) {
+		return e.all
+	}
+	if !a.Counted() {
+		return nil
+	}
+	return e.budgets[budget]
+}
+
+func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
+	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), subMax: make([]uint8, len(t.nodes)), budget: -1}
+	units := make([]uint8, len(t.nodes)) // copies the node's path starts, saturating at 255
+	// dead[i+1] counts the nodes up to i whose path the automaton rejects.
+	dead := make([]int32, len(t.nodes)+1)
+	parent := make([]int32, len(t.nodes))
+	states := make([]uint32, t.maxLen+1) // states[d]: the automaton after the path's d bytes
+	path := make([]int32, t.maxLen+1)    // path[d]: the node at depth d on the current path
+	states[0] = a.Start()
+	var byUnits [256][]int32 // alive nodes holding tokens, by the copies their path starts
+	maxUnits := 0
+	for i := 1; i < len(t.nodes); i++ {
+		nd := &t.nodes[i]
+		d := int(nd.depth)
+		path[d] = int32(i)
+		parent[i] = path[d-1]
+		st, started := uint32(0), false
+		if states[d-1] != 0 {
+			st, started = a.Step(states[d-1], nd.b)
+		}
+		states[d] = st
+		dead[i+1] = dead[i]
+		if st == 0 {
+			dead[i+1]++
+			continue
+		}
+		u := units[parent[i]]
+		if started && u < 255 {
+			u++
+		}
+		units[i], all.subMax[i] = u, u
+		maxUnits = max(maxUnits, int(u))
+		if nd.tokHi > nd.tokLo {
+			byUnits[u] = append(byUnits[u], int32(i))
+		}
+		for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
+			all.tokens.Set(id)
+			all.count++
+		}
+	}
+	for i := len(t.nodes) - 1; i >= 1; i-- {
+		if p := parent[i]; all.subMax[i] > all.subMax[p] {
+			all.subMax[p] = all.subMax[i]
+		}
+		if dead[t.nodes[i].end]-dead[i] == 0 {
+			all.skip[i>>6] |= 1 << (i & 63)
+		}
+	}
+	e := &sliceEntry{all: all}
+	if !a.Counted() {
+		return e
+	}
+	// Budget r's tokens are budget r-1's and those whose path starts exactly r copies.
+	prev := NewMask(t.vocab)
+	count := 0
+	for r := range maxUnits {
+		tokens := append(Mask(nil), prev...)
+		for _, i := range byUnits[r] {
+			for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
+				tokens.Set(id)
+				count++
+			}
+		}
+		e.budgets = append(e.budgets, &Slice{tokens: tokens, skip: all.skip, subMax: all.subMax, budget: r, count: count})
+		prev = tokens
+	}
+	return e
+}

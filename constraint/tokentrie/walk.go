@@ -43,7 +43,16 @@ func (m Mask) Count() int {
 // Fill computes the tokens of the trie whose bytes r accepts in full, from r's current
 // state, and adds them to mask (which must cover the vocabulary). r is left in the state it
 // had. It returns the number of trie nodes at which r was asked to advance.
-func (t *Trie) Fill(r Recognizer, mask Mask) int {
+//
+// slices are vocabulary slices that r is known to accept from its current state in full
+// (the loops the parser may repeat from here): their tokens are added at once, and the
+// subtrees made only of their tokens are not walked.
+func (t *Trie) Fill(r Recognizer, mask Mask, slices ...*Slice) int {
+	for _, s := range slices {
+		for w, bits := range s.tokens {
+			mask[w] |= bits
+		}
+	}
 	depth := 0 // bytes pushed on r
 	steps := 0
 	nodes := t.nodes
@@ -52,6 +61,10 @@ func (t *Trie) Fill(r Recognizer, mask Mask) int {
 		if d := int(nd.depth) - 1; depth > d {
 			r.Pop(depth - d)
 			depth = d
+		}
+		if skipped(slices, i) {
+			i = int(nd.end)
+			continue
 		}
 		steps++
 		if nd.end == int32(i+1) { // a leaf: no need to build the state after its byte
@@ -77,4 +90,14 @@ func (t *Trie) Fill(r Recognizer, mask Mask) int {
 		r.Pop(depth)
 	}
 	return steps
+}
+
+// skipped reports whether node i's subtree lies wholly in one of slices.
+func skipped(slices []*Slice, i int) bool {
+	for _, s := range slices {
+		if s.skips(i) {
+			return true
+		}
+	}
+	return false
 }

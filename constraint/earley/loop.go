@@ -1,0 +1,515 @@
+package earley
+
+import (
+	bits64 "math/bits"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/loomlm/loom/constraint/grammar"
+)
+
+// Repetitions. The grammar compiler writes X* as a nonterminal L → ε | L X, and X{m,n} as m
+// copies of X followed by a chain opt_k → ε | X opt_{k-1} (k = n-m). When the last set holds
+// an item whose next symbol is X and which may consume r copies of X from here — L → L • X
+// (any number), or • X X … opt_k (the copies written in a row plus the chain's k) — the parser
+// accepts every byte string that is a prefix of at most r copies of X: the item consumes them,
+// and every nonterminal derives some string, so it can go on. A token mask can therefore take
+// every token whose bytes are such a prefix without asking the parser about each (package
+// tokentrie computes that set once per vocabulary, body and budget: a "slice") and walk only
+// the rest. This is what keeps masks cheap inside JSON strings, where nearly every token of a
+// large vocabulary is allowed.
+//
+// Automaton is X* as a deterministic automaton over bytes, built from X by Glushkov's
+// construction and the subset construction, when X derives a regular language through
+// acyclic rules (a character class, a JSON string character with its escapes, a Unicode
+// property) within limits (maxPositions terminal occurrences, maxStates states). Each
+// transition also says whether it starts a new copy of X, so that a bounded repetition can be
+// held to its budget; when that is ambiguous (a byte that may both continue a copy and start
+// the next), only unbounded uses are made.
+type Automaton struct {
+	key   string
+	trans []uint16 // trans[(s-1)*256+b]: the state after byte b from state s (0: dead)
+	start []uint64 // bit (s-1)*256+b: that transition starts a new copy of X
+	// counted: the copies a byte string starts are well defined.
+	counted bool
+	memo    sync.Map
+}
+
+const (
+	maxPositions = 16384
+	maxStates    = 4096
+)
+
+// Key identifies the automaton by its transitions: automata with equal keys accept the same
+// bytes and count copies alike, whichever grammar they come from.
+func (a *Automaton) Key() string { return a.key }
+
+// Start is the initial state: a boundary between copies of X.
+func (a *Automaton) Start() uint32 { return 1 }
+
+// Step returns the state after byte b from state s (0: b cannot follow) and whether b starts
+// a new copy of X.
+func (a *Automaton) Step(s uint32, b byte) (uint32, bool) {
+	i := (int(s)-1)*256 + int(b)
+	return uint32(a.trans[i]), a.start[i>>6]&(1<<(i&63)) != 0
+}
+
+// Counted reports whether Step's copies are exact.
+func (a *Automaton) Counted() bool { return a.counted }
+
+// Memo returns the value cached under key for this automaton, computing it with make on
+// first use (users keep what they derive from it, such as a vocabulary slice, for as long as
+// the automaton lives).
+func (a *Automaton) Memo(key any, make func() any) any {
+	if v, ok := a.memo.Load(key); ok {
+		return v
+	}
+	v, _ := a.memo.LoadOrStore(key, make())
+	return v
+}
+
+// grammarRuns is a grammar's repetitions, shared by a matcher and its clones: for each
+// nonterminal, the body X and bound of the repetition it is (unbounded for L → ε | L X; k for
+// a chain opt_k; 0 if it is neither), and the automata of the bodies met so far.
+type grammarRuns struct {
+	g     *grammar.CFG
+	body  []grammar.Symbol
+	bound []int
+
+	mu       sync.Mutex
+	automata map[[2]grammar.Symbol]*Automaton // nil: not regular within the limits
+}
+
+// unbounded is the bound of L → ε | L X.
+const unbounded = -1
+
+func newRuns(g *grammar.CFG) *grammarRuns {
+	r := &grammarRuns{g: g, body: make([]grammar.Symbol, len(g.Names)), bound: make([]int, len(g.Names)), automata: map[[2]grammar.Symbol]*Automaton{}}
+	done := make([]bool, len(g.Names))
+	var visit func(n int32)
+	visit = func(n int32) {
+		if done[n] {
+			return
+		}
+		done[n] = true
+		prods := g.ByLHS[n]
+		if len(prods) != 2 {
+			return
+		}
+		a, b := g.Prods[prods[0]].RHS, g.Prods[prods[1]].RHS
+		if len(a) != 0 {
+			a, b = b, a
+		}
+		switch {
+		case len(a) != 0:
+		case len(b) == 2 && b[0] == grammar.Symbol(n) && b[1] != grammar.Symbol(n):
+			r.body[n], r.bound[n] = b[1], unbounded
+		case len(b) == 1 && b[0] != grammar.Symbol(n):
+			r.body[n], r.bound[n] = b[0], 1
+		case len(b) == 2 && !b[1].IsTerminal() && b[1] != grammar.Symbol(n):
+			next := int32(b[1])
+			visit(next)
+			if r.bound[next] > 0 && r.body[next] == b[0] {
+				r.body[n], r.bound[n] = b[0], 1+r.bound[next]
+			}
+		}
+	}
+	for n := range g.Names {
+		visit(int32(n))
+	}
+	return r
+}
+
+// automaton returns the automaton of X*, or with lead ≥ 0 of X Y* where Y* is the repetition
+// lead (a single run, which counts no copies), building it on first use; nil if it is not
+// regular within the limits.
+func (r *grammarRuns) automaton(x grammar.Symbol, lead grammar.Symbol) *Automaton {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := [2]grammar.Symbol{x, lead}
+	a, ok := r.automata[k]
+	if !ok {
+		if lead < 0 {
+			a = newAutomaton(r.g, x)
+		} else {
+			a = newLeadAutomaton(r.g, x, r.body[lead])
+		}
+		r.automata[k] = a
+	}
+	return a
+}
+
+// budget returns how many copies of X = RHS[dot] the item (prod, dot) may consume from here.
+func (r *grammarRuns) budget(prod, dot int32) int {
+	p := &r.g.Prods[prod]
+	x := p.RHS[dot]
+	if dot == 1 && len(p.RHS) == 2 && p.RHS[0] == grammar.Symbol(p.LHS) && r.bound[p.LHS] == unbounded {
+		return unbounded
+	}
+	j := int(dot)
+	for j < len(p.RHS) && p.RHS[j] == x {
+		j++
+	}
+	n := j - int(dot)
+	if j < len(p.RHS) && !p.RHS[j].IsTerminal() {
+		next := int32(p.RHS[j])
+		if r.bound[next] != 0 && r.body[next] == x {
+			if r.bound[next] == unbounded {
+				return unbounded
+			}
+			n += r.bound[next]
+		}
+	}
+	return n
+}
+
+// Run is a repetition the parser may run from its current state: every prefix of at most
+// Budget copies of the automaton's X (Budget < 0: any number) is accepted.
+type Run struct {
+	Automaton *Automaton
+	Budget    int
+}
+
+// minBudget is the fewest copies worth a vocabulary slice: shorter runs are as cheap to walk.
+const minBudget = 4
+
+// ActiveRuns appends to dst the repetitions the parser may run from its current state (each
+// pair once) and returns the extended slice.
+func (m *Matcher) ActiveRuns(dst []Run) []Run {
+	if m.runs == nil {
+		m.runs = newRuns(m.g)
+	}
+	r := m.runs
+	s := m.sets[len(m.sets)-1]
+	for i := range s.items {
+		it := &s.items[i]
+		if it.next == complete {
+			continue
+		}
+		n := r.budget(it.prod, it.dot)
+		lead := grammar.Symbol(-1)
+		if n >= 0 && n < minBudget {
+			// X followed by a repetition Y*: one run of X Y*.
+			rhs := r.g.Prods[it.prod].RHS
+			if int(it.dot)+1 >= len(rhs) || rhs[it.dot+1].IsTerminal() || r.bound[rhs[it.dot+1]] != unbounded {
+				continue
+			}
+			lead, n = rhs[it.dot+1], unbounded
+		}
+		a := r.automaton(it.next, lead)
+		if a == nil || (n >= 0 && !a.counted) {
+			continue
+		}
+		if u := (Run{a, n}); !slices.Contains(dst, u) {
+			dst = append(dst, u)
+		}
+	}
+	return dst
+}
+
+// newLeadAutomaton builds the automaton of x y*, or nil. It starts no copies (it is only
+// used unbounded).
+func newLeadAutomaton(g *grammar.CFG, x, y grammar.Symbol) *Automaton {
+	b := &glushkov{g: g, follow: []bits{nil}, visit: map[int32]bool{}}
+	fx := b.symbol(x)
+	fy := b.symbol(y)
+	if b.failed || fx.first.empty() || fy.first.empty() {
+		return nil
+	}
+	b.connect(fy.last, fy.first) // y*
+	b.connect(fx.last, fy.first)
+	b.follow[0] = append(bits(nil), fx.first...)
+	if fx.nullable {
+		b.follow[0].union(fy.first)
+	}
+	within := make([]bits, len(b.follow))
+	for p := range b.follow {
+		within[p] = append(bits(nil), b.follow[p]...)
+	}
+	return b.cached("lead", within, nil, nil)
+}
+
+// newAutomaton builds the automaton of x*, or nil.
+func newAutomaton(g *grammar.CFG, x grammar.Symbol) *Automaton {
+	b := &glushkov{g: g, follow: []bits{nil}, visit: map[int32]bool{}}
+	f := b.symbol(x)
+	if b.failed || f.first.empty() {
+		return nil
+	}
+	// Within a copy, position p leads to within[p]; X*'s boundary (position 0 and X's last
+	// positions) also leads to X's first positions, which starts a new copy.
+	within := make([]bits, len(b.follow))
+	for p := range b.follow {
+		within[p] = append(bits(nil), b.follow[p]...)
+	}
+	b.follow[0] = f.first
+	b.connect(f.last, f.first)
+	boundary := append(bits(nil), f.last...)
+	boundary.add(0)
+	return b.cached("loop", within, boundary, f.first)
+}
+
+// automata caches determinized automata by their position automaton, across grammars: every
+// JSON schema's string character, say, has the same one, and so shares its vocabulary slices.
+var automata struct {
+	sync.Mutex
+	byNFA map[string]*Automaton // nil: beyond the limits
+}
+
+// maxCachedAutomata bounds the cache; past it, it starts over.
+const maxCachedAutomata = 1024
+
+// cached returns the determinized automaton of b's positions, from the cache when an equal
+// position automaton was determinized before.
+func (b *glushkov) cached(kind string, within []bits, boundary, first bits) *Automaton {
+	var sb strings.Builder
+	sb.WriteString(kind)
+	word := func(w uint64) {
+		for i := range 8 {
+			sb.WriteByte(byte(w >> (8 * i)))
+		}
+	}
+	list := func(x bits) {
+		word(uint64(len(x)))
+		for _, w := range x {
+			word(w)
+		}
+	}
+	for p := range b.follow {
+		if p > 0 {
+			for _, w := range b.sets[p-1] {
+				word(w)
+			}
+		}
+		list(b.follow[p])
+		list(within[p])
+	}
+	list(boundary)
+	list(first)
+	k := sb.String()
+	automata.Lock()
+	a, ok := automata.byNFA[k]
+	automata.Unlock()
+	if ok {
+		return a
+	}
+	a = b.determinize(within, boundary, first)
+	if a != nil {
+		a.key = kind + ":" + a.key
+	}
+	automata.Lock()
+	if automata.byNFA == nil || len(automata.byNFA) >= maxCachedAutomata {
+		automata.byNFA = map[string]*Automaton{}
+	}
+	automata.byNFA[k] = a
+	automata.Unlock()
+	return a
+}
+
+// bits is a set of NFA positions.
+type bits []uint64
+
+func (b bits) has(p int) bool { return p>>6 < len(b) && b[p>>6]&(1<<(p&63)) != 0 }
+
+func (b *bits) add(p int) {
+	for p>>6 >= len(*b) {
+		*b = append(*b, 0)
+	}
+	(*b)[p>>6] |= 1 << (p & 63)
+}
+
+func (b *bits) union(o bits) {
+	for len(*b) < len(o) {
+		*b = append(*b, 0)
+	}
+	for i, w := range o {
+		(*b)[i] |= w
+	}
+}
+
+func (b bits) empty() bool {
+	for _, w := range b {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// glushkov builds a position automaton: position 0 is the start, position p > 0 the p-th
+// terminal occurrence.
+type glushkov struct {
+	g      *grammar.CFG
+	sets   []grammar.ByteSet // sets[p-1]: position p's bytes
+	follow []bits            // follow[p]: the positions that may come after p
+	visit  map[int32]bool    // nonterminals being expanded (recursion is not regular)
+	failed bool
+}
+
+// frag is the automaton of a sub-expression: its first and last positions and whether it
+// derives the empty string.
+type frag struct {
+	first, last bits
+	nullable    bool
+}
+
+func (b *glushkov) connect(from, to bits) {
+	for i, w := range from {
+		for w != 0 {
+			p := i*64 + bits64.TrailingZeros64(w)
+			w &= w - 1
+			b.follow[p].union(to)
+		}
+	}
+}
+
+func (b *glushkov) sequence(syms []grammar.Symbol) frag {
+	seq := frag{nullable: true}
+	for _, sym := range syms {
+		f := b.symbol(sym)
+		if b.failed {
+			return frag{}
+		}
+		b.connect(seq.last, f.first)
+		if seq.nullable {
+			seq.first.union(f.first)
+		}
+		if f.nullable {
+			seq.last.union(f.last)
+		} else {
+			seq.last = append(bits(nil), f.last...)
+		}
+		seq.nullable = seq.nullable && f.nullable
+	}
+	return seq
+}
+
+func (b *glushkov) symbol(s grammar.Symbol) frag {
+	if b.failed {
+		return frag{}
+	}
+	if s.IsTerminal() {
+		if len(b.sets) == maxPositions {
+			b.failed = true
+			return frag{}
+		}
+		b.sets = append(b.sets, b.g.Terminals[s.Terminal()])
+		b.follow = append(b.follow, nil)
+		var p bits
+		p.add(len(b.sets))
+		return frag{first: p, last: append(bits(nil), p...)}
+	}
+	nt := int32(s)
+	if b.visit[nt] {
+		b.failed = true
+		return frag{}
+	}
+	b.visit[nt] = true
+	defer delete(b.visit, nt)
+	var out frag
+	for _, pi := range b.g.ByLHS[nt] {
+		f := b.sequence(b.g.Prods[pi].RHS)
+		if b.failed {
+			return frag{}
+		}
+		out.first.union(f.first)
+		out.last.union(f.last)
+		out.nullable = out.nullable || f.nullable
+	}
+	return out
+}
+
+// determinize builds the deterministic automaton of the positions' follow sets from position
+// 0, marking transitions that start a new copy; nil when it exceeds maxStates.
+func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
+	var byByte [256]bits
+	for p, s := range b.sets {
+		for c := range 256 {
+			if s.Has(byte(c)) {
+				byByte[c].add(p + 1)
+			}
+		}
+	}
+	key := func(s bits) string {
+		for len(s) > 0 && s[len(s)-1] == 0 {
+			s = s[:len(s)-1]
+		}
+		var sb strings.Builder
+		for _, w := range s {
+			for i := range 8 {
+				sb.WriteByte(byte(w >> (8 * i)))
+			}
+		}
+		return sb.String()
+	}
+	and := func(x, y bits) bits {
+		var t bits
+		for i := 0; i < len(x) && i < len(y); i++ {
+			t = append(t, x[i]&y[i])
+		}
+		return t
+	}
+	var start bits
+	start.add(0)
+	ids := map[string]int{key(start): 1}
+	queue := []bits{start}
+	a := &Automaton{counted: true}
+	var starts []bool
+	for q := 0; q < len(queue); q++ {
+		var f, w bits
+		onBoundary := false
+		for p := range b.follow {
+			if queue[q].has(p) {
+				f.union(b.follow[p])
+				w.union(within[p])
+				onBoundary = onBoundary || boundary.has(p)
+			}
+		}
+		var fresh bits // positions reached by starting a new copy
+		if onBoundary {
+			fresh = first
+		}
+		for c := range 256 {
+			t := and(f, byByte[c])
+			if t.empty() {
+				a.trans = append(a.trans, 0)
+				starts = append(starts, false)
+				continue
+			}
+			inCopy, newCopy := !and(t, w).empty(), !and(t, and(fresh, byByte[c])).empty()
+			if inCopy && newCopy {
+				a.counted = false
+			}
+			k := key(t)
+			id, ok := ids[k]
+			if !ok {
+				if len(queue) == maxStates {
+					return nil
+				}
+				queue = append(queue, t)
+				id = len(queue)
+				ids[k] = id
+			}
+			a.trans = append(a.trans, uint16(id))
+			starts = append(starts, newCopy && !inCopy)
+		}
+	}
+	a.start = make([]uint64, (len(starts)+63)/64)
+	var sb strings.Builder
+	for i, t := range a.trans {
+		sb.WriteByte(byte(t))
+		sb.WriteByte(byte(t >> 8))
+		if starts[i] {
+			a.start[i>>6] |= 1 << (i & 63)
+			sb.WriteByte(1)
+		} else {
+			sb.WriteByte(0)
+		}
+	}
+	if a.counted {
+		sb.WriteByte('c')
+	}
+	a.key = sb.String()
+	return a
+}

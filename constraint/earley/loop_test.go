@@ -1,0 +1,69 @@
+package earley
+
+import (
+	"testing"
+
+	"github.com/loomlm/loom/constraint/grammar"
+)
+
+// TestActiveRuns checks which repetitions the parser reports at several points, with their
+// budgets, and that the automaton counts the copies a byte string starts.
+func TestActiveRuns(t *testing.T) {
+	tests := []struct {
+		grammar, prefix string
+		budgets         []int // of the runs reported, in order
+	}{
+		{`root ::= [a-z]*`, "", []int{-1}},
+		{`root ::= [a-z]*`, "abc", []int{-1}},
+		{`root ::= "\"" [a-z]{2,6} "\""`, `"`, []int{6}},
+		{`root ::= "\"" [a-z]{2,6} "\""`, `"a`, []int{5}},
+		{`root ::= "\"" [a-z]{2,6} "\""`, `"abc`, []int{}}, // 3 left: walked
+		{`root ::= "x" [0-9]+ "y"`, `x`, []int{-1}},
+		{`root ::= "ab" | "cd"`, "", []int{}},
+		{"root ::= r\nr ::= \"(\" r \")\" | [a-z]*", "((", []int{-1}},
+	}
+	for _, tt := range tests {
+		m := New(grammar.MustCompile(tt.grammar))
+		if _, ok := m.AdvanceBytes([]byte(tt.prefix)); !ok {
+			t.Fatalf("%s: prefix %q rejected", tt.grammar, tt.prefix)
+		}
+		runs := m.ActiveRuns(nil)
+		if len(runs) != len(tt.budgets) {
+			t.Errorf("%s after %q: %d runs, want %d", tt.grammar, tt.prefix, len(runs), len(tt.budgets))
+			continue
+		}
+		for i, r := range runs {
+			if r.Budget != tt.budgets[i] {
+				t.Errorf("%s after %q: run %d budget %d, want %d", tt.grammar, tt.prefix, i, r.Budget, tt.budgets[i])
+			}
+		}
+	}
+
+	m := New(grammar.MustCompile(`root ::= [a-zé日]*`))
+	runs := m.ActiveRuns(nil)
+	if len(runs) != 1 || !runs[0].Automaton.Counted() {
+		t.Fatalf("runs %v: want one counted run", runs)
+	}
+	a := runs[0].Automaton
+	for _, tc := range []struct {
+		text   string
+		copies int
+		alive  bool
+	}{
+		{"ab", 2, true}, {"é", 1, true}, {"aé日", 3, true}, {"日"[:2], 1, true}, {"aB", 0, false}, {"\xa9", 0, false},
+	} {
+		s, n := a.Start(), 0
+		for _, b := range []byte(tc.text) {
+			var started bool
+			if s, started = a.Step(s, b); started {
+				n++
+			}
+			if s == 0 {
+				break
+			}
+		}
+		if (s != 0) != tc.alive || tc.alive && n != tc.copies {
+			t.Errorf("%q: alive %v, %d copies; want %v, %d", tc.text, s != 0, n, tc.alive, tc.copies)
+		}
+	}
+}

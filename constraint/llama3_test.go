@@ -1,0 +1,250 @@
+package constraint_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomlm/loom/constraint"
+	loomschema "github.com/loomlm/loom/constraint/jsonschema"
+	"github.com/loomlm/loom/constraint/tokentrie"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/llama3vocab"
+	"github.com/loomlm/loom/model/tokenizer"
+)
+
+// schemaCase is a schema of the mask corpus and the valid documents written under it, with
+// their keys in schema order as the constraint writes them.
+type schemaCase struct {
+	name   string
+	schema []byte
+	docs   []string
+}
+
+// maskCorpus returns the JSON-Schema-Test-Suite's schemas that compile with their valid
+// instances, followed by testdata/api-schemas.json: 51 schemas of the kind APIs ask for
+// (function-call arguments, extraction and classification results, nested records, $ref,
+// oneOf/anyOf) with one valid instance each, checked by python3-jsonschema when written.
+func maskCorpus(tb testing.TB) []schemaCase {
+	tb.Helper()
+	opt := loomschema.Options{FormatAnnotation: true}
+	var out []schemaCase
+	add := func(name string, schema json.RawMessage, instances []json.RawMessage) {
+		if _, err := loomschema.Compile(schema, opt); err != nil {
+			return
+		}
+		s, err := loomschema.Decode(schema)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c := schemaCase{name: name, schema: schema}
+		for _, in := range instances {
+			inst, err := loomschema.Decode(in)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			doc, err := loomschema.Marshal(loomschema.Order(s, inst))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			c.docs = append(c.docs, string(doc))
+		}
+		if len(c.docs) > 0 {
+			out = append(out, c)
+		}
+	}
+	files, _ := filepath.Glob("jsonschema/testdata/suite/*.json")
+	if len(files) == 0 {
+		tb.Fatal("no suite files")
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var groups []struct {
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Tests       []struct {
+				Data  json.RawMessage `json:"data"`
+				Valid bool            `json:"valid"`
+			} `json:"tests"`
+		}
+		if err := json.Unmarshal(src, &groups); err != nil {
+			tb.Fatal(err)
+		}
+		for _, g := range groups {
+			var valid []json.RawMessage
+			for _, tc := range g.Tests {
+				if tc.Valid {
+					valid = append(valid, tc.Data)
+				}
+			}
+			add(filepath.Base(f)+"/"+g.Description, g.Schema, valid)
+		}
+	}
+	src, err := os.ReadFile("testdata/api-schemas.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var api []struct {
+		Name     string          `json:"name"`
+		Schema   json.RawMessage `json:"schema"`
+		Instance json.RawMessage `json:"instance"`
+	}
+	if err := json.Unmarshal(src, &api); err != nil {
+		tb.Fatal(err)
+	}
+	n := len(out)
+	for _, a := range api {
+		add("api/"+a.Name, a.Schema, []json.RawMessage{a.Instance})
+	}
+	if len(out)-n < 50 {
+		tb.Fatalf("only %d of the %d API schemas compile", len(out)-n, len(api))
+	}
+	return out
+}
+
+// apiCases returns the API schemas of the corpus.
+func apiCases(corpus []schemaCase) []schemaCase {
+	for i, c := range corpus {
+		if strings.HasPrefix(c.name, "api/") {
+			return corpus[i:]
+		}
+	}
+	return nil
+}
+
+// TestMaskSlicesExactOnLlama3 walks the API schemas' documents, tokenized by Llama 3's
+// 128 256-token vocabulary, and checks at every step that the mask the processor computes —
+// with whole vocabulary slices for the repetitions the parser runs — equals the plain walk of
+// the token trie, which TestMaskMatchesBruteForce checks token by token. Under the race
+// detector every fifth document is walked.
+func TestMaskSlicesExactOnLlama3(t *testing.T) {
+	tok := llama3vocab.Tokenizer(t)
+	trie := constraint.TrieFor(tok)
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eog := tok.Special().EndOfGeneration
+	steps, sliced := 0, 0
+	for i, c := range apiCases(maskCorpus(t)) {
+		if raceEnabled && i%5 != 0 {
+			continue
+		}
+		ids, err := tok.Encode(c.docs[0], core.EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := constraint.NewJSONSchema(c.schema, loomschema.Options{FormatAnnotation: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := tokentrie.NewMask(tok.VocabSize())
+		for step, id := range ids {
+			got := p.Mask(tok)
+			if len(p.Matcher().ActiveRuns(nil)) > 0 {
+				sliced++
+			}
+			plain.Clear()
+			trie.Fill(p.Matcher(), plain)
+			for v := range tok.VocabSize() {
+				if slices.Contains(eog, core.TokenID(v)) {
+					continue
+				}
+				if got.Has(core.TokenID(v)) != plain.Has(core.TokenID(v)) {
+					t.Fatalf("%s step %d (after %q): token %d %q: mask %v, plain walk %v", c.name, step, tok.Decode(ids[:step]), v, tok.TokenBytes(core.TokenID(v)), got.Has(core.TokenID(v)), plain.Has(core.TokenID(v)))
+				}
+			}
+			if !got.Has(id) {
+				t.Fatalf("%s step %d: the document's token %q is masked", c.name, step, tok.TokenBytes(id))
+			}
+			p.Accept(seq, id)
+			steps++
+		}
+	}
+	if sliced < steps/4 {
+		t.Fatalf("slices used at %d of %d steps", sliced, steps)
+	}
+	t.Logf("%d steps, %d with vocabulary slices: masks exact", steps, sliced)
+}
+
+// BenchmarkMaskLlama3 computes token masks over the whole corpus (the test suite's valid
+// documents and the API schemas' documents) on Llama 3's vocabulary as a decode loop does:
+// each schema compiled, then per document and per token of its canonical tokenization the
+// mask of the current state, then the token accepted; finally the mask that allows the end.
+// It reports the mask time's average, p50, p99 and maximum over all masks, and the compile
+// time's p50 and p99 over all schemas. The token trie is built before the timing (once per
+// tokenizer); vocabulary slices are built when a mask first needs them, inside the timing.
+// Run it on one core: go test ./constraint -run '^$' -bench MaskLlama3 -benchtime 1x -cpu 1
+func BenchmarkMaskLlama3(b *testing.B) {
+	tok := llama3vocab.Tokenizer(b)
+	benchmarkMasks(b, tok)
+}
+
+func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
+	corpus := maskCorpus(b)
+	constraint.TrieFor(tok)
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
+	type doc struct{ ids []core.TokenID }
+	docs := make([][]doc, len(corpus))
+	for i, c := range corpus {
+		for _, d := range c.docs {
+			ids, err := tok.Encode(d, core.EncodeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			docs[i] = append(docs[i], doc{ids})
+		}
+	}
+	opt := loomschema.Options{FormatAnnotation: true}
+	var masks, compiles []time.Duration
+	for b.Loop() {
+		for i, c := range corpus {
+			t0 := time.Now()
+			start, err := constraint.NewJSONSchema(c.schema, opt)
+			compiles = append(compiles, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, d := range docs[i] {
+				p := start.Clone().(*constraint.Processor)
+				for step, id := range append(d.ids, tok.Special().EOS) {
+					t0 := time.Now()
+					m := p.Mask(tok)
+					masks = append(masks, time.Since(t0))
+					if !m.Has(id) {
+						b.Fatalf("%s: token %d %q of the document is masked", c.name, step, tok.TokenBytes(id))
+					}
+					p.Accept(seq, id)
+				}
+			}
+		}
+	}
+	report := func(ds []time.Duration, name string, mean bool) {
+		slices.Sort(ds)
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+		if mean {
+			var sum time.Duration
+			for _, d := range ds {
+				sum += d
+			}
+			b.ReportMetric(us(sum)/float64(len(ds)), name+"-avg-µs")
+			b.ReportMetric(us(ds[len(ds)-1]), name+"-max-µs")
+		}
+		b.ReportMetric(us(ds[len(ds)/2]), name+"-p50-µs")
+		b.ReportMetric(us(ds[len(ds)*99/100]), name+"-p99-µs")
+	}
+	report(masks, "mask", true)
+	report(compiles, "compile", false)
+	b.ReportMetric(float64(len(masks))/float64(b.N), "masks")
+	b.ReportMetric(float64(len(compiles))/float64(b.N), "schemas")
+}
