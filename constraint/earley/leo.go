@@ -35,6 +35,8 @@ func (m *Matcher) computeLeo(s *set, k int32) {
 	if len(s.wait) > maxLeoWait {
 		return
 	}
+	m.sc.leoBuild = m.sc.leoBuild[:0]
+	s.leo = nil
 	g := m.g
 	for a, wi := range s.wait {
 		w := &s.items[wi]
@@ -46,12 +48,13 @@ func (m *Matcher) computeLeo(s *set, k int32) {
 			}
 		}
 		if unique && int(w.dot) == len(g.Prods[w.prod].RHS)-1 {
-			s.leo = append(s.leo, leoItem{nt: int32(w.next), prod: w.prod, origin: w.origin})
+			m.sc.leoBuild = append(m.sc.leoBuild, leoItem{nt: int32(w.next), prod: w.prod, origin: w.origin})
 		}
 	}
-	if len(s.leo) == 0 {
+	if len(m.sc.leoBuild) == 0 {
 		return
 	}
+	m.keepLeo(s)
 	m.sc.leo = append(m.sc.leo[:0], s.leo...)
 	direct := m.sc.leo
 	for i := range s.leo {

@@ -51,6 +51,7 @@ type set struct {
 	// kept when the set is recycled.
 	ownItems []item
 	ownIdx   []int32
+	ownLeo   []leoItem
 }
 
 // setIDs numbers sets.
@@ -71,6 +72,8 @@ type Matcher struct {
 	itemArena           []item
 	idxArena            []int32
 	itemChunk, idxChunk int
+	leoArena            []leoItem
+	setArena            []set
 	// runs are the grammar's item automata (loop.go), shared with clones.
 	runs *grammarRuns
 }
@@ -246,7 +249,13 @@ func (m *Matcher) newSet() *set {
 		s.id = setIDs.Add(1)
 		return s
 	}
-	return &set{id: setIDs.Add(1), items: sc.items[:0]}
+	if len(m.setArena) == 0 {
+		m.setArena = make([]set, min(max(2*cap(m.setArena), 16), 256))
+	}
+	s := &m.setArena[0]
+	m.setArena = m.setArena[1:]
+	s.id, s.items = setIDs.Add(1), sc.items[:0]
+	return s
 }
 
 // The matcher's storage grows by chunks that double from minArenaChunk up to maxArenaChunk
@@ -255,6 +264,24 @@ const (
 	minArenaChunk = 128
 	maxArenaChunk = 4096
 )
+
+// keepLeo moves the Leo entries gathered in the scratch buffer to s's storage (its own when
+// large enough, else the matcher's arena).
+func (m *Matcher) keepLeo(s *set) {
+	src := m.sc.leoBuild
+	n := len(src)
+	dst := s.ownLeo
+	if cap(dst) < n {
+		if len(m.leoArena) < n {
+			m.leoArena = make([]leoItem, max(minArenaChunk, n))
+		}
+		dst = m.leoArena[:n:n]
+		m.leoArena = m.leoArena[n:]
+		s.ownLeo = dst
+	}
+	s.leo = dst[:n]
+	copy(s.leo, src)
+}
 
 // keep moves a closed set's items out of the scratch buffer into the set's own storage
 // (reused from a recycled set when it is large enough, else carved from the matcher's arena:

@@ -13,6 +13,8 @@ type scratch struct {
 	leo []leoItem
 	// items is the buffer a set's items are gathered in while it is built.
 	items []item
+	// leoBuild gathers a set's Leo entries before they move to the set's storage.
+	leoBuild []leoItem
 }
 
 type slot struct {
