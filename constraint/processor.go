@@ -3,6 +3,8 @@ package constraint
 import (
 	"fmt"
 	"math"
+	mathbits "math/bits"
+	"reflect"
 
 	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/grammar"
@@ -34,8 +36,12 @@ type Processor struct {
 	// vocabulary slices.
 	runs   []earley.Run
 	slices []*tokentrie.Slice
-	ended  bool  // an end-of-generation token was accepted
-	err    error // a forbidden token was accepted
+	// maskFor and maskAt are the tokenizer and parser position the mask was last computed
+	// for, while it is still that of the current state (Accept and Clone reset them).
+	maskFor core.Tokenizer
+	maskAt  int
+	ended   bool  // an end-of-generation token was accepted
+	err     error // a forbidden token was accepted
 }
 
 // NewGrammar compiles GBNF source (start rule "root") into a processor named "grammar".
@@ -67,12 +73,13 @@ func (p *Processor) Matcher() *earley.Matcher { return p.m }
 func (p *Processor) Clone() core.StatefulProcessor {
 	c := *p
 	c.m = p.m.Clone()
-	c.mask, c.runs, c.slices = nil, nil, nil
+	c.mask, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
 	return &c
 }
 
 // Accept implements core.StatefulProcessor: it advances the parser by id's bytes.
 func (p *Processor) Accept(seq *core.Sequence, id core.TokenID) {
+	p.maskFor = nil
 	if p.err != nil {
 		return
 	}
@@ -188,6 +195,9 @@ func (p *Processor) noToken(n int) error {
 // owned by p and valid until the next call.
 func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	trie := TrieFor(tok)
+	if p.maskFor == tok && p.maskAt == p.m.Len() && p.mask != nil {
+		return Mask{bits: p.mask, n: trie.VocabSize()}
+	}
 	if p.mask == nil || len(p.mask) != (trie.VocabSize()+63)/64 {
 		p.mask = tokentrie.NewMask(trie.VocabSize())
 	} else {
@@ -210,7 +220,28 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 			}
 		}
 	}
+	if reflect.TypeOf(tok).Comparable() {
+		p.maskFor, p.maskAt = tok, p.m.Len()
+	}
 	return Mask{bits: p.mask, n: trie.VocabSize()}
+}
+
+// Forced implements core.Forcer: when the mask of the current state holds a single token, it
+// returns it. The mask is kept for the step's Process.
+func (p *Processor) Forced(seq *core.Sequence) (core.TokenID, bool) {
+	if p.err != nil {
+		return -1, false
+	}
+	m := p.Mask(seq.Tokenizer())
+	if m.Count() != 1 {
+		return -1, false
+	}
+	for w, bits := range m.bits {
+		if bits != 0 {
+			return core.TokenID(w*64 + mathbits.TrailingZeros64(bits)), true
+		}
+	}
+	return -1, false
 }
 
 // Mask is a set of allowed token ids over a vocabulary.

@@ -88,3 +88,23 @@ func snapshot(chain []LogitsProcessor) []LogitsProcessor {
 	}
 	return out
 }
+
+// Forced reports whether q's next token is decided before the model runs: some processor of
+// q's chain is a Forcer that allows only one token. A strategy may Append it at once, with
+// log-probability 0 in the processed distribution (it has probability 1 there); its raw
+// details are filled in by the next Forward, as for any token appended with no row. Other
+// processors of the chain do not see that step (they could not allow another token). q must
+// be running.
+func (s *Session) Forced(q *Sequence) (TokenID, bool) {
+	if q.Finished() {
+		return -1, false
+	}
+	for _, p := range q.chain {
+		if f, ok := p.(Forcer); ok {
+			if id, ok := f.Forced(q); ok {
+				return id, true
+			}
+		}
+	}
+	return -1, false
+}

@@ -22,6 +22,16 @@ type StatefulProcessor interface {
 	Clone() StatefulProcessor
 }
 
+// Forcer is a processor that can tell, before the model runs, that only one token may come
+// next whatever the logits (a grammar at a point with a single continuation). A strategy may
+// then append that token without computing the step's distribution (see Session.Forced).
+type Forcer interface {
+	LogitsProcessor
+	// Forced returns the only token that may follow seq's tokens and true, or false when
+	// more than one may (or none: the step's processing reports that).
+	Forced(seq *Sequence) (TokenID, bool)
+}
+
 // BatchProcessor is a stateless processor that can work on many sequences in one call (a
 // plugin that crosses a process boundary once per step instead of once per row). When every
 // sequence of a step shares the same instance, the session calls ProcessBatch once.

@@ -167,4 +167,7 @@ type Stats struct {
 	// DraftK counts a speculative strategy's steps by the number of tokens they drafted:
 	// DraftK[k] steps drafted k (0: a plain decoding step).
 	DraftK []int `json:"draft_k,omitempty"`
+	// ForcedTokens counts tokens a strategy appended without a model step because a
+	// processor allowed only them (Session.Forced).
+	ForcedTokens int `json:"forced_tokens,omitempty"`
 }

@@ -41,6 +41,11 @@ func (s *Session) Sample(q *Sequence, c *Candidates) (Choice, error) {
 	return ch, nil
 }
 
+// SkipDraw consumes the draw of q's random stream that a Sample of this step would have used:
+// a sampling strategy that appends a forced token (Session.Forced) calls it, so that forcing
+// leaves every later draw, and so the output for a seed, as it would be without forcing.
+func (s *Session) SkipDraw(q *Sequence) { q.rng.Float64() }
+
 // SampleFrom selects the candidate at which the cumulative softmax of c first exceeds u (a
 // uniform draw in [0, 1)) and returns it with its log-probability. Candidates are taken in
 // their current order.
