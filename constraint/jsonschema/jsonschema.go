@@ -19,18 +19,18 @@
 // false, minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says),
 // format (date, time, date-time, uuid, ipv4, and email with a local part of at most three
 // dot-separated words of 20 characters and at most four domain labels of 31; other formats are refused), minimum, maximum,
-// exclusiveMinimum and exclusiveMaximum on integers (exact ranges), minimum 0 on numbers,
-// multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
+// exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the plain
+// decimals — no exponent — within the bounds' exact decimal values), multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
 // allOf whose parts constrain different keywords, $ref to "#" or a JSON pointer in the same
 // document (recursion included), $defs and definitions. Annotations (title, description,
-// $comment, default, examples, deprecated, readOnly, writeOnly, $schema, a root $id, the
-// content* keywords) are accepted and change nothing.
+// $comment, default, examples, deprecated, readOnly, writeOnly, a root $id, the content*
+// keywords, $schema naming draft 2020-12) are accepted and change nothing.
 //
 // Every other keyword of JSON Schema — not, if/then/else, contains, patternProperties,
 // propertyNames, dependentRequired, dependentSchemas, unevaluated*, $dynamicRef, $anchor,
 // uniqueItems true, $ref to another document — and any combination this compiler cannot
-// enforce exactly (bounds on non-integer numbers, pattern together with a length, enum
-// together with other constraints, …) is an error naming the keyword and the JSON pointer of
+// enforce exactly (a fractional multipleOf, pattern together with a length, enum together
+// with other constraints, another meta-schema, …) is an error naming the keyword and the JSON pointer of
 // its schema: a constraint is never silently dropped.
 package jsonschema
 
@@ -217,6 +217,9 @@ func (c *compiler) baseRule(name string) grammar.Expr {
 	return ref(name)
 }
 
+// draft202012 is the meta-schema of JSON Schema draft 2020-12, the one loom implements.
+const draft202012 = "https://json-schema.org/draft/2020-12/schema"
+
 // Keywords.
 var (
 	annotations = set("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
@@ -264,6 +267,11 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 			return nil, errAt(ptr, "keyword %q is not supported", k)
 		case k == "$id" && ptr != "":
 			return nil, errAt(ptr, "$id in a subschema is not supported (it changes the base of $ref)")
+		case k == "$schema":
+			// Another meta-schema may switch vocabularies off (and so keywords' meaning).
+			if v, _ := s.Get(k); v != draft202012 && v != draft202012+"#" {
+				return nil, errAt(ptr+"/$schema", "meta-schema %v is not supported (only %s)", v, draft202012)
+			}
 		}
 	}
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
@@ -458,6 +466,34 @@ func numberKeyword(s *Object, kw, ptr string) (float64, bool, error) {
 	return f, true, nil
 }
 
+// exactBounds reads minimum, exclusiveMinimum, maximum and exclusiveMaximum as exact
+// decimals and returns the tighter bound of each side.
+func exactBounds(s *Object, ptr string) (lo, hi bound, err error) {
+	lo, hi = bound{inf: true}, bound{inf: true}
+	for _, kw := range []struct {
+		name       string
+		upper, inc bool
+	}{{"minimum", false, true}, {"exclusiveMinimum", false, false}, {"maximum", true, true}, {"exclusiveMaximum", true, false}} {
+		v, ok := s.Get(kw.name)
+		if !ok {
+			continue
+		}
+		n, _ := v.(json.Number)
+		b, err := parseBound(n, kw.inc)
+		if err != nil {
+			return lo, hi, errAt(ptr+"/"+kw.name, "%v", err)
+		}
+		if kw.upper {
+			if hi.inf || b.v.Cmp(hi.v) < 0 || b.v.Cmp(hi.v) == 0 && !b.inc {
+				hi = b
+			}
+		} else if lo.inf || b.v.Cmp(lo.v) > 0 || b.v.Cmp(lo.v) == 0 && !b.inc {
+			lo = b
+		}
+	}
+	return lo, hi, nil
+}
+
 func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, error) {
 	if v, ok := s.Get("multipleOf"); ok {
 		n, ok := v.(json.Number)
@@ -498,7 +534,15 @@ func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, er
 			// Non-negative: no minus sign.
 			return seq(c.baseRule("uint"), c.baseRule("fraction-exponent")), nil
 		}
-		return nil, errAt(ptr, "bounds on a number that may have a fraction are not supported (only minimum 0); use type integer for exact ranges")
+		lb, ub, err := exactBounds(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		r := decimalRange(lb, ub)
+		if r == nil {
+			return nil, nil
+		}
+		return c.addRule("decimal-range", r), nil
 	}
 	if !bounded {
 		return c.baseRule("integer"), nil
@@ -940,6 +984,7 @@ func (c *compiler) resolve(v any, ptr string) (any, string, error) {
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
 	propsFrom, extraFrom := -1, -1
+	prefixFrom, itemsFrom := -1, -1
 	for i, p := range parts {
 		for hops := 0; ; hops++ {
 			o, ok := p.(*Object)
@@ -985,6 +1030,17 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
 					}
 					extraFrom = i
+				// Nor does items see the prefixItems of another part.
+				case "prefixItems":
+					if itemsFrom >= 0 && itemsFrom != i {
+						return nil, errAt(ptr, "items beside prefixItems listed in another part of allOf is not supported")
+					}
+					prefixFrom = i
+				case "items":
+					if prefixFrom >= 0 && prefixFrom != i {
+						return nil, errAt(ptr, "items beside prefixItems listed in another part of allOf is not supported")
+					}
+					itemsFrom = i
 				}
 				val := v.Values[k]
 				old, dup := out.Values[k]
