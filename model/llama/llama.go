@@ -1,8 +1,8 @@
 // Package llama runs transformer language models of the llama family stored in GGUF files:
 // Llama 2 and 3 (with Llama 3.1's RoPE frequency factors), TinyLlama, SmolLM, Mistral and
 // Mixtral (architecture "llama"), Qwen2 and Qwen2.5 ("qwen2"), Qwen3 ("qwen3", the dense
-// models), Qwen1.5-MoE and Qwen2-MoE ("qwen2moe"), Phi-3 and Phi-4 ("phi3") and Gemma 2
-// ("gemma2").
+// models), Qwen1.5-MoE and Qwen2-MoE ("qwen2moe"), Qwen3's mixtures of experts ("qwen3moe"),
+// Phi-3 and Phi-4 ("phi3") and Gemma 2 ("gemma2").
 //
 // The forward pass is the usual pre-norm decoder: token embedding; per layer RMSNorm,
 // grouped-query attention with rotary position embeddings, a residual, RMSNorm, a SwiGLU
@@ -18,9 +18,10 @@
 // GELU gate, soft-caps attention scores and final logits (c·tanh(x/c)), and lets every other
 // layer attend only to a sliding window of recent positions.
 //
-// A mixture-of-experts layer (a "llama" file with llama.expert_count, or "qwen2moe") routes
-// each row to its top-k experts by a softmax over a router; Mixtral renormalises the chosen
-// probabilities, qwen2moe uses them as they are and adds a shared expert gated by a sigmoid.
+// A mixture-of-experts layer (a "llama" file with llama.expert_count, "qwen2moe" or
+// "qwen3moe") routes each row to its top-k experts by a softmax over a router; Mixtral and
+// qwen3moe renormalise the chosen probabilities, qwen2moe uses them as they are and adds a
+// shared expert gated by a sigmoid.
 // Each expert runs once per forward, on the rows routed to it, so the cost follows the active
 // parameters, not the total.
 //
@@ -189,6 +190,9 @@ var archs = map[string]struct{ neox bool }{
 	// shared expert; Mixtral-style MoE needs no name of its own: it is "llama" with
 	// llama.expert_count set.
 	"qwen2moe": {neox: true},
+	// qwen3moe is qwen3's attention with a mixture-of-experts feed-forward network (chosen
+	// weights renormalised, no shared expert).
+	"qwen3moe": {neox: true},
 	// phi3 is llama's block with fused QKV and gate-up matrices and LongRoPE frequency
 	// factors.
 	"phi3": {neox: true},
@@ -306,7 +310,7 @@ func readParams(f *gguf.File, opts Options) (Params, error) {
 	}
 	p.RopeDims = opt("rope.dimension_count", p.HeadDim)
 	p.Experts = opt("expert_count", 0)
-	if p.Experts > 0 || arch == "qwen2moe" {
+	if p.Experts > 0 || arch == "qwen2moe" || arch == "qwen3moe" {
 		p.ExpertsUsed = req("expert_used_count")
 		p.ExpertFFNDim = opt("expert_feed_forward_length", p.FFNDim)
 		p.NormExpertWeights = arch != "qwen2moe"
@@ -587,7 +591,7 @@ func (m *Model) loadTensors() error {
 		l.bq = ld.vector(name("attn_q.bias"), qDim, true)
 		l.bk = ld.vector(name("attn_k.bias"), kvDim, true)
 		l.bv = ld.vector(name("attn_v.bias"), kvDim, true)
-		if p.Architecture == "qwen3" {
+		if p.Architecture == "qwen3" || p.Architecture == "qwen3moe" {
 			l.qNorm = ld.vector(name("attn_q_norm.weight"), p.HeadDim, false)
 			l.kNorm = ld.vector(name("attn_k_norm.weight"), p.HeadDim, false)
 		}

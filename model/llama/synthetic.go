@@ -15,8 +15,9 @@ import (
 // Shape describes a model to build with random weights (WriteSynthetic): for benchmarks of
 // real model sizes without the model, and for tests.
 type Shape struct {
-	// Architecture is "llama", "qwen2" (which adds Q, K and V biases) or "qwen3" (which adds
-	// RMSNorm weights for every query and key head, drawn around 1).
+	// Architecture is "llama", "qwen2" (which adds Q, K and V biases), "qwen3" (which adds
+	// RMSNorm weights for every query and key head, drawn around 1), "qwen3moe" (qwen3 with
+	// experts), "qwen2moe", "phi3" or "gemma2".
 	Architecture                                                  string
 	Dim, Layers, Heads, KVHeads, FFNDim, VocabSize, ContextLength int
 	// Experts > 0 makes the feed-forward network a mixture of that many experts of hidden
@@ -50,6 +51,8 @@ var Shapes = map[string]Shape{
 	"tiny":      {Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, Tied: true},
 	"tinyqwen":  {Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6},
 	"tinyqwen3": {Architecture: "qwen3", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Tied: true},
+	"tinyqwen3moe": {Architecture: "qwen3moe", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Tied: true,
+		Experts: 4, ExpertsUsed: 2, ExpertFFNDim: 48},
 }
 
 // ShapeNames returns the names of Shapes, sorted.
@@ -264,7 +267,7 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			switch {
 			case random:
 				v[i] = float32(r.NormFloat64() * 0.02)
-			case strings.HasSuffix(name, "_norm.weight") && arch == "qwen3" && strings.Contains(name, "attn_"),
+			case strings.HasSuffix(name, "_norm.weight") && (arch == "qwen3" || arch == "qwen3moe") && strings.Contains(name, "attn_"),
 				strings.HasPrefix(name, "blk.") && arch == "gemma2":
 				v[i] = float32(1 + r.NormFloat64()*0.1)
 			}
@@ -346,7 +349,7 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 				addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
 			)
 		}
-		if arch == "qwen3" {
+		if arch == "qwen3" || arch == "qwen3moe" {
 			errs = append(errs,
 				addVector(name("attn_q_norm.weight"), hd, false),
 				addVector(name("attn_k_norm.weight"), hd, false),

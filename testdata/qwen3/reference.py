@@ -1,13 +1,16 @@
-"""An independent float64 forward of the qwen3 architecture, written from its published
-definition (Hugging Face transformers' Qwen3 model: RMSNorm on every query and key head before
-rotary embeddings, NeoX-style rotation, grouped-query attention, SwiGLU feed-forward, tied
-output), run on tinyqwen3-f32.gguf along a fixed path of ids.
+"""An independent float64 forward of the qwen3 and qwen3moe architectures, written from their
+published definitions (Hugging Face transformers' Qwen3 and Qwen3-MoE models: RMSNorm on every
+query and key head before rotary embeddings, NeoX-style rotation, grouped-query attention, a
+SwiGLU feed-forward network — for qwen3moe a mixture of experts: softmax over the router, the
+top-k experts, their probabilities renormalised to sum to 1 (norm_topk_prob), no shared expert
+— tied output), run on a model file along a fixed path of ids.
 
     PYTHONPATH=<llama.cpp>/gguf-py python3 reference.py tinyqwen3-f32.gguf 32
+    PYTHONPATH=<llama.cpp>/gguf-py python3 reference.py ../qwen3moe/tinyqwen3moe-f32.gguf 32
 
-writes tinyqwen3-f32.txt (PROMPT and GEN ids: a forced path) and tinyqwen3-f32.logits.f32
-(the float32 logits before each GEN id). Needs NumPy and llama.cpp's gguf package, only to
-regenerate; the Go test reads the files.
+writes NAME.txt (PROMPT and GEN ids: a forced path) and NAME.logits.f32 (the float32 logits
+before each GEN id) beside the model. Needs NumPy and llama.cpp's gguf package, only to
+regenerate; the Go tests read the files.
 """
 import sys
 import numpy as np
@@ -20,7 +23,8 @@ def value(key):
     f = r.fields[key]
     return f.parts[f.data[0]][0]
 
-arch = "qwen3"
+f = r.fields["general.architecture"]
+arch = bytes(f.parts[f.data[0]]).decode()
 dim = int(value(f"{arch}.embedding_length"))
 layers = int(value(f"{arch}.block_count"))
 heads = int(value(f"{arch}.attention.head_count"))
@@ -28,6 +32,7 @@ kv_heads = int(value(f"{arch}.attention.head_count_kv"))
 eps = float(value(f"{arch}.attention.layer_norm_rms_epsilon"))
 base = float(value(f"{arch}.rope.freq_base"))
 hd = dim // heads
+used = int(value(f"{arch}.expert_used_count")) if arch == "qwen3moe" else 0
 W = {t.name: np.array(t.data, dtype=np.float64) for t in r.tensors}
 
 def rmsnorm(x, w):
@@ -40,6 +45,20 @@ def rope(x, pos):  # x: (T, H, hd), NeoX layout: first half against second half
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+def moe(h, p):  # h: (T, dim)
+    logits = h @ W[p + "ffn_gate_inp.weight"].T  # (T, experts)
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = np.argsort(-probs[t], kind="stable")[:used]
+        w = probs[t, top] / probs[t, top].sum()
+        for e, we in zip(top, w):
+            gate = W[p + "ffn_gate_exps.weight"][e] @ h[t]
+            up = W[p + "ffn_up_exps.weight"][e] @ h[t]
+            out[t] += we * (W[p + "ffn_down_exps.weight"][e] @ (gate / (1 + np.exp(-gate)) * up))
+    return out
 
 def forward(ids):
     T = len(ids)
@@ -63,9 +82,12 @@ def forward(ids):
             out[:, hh, :] = s @ v[:, g, :]
         x = x + out.reshape(T, dim) @ W[p + "attn_output.weight"].T
         h = rmsnorm(x, W[p + "ffn_norm.weight"])
-        gate = h @ W[p + "ffn_gate.weight"].T
-        up = h @ W[p + "ffn_up.weight"].T
-        x = x + (gate / (1 + np.exp(-gate)) * up) @ W[p + "ffn_down.weight"].T
+        if arch == "qwen3moe":
+            x = x + moe(h, p)
+        else:
+            gate = h @ W[p + "ffn_gate.weight"].T
+            up = h @ W[p + "ffn_up.weight"].T
+            x = x + (gate / (1 + np.exp(-gate)) * up) @ W[p + "ffn_down.weight"].T
     x = rmsnorm(x[-1], W["output_norm.weight"])
     return x @ W["token_embd.weight"].T
 
