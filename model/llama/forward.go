@@ -146,6 +146,7 @@ type workspace struct {
 	x, xb, q, k, v, att, tmp, hb, hb2 []float32
 	e                                 []float32
 	cos, sin                          []float32
+	cosLocal, sinLocal                []float32 // the sliding-window layers' own RoPE (gemma3)
 	xr, logits                        []float32
 	segs                              []segment
 	tasks                             []attnTask
@@ -270,8 +271,12 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 		}
 	}
 	half := p.RopeDims / 2
+	cosAll, sinAll := ws.cos, ws.sin
+	if l.window > 0 && m.invFreqLocal != nil {
+		cosAll, sinAll = ws.cosLocal, ws.sinLocal
+	}
 	for r, row := range rows {
-		cos, sin := ws.cos[r*half:(r+1)*half], ws.sin[r*half:(r+1)*half]
+		cos, sin := cosAll[r*half:(r+1)*half], sinAll[r*half:(r+1)*half]
 		for h := range p.Heads {
 			m.rope(ws.q[r*qDim+h*hd:r*qDim+(h+1)*hd], cos, sin)
 		}
@@ -331,6 +336,18 @@ func (m *Model) ropeTables(ws *workspace, rows []rowInfo) {
 				ws.cos[r*half+i] *= float32(a)
 				ws.sin[r*half+i] *= float32(a)
 			}
+		}
+	}
+	if m.invFreqLocal == nil {
+		return
+	}
+	// The sliding-window layers' own base, with positions unscaled.
+	ws.cosLocal = grow(ws.cosLocal, len(rows)*half)
+	ws.sinLocal = grow(ws.sinLocal, len(rows)*half)
+	for r, row := range rows {
+		for i, f := range m.invFreqLocal {
+			s, c := math.Sincos(float64(row.pos) * f)
+			ws.cosLocal[r*half+i], ws.sinLocal[r*half+i] = float32(c), float32(s)
 		}
 	}
 }

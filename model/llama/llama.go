@@ -2,7 +2,7 @@
 // Llama 2 and 3 (with Llama 3.1's RoPE frequency factors), TinyLlama, SmolLM, Mistral and
 // Mixtral (architecture "llama"), Qwen2 and Qwen2.5 ("qwen2"), Qwen3 ("qwen3", the dense
 // models), Qwen1.5-MoE and Qwen2-MoE ("qwen2moe"), Qwen3's mixtures of experts ("qwen3moe"),
-// Phi-3 and Phi-4 ("phi3") and Gemma 2 ("gemma2").
+// Phi-3 and Phi-4 ("phi3"), Gemma 2 ("gemma2") and Gemma 3 ("gemma3", the text model).
 //
 // The forward pass is the usual pre-norm decoder: token embedding; per layer RMSNorm,
 // grouped-query attention with rotary position embeddings, a residual, RMSNorm, a SwiGLU
@@ -16,7 +16,9 @@
 // short set, chosen by the context length). "gemma2" scales the embedding by √dim, adds a
 // second RMSNorm after attention and after the feed-forward network (sandwich norms), uses a
 // GELU gate, soft-caps attention scores and final logits (c·tanh(x/c)), and lets every other
-// layer attend only to a sliding window of recent positions.
+// layer attend only to a sliding window of recent positions. "gemma3" drops the soft caps,
+// normalises query and key heads as qwen3 does, makes five layers in six sliding-window ones,
+// and gives those a RoPE base of their own (10 000, unscaled).
 //
 // A mixture-of-experts layer (a "llama" file with llama.expert_count, "qwen2moe" or
 // "qwen3moe") routes each row to its top-k experts by a softmax over a router; Mixtral and
@@ -105,6 +107,13 @@ type Params struct {
 	AttnSoftcap, FinalSoftcap float32
 	SlidingWindow             int
 	GELU                      bool
+	// SlidingWindowPattern: layer i attends through the sliding window when i mod the pattern
+	// is below pattern-1 (Gemma 2: 2, every other layer; Gemma 3: 6, five local layers for
+	// one global). RopeLocalBase is the RoPE base of those layers, which are not scaled (0:
+	// as the others). AttnScale multiplies attention scores (0: 1/√HeadDim).
+	SlidingWindowPattern int
+	RopeLocalBase        float64
+	AttnScale            float64
 }
 
 // Options tune a loaded model. The zero value is ready to use.
@@ -175,6 +184,9 @@ type Model struct {
 	output     kernels.Matrix
 	layers     []layer
 	invFreq    []float64 // per rotated pair: base^(-2i/RopeDims) / factor_i
+	// invFreqLocal are the sliding-window layers' frequencies when they have a base of their
+	// own (RopeLocalBase), else nil.
+	invFreqLocal []float64
 
 	pool       *cache.Pool
 	workspaces sync.Pool
@@ -199,6 +211,10 @@ var archs = map[string]struct{ neox bool }{
 	// gemma2 adds an embedding scale, normalised attention and FFN outputs, GELU, soft caps
 	// on attention scores and logits, and sliding-window attention on every other layer.
 	"gemma2": {neox: true},
+	// gemma3 is gemma2 without soft caps, with qwen3's per-head query and key norms, five
+	// sliding-window layers for every global one, and a RoPE base of its own on the
+	// sliding-window layers.
+	"gemma3": {neox: true},
 }
 
 // Architectures returns the names of the supported architectures.
@@ -244,6 +260,13 @@ func New(f *gguf.File, opts Options) (*Model, error) {
 	m.invFreq, err = ropeFrequencies(f, p)
 	if err != nil {
 		return nil, err
+	}
+	if p.RopeLocalBase != 0 {
+		local := p
+		local.RopeBase, local.RopeFactors = p.RopeLocalBase, ""
+		if m.invFreqLocal, err = ropeFrequencies(f, local); err != nil {
+			return nil, err
+		}
 	}
 	kvDim := p.KVHeads * p.HeadDim
 	budget := opts.KVBudget
@@ -387,6 +410,23 @@ func readParams(f *gguf.File, opts Options) (Params, error) {
 			}
 		}
 		p.SlidingWindow = opt("attention.sliding_window", p.SlidingWindow)
+		p.SlidingWindowPattern = 2
+	}
+	if arch == "gemma3" {
+		// As llama.cpp reads Gemma 3: no soft caps, a local RoPE base of 10 000, a global
+		// layer after every five local ones, and queries scaled by 1/√(Dim/Heads) for the 27B
+		// model (62 layers), by 1/√HeadDim otherwise.
+		p.EmbedScale = float32(math.Sqrt(float64(p.Dim)))
+		p.GELU = true
+		p.SlidingWindow = req("attention.sliding_window")
+		p.SlidingWindowPattern = 6
+		p.RopeLocalBase = 10000
+		if p.Layers == 62 {
+			p.AttnScale = 1 / math.Sqrt(float64(p.Dim/p.Heads))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return p, err
+		}
 	}
 	switch scaling {
 	case "longrope":
@@ -591,15 +631,15 @@ func (m *Model) loadTensors() error {
 		l.bq = ld.vector(name("attn_q.bias"), qDim, true)
 		l.bk = ld.vector(name("attn_k.bias"), kvDim, true)
 		l.bv = ld.vector(name("attn_v.bias"), kvDim, true)
-		if p.Architecture == "qwen3" || p.Architecture == "qwen3moe" {
+		if p.Architecture == "qwen3" || p.Architecture == "qwen3moe" || p.Architecture == "gemma3" {
 			l.qNorm = ld.vector(name("attn_q_norm.weight"), p.HeadDim, false)
 			l.kNorm = ld.vector(name("attn_k_norm.weight"), p.HeadDim, false)
 		}
 		l.ffnNorm = ld.vector(name("ffn_norm.weight"), p.Dim, false)
-		if p.Architecture == "gemma2" {
+		if p.Architecture == "gemma2" || p.Architecture == "gemma3" {
 			l.postAttnNorm = ld.vector(name("post_attention_norm.weight"), p.Dim, false)
 			l.postFFNNorm = ld.vector(name("post_ffw_norm.weight"), p.Dim, false)
-			if i%2 == 0 {
+			if i%p.SlidingWindowPattern < p.SlidingWindowPattern-1 {
 				l.window = p.SlidingWindow
 			}
 		}

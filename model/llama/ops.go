@@ -191,6 +191,9 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 		dt, dtSize = ggml.F16, 2
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	if p.AttnScale != 0 {
+		scale = float32(p.AttnScale)
+	}
 	window, capAt := m.layers[task.li].window, p.AttnSoftcap
 	if capAt != 0 {
 		scale = 1 // the queries were scaled before the product (see layer)

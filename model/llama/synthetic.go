@@ -17,7 +17,7 @@ import (
 type Shape struct {
 	// Architecture is "llama", "qwen2" (which adds Q, K and V biases), "qwen3" (which adds
 	// RMSNorm weights for every query and key head, drawn around 1), "qwen3moe" (qwen3 with
-	// experts), "qwen2moe", "phi3" or "gemma2".
+	// experts), "qwen2moe", "phi3", "gemma2" or "gemma3".
 	Architecture                                                  string
 	Dim, Layers, Heads, KVHeads, FFNDim, VocabSize, ContextLength int
 	// Experts > 0 makes the feed-forward network a mixture of that many experts of hidden
@@ -36,6 +36,9 @@ type Shape struct {
 	// those names when not 0.
 	AttnSoftcap, FinalSoftcap float32
 	SlidingWindow             int
+	// RopeLinear > 0 writes linear RoPE scaling with that factor (rope.scaling.type
+	// "linear").
+	RopeLinear float32
 	// Tied shares the output projection with the token embedding.
 	Tied bool
 	// RopeBase is the RoPE frequency base (10 000 when zero).
@@ -51,6 +54,8 @@ var Shapes = map[string]Shape{
 	"tiny":      {Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, Tied: true},
 	"tinyqwen":  {Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6},
 	"tinyqwen3": {Architecture: "qwen3", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Tied: true},
+	"tinygemma3": {Architecture: "gemma3", Dim: 64, Layers: 7, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Tied: true,
+		SlidingWindow: 6, RopeLinear: 4},
 	"tinyqwen3moe": {Architecture: "qwen3moe", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 128, VocabSize: 272, ContextLength: 128, RopeBase: 1e6, Tied: true,
 		Experts: 4, ExpertsUsed: 2, ExpertFFNDim: 48},
 }
@@ -167,6 +172,10 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 		set(arch+".rope.scaling.original_context_length", uint32(orig))
 		set(arch+".rope.scaling.attn_factor", float32(math.Sqrt(1+math.Log(4)/math.Log(float64(orig)))))
 	}
+	if s.RopeLinear > 0 {
+		set(arch+".rope.scaling.type", "linear")
+		set(arch+".rope.scaling.factor", s.RopeLinear)
+	}
 	if s.AttnSoftcap != 0 {
 		set(arch+".attn_logit_softcapping", s.AttnSoftcap)
 	}
@@ -268,7 +277,7 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			case random:
 				v[i] = float32(r.NormFloat64() * 0.02)
 			case strings.HasSuffix(name, "_norm.weight") && (arch == "qwen3" || arch == "qwen3moe") && strings.Contains(name, "attn_"),
-				strings.HasPrefix(name, "blk.") && arch == "gemma2":
+				strings.HasPrefix(name, "blk.") && (arch == "gemma2" || arch == "gemma3"):
 				v[i] = float32(1 + r.NormFloat64()*0.1)
 			}
 		}
@@ -317,7 +326,7 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 			addMatrix(name("attn_output.weight"), s.Dim, qDim, l, false),
 			addVector(name("ffn_norm.weight"), s.Dim, false),
 		)
-		if arch == "gemma2" {
+		if arch == "gemma2" || arch == "gemma3" {
 			errs = append(errs,
 				addVector(name("post_attention_norm.weight"), s.Dim, false),
 				addVector(name("post_ffw_norm.weight"), s.Dim, false),
@@ -349,7 +358,7 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 				addMatrix(name("ffn_down.weight"), s.Dim, s.FFNDim, l, false),
 			)
 		}
-		if arch == "qwen3" || arch == "qwen3moe" {
+		if arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" {
 			errs = append(errs,
 				addVector(name("attn_q_norm.weight"), hd, false),
 				addVector(name("attn_k_norm.weight"), hd, false),
