@@ -36,6 +36,8 @@ type benchFlags struct {
 	synthetic, types, keep, kv string
 	prompt, gen, reps          int
 	jsonOut                    bool
+	llamaBench                 string
+	alternate                  int
 }
 
 // benchResult is one line of `loom bench` output.
@@ -72,6 +74,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.gen, "n", 128, "tokens of the generation test (0 skips it)")
 	fs.IntVar(&f.reps, "r", 3, "repetitions of each test")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per result")
+	fs.StringVar(&f.llamaBench, "llama-bench", "", "run this llama-bench on the same files, alternating with loom, and print the ratios")
+	fs.IntVar(&f.alternate, "alternate", 5, "with --llama-bench: rounds of loom then llama-bench per file (medians are reported)")
 	paths, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -86,6 +90,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	case (f.synthetic == "") == (len(paths) == 0):
 		fmt.Fprintln(stderr, "loom bench: give model files or --synthetic SHAPE (not both)")
+		return errUsage
+	case f.alternate < 1:
+		fmt.Fprintln(stderr, "loom bench: --alternate must be at least 1")
 		return errUsage
 	}
 
@@ -130,6 +137,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if f.llamaBench != "" {
+		var paths, labels []string
+		for _, tg := range targets {
+			paths = append(paths, tg.path)
+			labels = append(labels, strings.TrimSpace(tg.label+" "+tg.typ))
+		}
+		return interrupted(benchVersusLlamaCpp(ctx, f, kvType, paths, labels, stdout, stderr))
+	}
 	if !f.jsonOut {
 		fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-3s | %-6s | %16s |\n", "model", "size", "params", "kv", "test", "t/s")
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s | %s: |\n", strings.Repeat("-", 28), strings.Repeat("-", 9), strings.Repeat("-", 7), "---", "------", strings.Repeat("-", 15))

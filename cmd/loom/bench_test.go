@@ -82,8 +82,11 @@ func TestBenchStrategy(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
+	// The cost policy drafts by measured times: on a busy machine it may draft little, and a
+	// rejected draft can cost a forward more than plain decoding, so a little over one
+	// forward per token is possible.
 	if r.Strategy != "prompt_lookup" || len(r.StrategyTokensPerS) != 2 || len(r.GreedyTokensPerS) != 2 || r.Speedup <= 0 ||
-		r.ForwardsPerToken <= 0 || r.ForwardsPerToken > 1 {
+		r.ForwardsPerToken <= 0 || r.ForwardsPerToken > 1.25 {
 		t.Errorf("result %+v", r)
 	}
 	steps := 0
@@ -143,5 +146,79 @@ func TestBenchServe(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.wantErr) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.wantErr)
 		}
+	}
+}
+
+// TestBenchVersusLlamaBench runs `loom bench --llama-bench` with a stand-in for llama-bench
+// that prints a real llama-bench run's JSON lines (testdata/llama-bench.jsonl: llama.cpp
+// c392e509's llama-bench -p 16 -n 8 -r 1 -t 2 -o jsonl on the tiny Q8_0 synthetic model,
+// 1 158.8 and 327.4 tokens/s), since the test cannot count on llama.cpp being installed: the
+// rounds alternate, the medians and ratios are printed, and a llama-bench that fails or prints
+// no result is an error naming it.
+func TestBenchVersusLlamaBench(t *testing.T) {
+	rec, err := filepath.Abs("testdata/llama-bench.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	fake := filepath.Join(dir, "llama-bench")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\ncat " + rec + "\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var want []struct {
+		NPrompt int     `json:"n_prompt"`
+		NGen    int     `json:"n_gen"`
+		AvgTS   float64 `json:"avg_ts"`
+	}
+	b, _ := os.ReadFile(rec)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var w struct {
+			NPrompt int     `json:"n_prompt"`
+			NGen    int     `json:"n_gen"`
+			AvgTS   float64 `json:"avg_ts"`
+		}
+		if err := json.Unmarshal([]byte(line), &w); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, w)
+	}
+	code, stdout, stderr := runCLI(t, "bench", "--synthetic", "tiny", "--type", "q8_0", "-p", "16", "-n", "8", "--alternate", "3", "--llama-bench", fake, "--json")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	var rows []versusResult
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var r versusResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 2 || rows[0].Test != "pp16" || rows[1].Test != "tg8" {
+		t.Fatalf("rows %+v", rows)
+	}
+	for i, r := range rows {
+		if len(r.Loom) != 3 || len(r.LlamaCpp) != 3 || r.LlamaMed != want[i].AvgTS || r.LoomMedian <= 0 || r.Ratio != r.LoomMedian/r.LlamaMed {
+			t.Errorf("%s: %+v (llama-bench recorded %v tok/s)", r.Test, r, want[i].AvgTS)
+		}
+	}
+	c, _ := os.ReadFile(calls)
+	if n := strings.Count(string(c), "\n"); n != 3 || !strings.Contains(string(c), "-p 16 -n 8 -t ") || !strings.Contains(string(c), "-ctk f16") {
+		t.Errorf("llama-bench called %d times with:\n%s", n, c)
+	}
+
+	bad := filepath.Join(dir, "broken-bench")
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho nothing useful\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "bench", "--synthetic", "tiny", "--type", "q8_0", "-p", "16", "-n", "8", "--alternate", "1", "--llama-bench", bad)
+	if code != 1 || !strings.Contains(stderr, "broken-bench") || !strings.Contains(stderr, "no pp16/tg8 result") {
+		t.Errorf("exit code %d, stderr %q: want an error naming the llama-bench and the missing results", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "bench", "--synthetic", "tiny", "--type", "q8_0", "--llama-bench", "/nonexistent/llama-bench", "--alternate", "1", "-p", "8", "-n", "2")
+	if code != 1 || !strings.Contains(stderr, "/nonexistent/llama-bench") {
+		t.Errorf("exit code %d, stderr %q: want an error naming the missing llama-bench", code, stderr)
 	}
 }
