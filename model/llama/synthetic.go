@@ -49,7 +49,12 @@ type Shape struct {
 // shape of loom's benchmarks: dim 768, 12 layers, 12 heads, FFN 2048, a Llama 2 sized
 // vocabulary, tied output — 109.5 M parameters.
 var Shapes = map[string]Shape{
-	"rand110M":  {Architecture: "llama", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFNDim: 2048, VocabSize: 32000, ContextLength: 1024, Tied: true},
+	"rand110M": {Architecture: "llama", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFNDim: 2048, VocabSize: 32000, ContextLength: 1024, Tied: true},
+	// rand110M-moe has rand110M's attention and, per layer, 8 experts of half its FFN width
+	// with 2 used per token (Mixtral's layout, whose expert width llama.cpp reads from
+	// feed_forward_length): about the active parameters of rand110M, 2.5 times its total.
+	"rand110M-moe": {Architecture: "llama", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFNDim: 1024, VocabSize: 32000, ContextLength: 1024, Tied: true,
+		Experts: 8, ExpertsUsed: 2},
 	"rand15M":   {Architecture: "llama", Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, FFNDim: 768, VocabSize: 32000, ContextLength: 256, Tied: true},
 	"tiny":      {Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, Tied: true},
 	"tinyqwen":  {Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6},

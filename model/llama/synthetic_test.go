@@ -289,6 +289,18 @@ func TestWriteSyntheticErrors(t *testing.T) {
 	if got := Shapes["rand110M"].Params(); got < 109_000_000 || got > 110_000_000 {
 		t.Errorf("rand110M has %d parameters, want 109.5 M", got)
 	}
+	// The MoE benchmark shape: 2.5 times rand110M's weights, of which two experts in eight,
+	// the attention and the embedding (about rand110M's count) are active per token.
+	moe := Shapes["rand110M-moe"]
+	total := moe.Params()
+	expert := int64(moe.Layers) * 3 * int64(moe.Dim) * int64(moe.FFNDim)
+	active := total - int64(moe.Experts-moe.ExpertsUsed)*expert
+	if r := float64(total) / float64(Shapes["rand110M"].Params()); r < 2.4 || r > 2.7 {
+		t.Errorf("rand110M-moe has %.2f times rand110M's parameters, want about 2.5", r)
+	}
+	if r := float64(active) / float64(Shapes["rand110M"].Params()); r < 0.95 || r > 1.05 {
+		t.Errorf("rand110M-moe's active parameters are %.2f times rand110M's, want about 1", r)
+	}
 }
 
 func TestUnsupported(t *testing.T) {
