@@ -21,12 +21,13 @@
 // dot-separated words of 20 characters and at most four domain labels of 31; other formats are refused), minimum, maximum,
 // exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the plain
 // decimals — no exponent — within the bounds' exact decimal values), multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
-// allOf whose parts constrain different keywords, $ref to "#" or a JSON pointer in the same
+// allOf whose parts constrain different keywords, not (of a boolean, of annotations only, of
+// another not, or of types alone), $ref to "#" or a JSON pointer in the same
 // document (recursion included), $defs and definitions. Annotations (title, description,
 // $comment, default, examples, deprecated, readOnly, writeOnly, a root $id, the content*
 // keywords, $schema naming draft 2020-12) are accepted and change nothing.
 //
-// Every other keyword of JSON Schema — not, if/then/else, contains, patternProperties,
+// Every other keyword of JSON Schema — not beyond types, if/then/else, contains, patternProperties,
 // propertyNames, dependentRequired, dependentSchemas, unevaluated*, $dynamicRef, $anchor,
 // uniqueItems true, $ref to another document — and any combination this compiler cannot
 // enforce exactly (a fractional multipleOf, pattern together with a length, enum together
@@ -224,10 +225,10 @@ const draft202012 = "https://json-schema.org/draft/2020-12/schema"
 var (
 	annotations = set("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
 		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id")
-	supported = set("type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+	supported = set("not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref")
-	unsupported = set("not", "if", "then", "else", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
+	unsupported = set("if", "then", "else", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
 		"dependentRequired", "dependentSchemas", "dependencies", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef",
 		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
@@ -276,6 +277,13 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 	}
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
 		return nil, errAt(ptr, "uniqueItems true is not supported")
+	}
+	if _, ok := s.Get("not"); ok {
+		node, err := c.negate(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(node, ptr)
 	}
 	// Combinators first: they distribute the sibling keywords over their branches.
 	if v, ok := s.Get("$ref"); ok {
@@ -356,6 +364,57 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		alts = append(alts, e)
 	}
 	return alt(alts...), nil
+}
+
+// negate rewrites a schema with "not" as one without it, for the negations a grammar can
+// hold exactly: a boolean, a schema of annotations only (everything), another "not" (double
+// negation), or "type" (the other types). Any other negated schema is refused.
+func (c *compiler) negate(s *Object, ptr string) (any, error) {
+	v, _ := s.Get("not")
+	rest := without(s, "not")
+	switch n := v.(type) {
+	case bool:
+		if n {
+			return false, nil
+		}
+		return rest, nil
+	case *Object:
+		switch {
+		case onlyAnnotations(n):
+			return false, nil
+		case onlyAnnotations(without(n, "not")):
+			return c.merge([]any{rest, n.Values["not"]}, ptr)
+		case onlyAnnotations(without(n, "type")):
+			excluded, err := typesOf(n, ptr+"/not")
+			if err != nil {
+				return nil, err
+			}
+			allowed, err := typesOf(rest, ptr)
+			if err != nil {
+				return nil, err
+			}
+			var keep []any
+			for _, t := range allowed {
+				switch {
+				case slices.Contains(excluded, t),
+					t == "integer" && slices.Contains(excluded, "number"):
+				case t == "number" && slices.Contains(excluded, "integer"):
+					return nil, errAt(ptr+"/not", "not integer among numbers (the numbers with a fraction) is not supported")
+				default:
+					keep = append(keep, t)
+				}
+			}
+			if len(keep) == 0 {
+				return false, nil
+			}
+			out := without(rest, "type")
+			out.Keys = append(out.Keys, "type")
+			out.Values["type"] = keep
+			return out, nil
+		}
+		return nil, errAt(ptr+"/not", "not with keywords other than type (or another not) is not supported")
+	}
+	return nil, errAt(ptr+"/not", "must be a schema")
 }
 
 // typesOf lists the types a schema allows ("integer" only when "number" is not allowed).

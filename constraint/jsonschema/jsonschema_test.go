@@ -15,6 +15,12 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 		accept       []string
 		reject       []string
 	}{
+		{"not a type", `{"not": {"type": ["string", "null"]}}`,
+			[]string{"1", "-2.5", "true", "{}", "[]"},
+			[]string{`"x"`, "null"}},
+		{"double negation", `{"type": "integer", "not": {"not": {"minimum": 3}}}`,
+			[]string{"3", "40"},
+			[]string{"2", "-1", `"3"`}},
 		{"integer range", `{"type": "integer", "minimum": -12, "maximum": 305}`,
 			[]string{"-12", "-1", "0", "7", "99", "100", "305"},
 			[]string{"-13", "306", "1000", "01", "-0", "3.5", `"3"`}},
@@ -78,7 +84,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 	for _, c := range []struct{ name, schema, want string }{
 		{"not JSON", `{"type": `, "not valid JSON"},
-		{"unsupported keyword", `{"properties": {"a": {"not": {"type": "string"}}}}`, `json schema at /properties/a: keyword "not" is not supported`},
+		{"unsupported keyword", `{"properties": {"a": {"if": {"type": "string"}}}}`, `json schema at /properties/a: keyword "if" is not supported`},
+		{"not with other keywords", `{"not": {"type": "string", "minLength": 2}}`, `json schema at /not: not with keywords other than type`},
 		{"remote ref", `{"$ref": "https://example.com/s.json"}`, "refers to another document"},
 		{"missing ref", `{"$ref": "#/$defs/nope"}`, `no "$defs" in the schema`},
 		{"unknown format", `{"type": "string", "format": "hostname"}`, `format "hostname" is not supported`},
