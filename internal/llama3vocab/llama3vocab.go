@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/loomlm/loom/model/gguf"
@@ -52,6 +53,16 @@ func ensureInstalled() error {
 		return nil
 	}
 	dir := nodeDir()
+	// Packages' tests run as parallel processes: one npm ci at a time in the folder.
+	lock, err := os.OpenFile(filepath.Join(dir, ".install.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "llama3-tokenizer-js", "package.json")); err != nil {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
