@@ -21,14 +21,16 @@
 // dot-separated words of 20 characters and at most four domain labels of 31; other formats are refused), minimum, maximum,
 // exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the plain
 // decimals — no exponent — within the bounds' exact decimal values), multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
-// allOf whose parts constrain different keywords, not (of a boolean, of annotations only, of
+// allOf whose parts constrain different keywords, unevaluatedProperties and unevaluatedItems
+// once $ref and allOf are merged (as additionalProperties and items), not (of a boolean, of annotations only, of
 // another not, or of types alone), $ref to "#" or a JSON pointer in the same
 // document (recursion included), $defs and definitions. Annotations (title, description,
 // $comment, default, examples, deprecated, readOnly, writeOnly, a root $id, the content*
 // keywords, $schema naming draft 2020-12) are accepted and change nothing.
 //
 // Every other keyword of JSON Schema — not beyond types, if/then/else, contains, patternProperties,
-// propertyNames, dependentRequired, dependentSchemas, unevaluated*, $dynamicRef, $anchor,
+// propertyNames, dependentRequired, dependentSchemas, unevaluated* beside anyOf, oneOf, not or
+// contains (or inside a part of allOf), $dynamicRef, $anchor,
 // uniqueItems true, $ref to another document — and any combination this compiler cannot
 // enforce exactly (a fractional multipleOf, pattern together with a length, enum together
 // with other constraints, another meta-schema, …) is an error naming the keyword and the JSON pointer of
@@ -225,11 +227,11 @@ const draft202012 = "https://json-schema.org/draft/2020-12/schema"
 var (
 	annotations = set("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
 		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id")
-	supported = set("not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref")
 	unsupported = set("if", "then", "else", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
-		"dependentRequired", "dependentSchemas", "dependencies", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef",
+		"dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
 		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
 )
@@ -277,6 +279,15 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 	}
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
 		return nil, errAt(ptr, "uniqueItems true is not supported")
+	}
+	if _, ok := s.Get("unevaluatedProperties"); ok || s.Values["unevaluatedItems"] != nil {
+		// What an anyOf or oneOf branch, a not or a contains evaluates depends on which
+		// branches match: not held by the rewrite in unevaluated.
+		for _, k := range []string{"anyOf", "oneOf", "not", "contains"} {
+			if _, ok := s.Get(k); ok {
+				return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
+			}
+		}
 	}
 	if _, ok := s.Get("not"); ok {
 		node, err := c.negate(s, ptr)
@@ -341,6 +352,11 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		}
 		return alt(alts...), nil
 	}
+	if node, ok, err := unevaluated(s, ptr); err != nil {
+		return nil, err
+	} else if ok {
+		return c.schema(node, ptr)
+	}
 	if v, ok := s.Get("enum"); ok {
 		list, ok := v.([]any)
 		if !ok || len(list) == 0 {
@@ -364,6 +380,43 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		alts = append(alts, e)
 	}
 	return alt(alts...), nil
+}
+
+// unevaluated rewrites unevaluatedProperties and unevaluatedItems once the applicators are
+// gone ($ref and allOf merged into the schema, whose parts' properties and items count as
+// evaluated; anyOf and oneOf are refused beside them, since a branch alone does not see what
+// another matching branch evaluated): with no applicator left, the properties evaluated are
+// those of properties and additionalProperties, so unevaluatedProperties acts as
+// additionalProperties (and as nothing beside one); the items evaluated are those of
+// prefixItems and items, so unevaluatedItems acts as items (and as nothing beside one). It
+// reports whether it rewrote s.
+func unevaluated(s *Object, ptr string) (any, bool, error) {
+	up, hasUP := s.Get("unevaluatedProperties")
+	ui, hasUI := s.Get("unevaluatedItems")
+	if !hasUP && !hasUI {
+		return nil, false, nil
+	}
+	for _, k := range []string{"anyOf", "oneOf", "not", "contains"} {
+		if _, ok := s.Get(k); ok {
+			return nil, false, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
+		}
+	}
+	out := s
+	if hasUP {
+		out = without(out, "unevaluatedProperties")
+		if _, ok := out.Get("additionalProperties"); !ok {
+			out.Keys = append(out.Keys, "additionalProperties")
+			out.Values["additionalProperties"] = up
+		}
+	}
+	if hasUI {
+		out = without(out, "unevaluatedItems")
+		if _, ok := out.Get("items"); !ok {
+			out.Keys = append(out.Keys, "items")
+			out.Values["items"] = ui
+		}
+	}
+	return out, true, nil
 }
 
 // negate rewrites a schema with "not" as one without it, for the negations a grammar can
@@ -1089,6 +1142,12 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
 					}
 					extraFrom = i
+				// unevaluated* of a part does not see what its sibling parts evaluate (that of
+				// the schema itself, part 0, does).
+				case "unevaluatedProperties", "unevaluatedItems":
+					if i > 0 {
+						return nil, errAt(ptr, "%s inside a part of allOf (or a $ref target beside other keywords) is not supported", k)
+					}
 				// Nor does items see the prefixItems of another part.
 				case "prefixItems":
 					if itemsFrom >= 0 && itemsFrom != i {

@@ -15,6 +15,9 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 		accept       []string
 		reject       []string
 	}{
+		{"unevaluatedProperties", `{"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}}], "properties": {"b": {"type": "boolean"}}, "unevaluatedProperties": false}`,
+			[]string{`{"b":true,"a":1}`, `{"a":1}`, `{}`},
+			[]string{`{"b":true,"c":1}`, `{"c":null}`}},
 		{"not a type", `{"not": {"type": ["string", "null"]}}`,
 			[]string{"1", "-2.5", "true", "{}", "[]"},
 			[]string{`"x"`, "null"}},
@@ -85,6 +88,7 @@ func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 	for _, c := range []struct{ name, schema, want string }{
 		{"not JSON", `{"type": `, "not valid JSON"},
 		{"unsupported keyword", `{"properties": {"a": {"if": {"type": "string"}}}}`, `json schema at /properties/a: keyword "if" is not supported`},
+		{"unevaluated beside anyOf", `{"anyOf": [{"properties": {"a": {}}}], "unevaluatedProperties": false}`, "unevaluatedProperties or unevaluatedItems beside anyOf"},
 		{"not with other keywords", `{"not": {"type": "string", "minLength": 2}}`, `json schema at /not: not with keywords other than type`},
 		{"remote ref", `{"$ref": "https://example.com/s.json"}`, "refers to another document"},
 		{"missing ref", `{"$ref": "#/$defs/nope"}`, `no "$defs" in the schema`},
