@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -113,7 +111,8 @@ func TestJSONSchemaSampling(t *testing.T) {
 }
 
 // TestJSONSchemaSuiteThroughTheMask walks the valid documents of the JSON-Schema-Test-Suite
-// that the grammar accepts through the processor's token mask on the embedded tokenizer, in
+// that the grammar accepts, and those of the API schemas (maskCorpus), through the processor's
+// token mask on the embedded tokenizer, in
 // two tokenizations — the tokenizer's own and one token per byte — checking that every token
 // is allowed at its step and that the end of sequence is allowed after the last.
 func TestJSONSchemaSuiteThroughTheMask(t *testing.T) {
@@ -127,76 +126,44 @@ func TestJSONSchemaSuiteThroughTheMask(t *testing.T) {
 		}
 	}
 	eos := tok.Special().EOS
-	files, _ := filepath.Glob("jsonschema/testdata/suite/*.json")
-	if len(files) == 0 {
-		t.Fatal("no suite files")
-	}
+	opt := loomschema.Options{FormatAnnotation: true}
 	walked := 0
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var groups []struct {
-			Schema json.RawMessage `json:"schema"`
-			Tests  []struct {
-				Data  json.RawMessage `json:"data"`
-				Valid bool            `json:"valid"`
-			} `json:"tests"`
-		}
-		if err := json.Unmarshal(src, &groups); err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range groups {
-			opt := loomschema.Options{FormatAnnotation: true}
-			if _, err := loomschema.Compile(g.Schema, opt); err != nil {
-				continue
+	for _, c := range maskCorpus(t) {
+		for _, doc := range c.docs {
+			canonical, err := tok.Encode(doc, core.EncodeOptions{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			schema, _ := loomschema.Decode(g.Schema)
-			for _, tc := range g.Tests {
-				if !tc.Valid {
-					continue
+			var bytewise []core.TokenID
+			for _, b := range []byte(doc) {
+				id, ok := byByte[b]
+				if !ok {
+					t.Fatalf("no one-byte token for %q", b)
 				}
-				inst, _ := loomschema.Decode(tc.Data)
-				doc, err := loomschema.Marshal(loomschema.Order(schema, inst))
+				bytewise = append(bytewise, id)
+			}
+			for _, ids := range [][]core.TokenID{canonical, bytewise} {
+				p, err := constraint.NewJSONSchema(c.schema, opt)
 				if err != nil {
 					t.Fatal(err)
 				}
-				canonical, err := tok.Encode(string(doc), core.EncodeOptions{})
+				seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
 				if err != nil {
 					t.Fatal(err)
 				}
-				var bytewise []core.TokenID
-				for _, b := range doc {
-					id, ok := byByte[b]
-					if !ok {
-						t.Fatalf("no one-byte token for %q", b)
+				for step, id := range append(ids, eos) {
+					row := make([]float32, tok.VocabSize())
+					cands := core.NewCandidates(row)
+					if err := p.Process(seq, cands); err != nil {
+						t.Fatalf("%s: %s step %d: %v", c.name, doc, step, err)
 					}
-					bytewise = append(bytewise, id)
+					if math.IsInf(float64(row[id]), -1) {
+						t.Fatalf("%s: %s: token %d (%q) at step %d is masked", c.name, doc, id, tok.TokenBytes(id), step)
+					}
+					p.Accept(seq, id)
 				}
-				for _, ids := range [][]core.TokenID{canonical, bytewise} {
-					p, err := constraint.NewJSONSchema(g.Schema, opt)
-					if err != nil {
-						t.Fatal(err)
-					}
-					seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for step, id := range append(ids, eos) {
-						row := make([]float32, tok.VocabSize())
-						c := core.NewCandidates(row)
-						if err := p.Process(seq, c); err != nil {
-							t.Fatalf("%s: %s step %d: %v", filepath.Base(f), doc, step, err)
-						}
-						if math.IsInf(float64(row[id]), -1) {
-							t.Fatalf("%s: %s: token %d (%q) at step %d is masked", filepath.Base(f), doc, id, tok.TokenBytes(id), step)
-						}
-						p.Accept(seq, id)
-					}
-				}
-				walked++
 			}
+			walked++
 		}
 	}
 	t.Logf("%d valid documents walked through the mask, two tokenizations each", walked)

@@ -68,12 +68,12 @@ type Matcher struct {
 	sc     *scratch
 	spare  []*set
 	memo   memo
-	// itemArena and idxArena are the unused rest of the matcher's storage chunks.
-	itemArena           []item
-	idxArena            []int32
-	itemChunk, idxChunk int
-	leoArena            []leoItem
-	setArena            []set
+	// items, idxs and leos are the matcher's storage for sets' items, scan and wait
+	// indices and Leo entries; setArena the unused rest of its chunk of sets.
+	items    arena[item]
+	idxs     arena[int32]
+	leos     arena[leoItem]
+	setArena []set
 	// runs are the grammar's item automata (loop.go), shared with clones.
 	runs *grammarRuns
 }
@@ -265,22 +265,31 @@ const (
 	maxArenaChunk = 4096
 )
 
-// keepLeo moves the Leo entries gathered in the scratch buffer to s's storage (its own when
-// large enough, else the matcher's arena).
-func (m *Matcher) keepLeo(s *set) {
-	src := m.sc.leoBuild
-	n := len(src)
-	dst := s.ownLeo
-	if cap(dst) < n {
-		if len(m.leoArena) < n {
-			m.leoArena = make([]leoItem, max(minArenaChunk, n))
+// arena is storage carved into exact-size slices, in chunks that double from minArenaChunk
+// up to maxArenaChunk elements, so a short-lived clone allocates little.
+type arena[T any] struct {
+	free  []T
+	chunk int
+}
+
+// take returns own[:n] when own can hold n elements, else n fresh elements of the arena
+// (capacity n, so that appending never reaches a neighbour), which become *own.
+func (a *arena[T]) take(own *[]T, n int) []T {
+	if cap(*own) < n {
+		if len(a.free) < n {
+			a.chunk = min(max(2*a.chunk, minArenaChunk), maxArenaChunk)
+			a.free = make([]T, max(a.chunk, n))
 		}
-		dst = m.leoArena[:n:n]
-		m.leoArena = m.leoArena[n:]
-		s.ownLeo = dst
+		*own = a.free[:n:n]
+		a.free = a.free[n:]
 	}
-	s.leo = dst[:n]
-	copy(s.leo, src)
+	return (*own)[:n]
+}
+
+// keepLeo moves the Leo entries gathered in the scratch buffer to s's storage.
+func (m *Matcher) keepLeo(s *set) {
+	s.leo = m.leos.take(&s.ownLeo, len(m.sc.leoBuild))
+	copy(s.leo, m.sc.leoBuild)
 }
 
 // keep moves a closed set's items out of the scratch buffer into the set's own storage
@@ -288,34 +297,12 @@ func (m *Matcher) keepLeo(s *set) {
 // a few large allocations instead of one growing slice per set), and lays out its scan and
 // wait indices the same way.
 func (m *Matcher) keep(s *set, nscan, nwait int) {
-	sc := m.sc
-	n := len(s.items)
-	sc.items = s.items[:0]
-	dst := s.ownItems
-	if cap(dst) < n {
-		if len(m.itemArena) < n {
-			m.itemChunk = min(max(2*m.itemChunk, minArenaChunk), maxArenaChunk)
-			m.itemArena = make([]item, max(m.itemChunk, n))
-		}
-		dst = m.itemArena[:n:n]
-		m.itemArena = m.itemArena[n:]
-		s.ownItems = dst
-	}
-	dst = dst[:n]
-	copy(dst, s.items)
-	s.items = dst
+	built := s.items
+	m.sc.items = built[:0]
+	s.items = m.items.take(&s.ownItems, len(built))
+	copy(s.items, built)
 	ni := nscan + nwait
-	idx := s.ownIdx
-	if cap(idx) < ni {
-		if len(m.idxArena) < ni {
-			m.idxChunk = min(max(2*m.idxChunk, minArenaChunk), maxArenaChunk)
-			m.idxArena = make([]int32, max(m.idxChunk, ni))
-		}
-		idx = m.idxArena[:ni:ni]
-		m.idxArena = m.idxArena[ni:]
-		s.ownIdx = idx
-	}
-	idx = idx[:ni]
+	idx := m.idxs.take(&s.ownIdx, ni)
 	s.scan, s.wait = idx[:0:nscan], idx[nscan:nscan:ni]
 }
 

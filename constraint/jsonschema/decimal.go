@@ -144,23 +144,10 @@ func seqOrNil(a, b grammar.Expr) grammar.Expr {
 
 // bigRange is the expression of the integers in [lo, hi] (hi nil: no bound), lo ≥ 0.
 func bigRange(lo, hi *big.Int) grammar.Expr {
-	ls := lo.String()
 	if hi == nil {
-		return alt(sameLength(ls, strings.Repeat("9", len(ls))), seq(class(false, '1', '9'), rep(digit, len(ls), maxDigits-1)))
+		return digitRange(lo.String(), "", true)
 	}
-	hs := hi.String()
-	var alts []grammar.Expr
-	for n := len(ls); n <= len(hs); n++ {
-		a, b := ls, hs
-		if n > len(ls) {
-			a = "1" + strings.Repeat("0", n-1)
-		}
-		if n < len(hs) {
-			b = strings.Repeat("9", n)
-		}
-		alts = append(alts, sameLength(a, b))
-	}
-	return alt(alts...)
+	return digitRange(lo.String(), hi.String(), false)
 }
 
 // A fraction automaton reads the digits after the point and compares them, as a decimal

@@ -39,7 +39,12 @@ var digit = class(false, '0', '9')
 // uintRange is the expression of the non-negative integers in [lo, hi] (hi ignored when
 // unbounded), written without leading zeros.
 func uintRange(lo, hi uint64, unbounded bool) grammar.Expr {
-	ls := strconv.FormatUint(lo, 10)
+	return digitRange(strconv.FormatUint(lo, 10), strconv.FormatUint(hi, 10), unbounded)
+}
+
+// digitRange is uintRange on decimal digit strings (any length): the integers from ls to hs
+// (hs ignored when unbounded), written without leading zeros.
+func digitRange(ls, hs string, unbounded bool) grammar.Expr {
 	var alts []grammar.Expr
 	if unbounded {
 		// [lo, 10^len(lo) - 1], then every longer number.
@@ -47,7 +52,6 @@ func uintRange(lo, hi uint64, unbounded bool) grammar.Expr {
 		alts = append(alts, seq(class(false, '1', '9'), rep(digit, len(ls), maxDigits-1)))
 		return alt(alts...)
 	}
-	hs := strconv.FormatUint(hi, 10)
 	for n := len(ls); n <= len(hs); n++ {
 		a, b := ls, hs
 		if n > len(ls) {
@@ -55,9 +59,6 @@ func uintRange(lo, hi uint64, unbounded bool) grammar.Expr {
 		}
 		if n < len(hs) {
 			b = strings.Repeat("9", n)
-		}
-		if n == 1 && len(ls) == 1 {
-			a = ls
 		}
 		alts = append(alts, sameLength(a, b))
 	}

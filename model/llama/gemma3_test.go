@@ -1,9 +1,6 @@
 package llama
 
 import (
-	"bytes"
-	"math"
-	"os"
 	"testing"
 
 	"github.com/loomlm/loom/cache"
@@ -37,24 +34,7 @@ func TestGemma3AgainstFloat64Reference(t *testing.T) {
 		t.Fatalf("loaded as %s, pattern %d, local base %v, freq scale %v, windows %v", p.Architecture, p.SlidingWindowPattern, p.RopeLocalBase, p.RopeFreqScale, windows)
 	}
 	ref := loadQuantRef(t, stem, p.VocabSize)
-	run := func() (worst float64) {
-		st, err := m.NewState()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		logits := forward1(t, m, st, ref.prompt)
-		for s, next := range ref.gen {
-			a, b := logSoftmax(logits), logSoftmax(ref.logits[s])
-			for i := range a {
-				worst = max(worst, math.Abs(a[i]-b[i]))
-			}
-			if s+1 < len(ref.gen) {
-				logits = forward1(t, m, st, []int32{next})
-			}
-		}
-		return worst
-	}
+	run := func() float64 { return refDistance(t, m, ref, 0) }
 	worst := run()
 	t.Logf("%d steps: max |Δlogprob| %.3g", len(ref.gen), worst)
 	if worst > 2e-3 {
@@ -94,15 +74,5 @@ func setWindows(m *Model, w int) {
 // "tinygemma3" shape at type f32 and seed 1 (what `loom bench --synthetic tinygemma3 --type
 // f32` writes) reproduces the committed file byte for byte.
 func TestGemma3FixtureIsSynthetic(t *testing.T) {
-	want, err := os.ReadFile("../../testdata/gemma3/tinygemma3-f32.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if err := WriteSynthetic(&got, Shapes["tinygemma3"], "f32", 1); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("WriteSynthetic(tinygemma3, f32, 1) gives %d bytes that differ from the fixture's %d", got.Len(), len(want))
-	}
+	checkSyntheticFixture(t, "../../testdata/gemma3/tinygemma3-f32.gguf", "tinygemma3")
 }

@@ -27,25 +27,7 @@ func TestQwen3AgainstFloat64Reference(t *testing.T) {
 		t.Fatalf("architecture %q, per-head norms loaded: %v", m.Params().Architecture, m.layers[0].qNorm != nil)
 	}
 	ref := loadQuantRef(t, stem, m.Params().VocabSize)
-	st, err := m.NewState()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	logits := forward1(t, m, st, ref.prompt)
-	worst := 0.0
-	for s, next := range ref.gen {
-		a, b := logSoftmax(logits), logSoftmax(ref.logits[s])
-		for i := range a {
-			worst = max(worst, math.Abs(a[i]-b[i]))
-		}
-		if argmax(logits) != argmax(ref.logits[s]) && topMargin(ref.logits[s]) > 1e-4 {
-			t.Errorf("step %d: argmax %d, the reference's %d", s, argmax(logits), argmax(ref.logits[s]))
-		}
-		if s+1 < len(ref.gen) {
-			logits = forward1(t, m, st, []int32{next})
-		}
-	}
+	worst := refDistance(t, m, ref, 1e-4)
 	t.Logf("%d steps: max |Δlogprob| %.3g", len(ref.gen), worst)
 	if worst > 1e-4 {
 		t.Errorf("max |Δlogprob| %.3g > 1e-4", worst)
@@ -55,12 +37,12 @@ func TestQwen3AgainstFloat64Reference(t *testing.T) {
 	for i := range m.layers {
 		m.layers[i].qNorm, m.layers[i].kNorm = nil, nil
 	}
-	st2, err := m.NewState()
+	st, err := m.NewState()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st2.Close()
-	a, b := logSoftmax(forward1(t, m, st2, ref.prompt)), logSoftmax(ref.logits[0])
+	defer st.Close()
+	a, b := logSoftmax(forward1(t, m, st, ref.prompt)), logSoftmax(ref.logits[0])
 	off := 0.0
 	for i := range a {
 		off = max(off, math.Abs(a[i]-b[i]))
@@ -70,19 +52,54 @@ func TestQwen3AgainstFloat64Reference(t *testing.T) {
 	}
 }
 
-// TestQwen3FixtureIsSynthetic checks the fixture's provenance: WriteSynthetic's "tinyqwen3"
-// shape at type f32 and seed 1 (what `loom bench --synthetic tinyqwen3 --type f32` writes)
-// reproduces the committed file byte for byte.
-func TestQwen3FixtureIsSynthetic(t *testing.T) {
-	want, err := os.ReadFile("../../testdata/qwen3/tinyqwen3-f32.gguf")
+// refDistance runs m along ref's path (its prompt, then every generated id) in a fresh state
+// and returns the largest |Δlogprob| of any step. With margin > 0 it also fails t at a step
+// whose argmax differs from the reference's while the reference's top two are further apart
+// than margin.
+func refDistance(t *testing.T, m *Model, ref reference, margin float64) (worst float64) {
+	t.Helper()
+	st, err := m.NewState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	logits := forward1(t, m, st, ref.prompt)
+	for s, next := range ref.gen {
+		a, b := logSoftmax(logits), logSoftmax(ref.logits[s])
+		for i := range a {
+			worst = max(worst, math.Abs(a[i]-b[i]))
+		}
+		if margin > 0 && argmax(logits) != argmax(ref.logits[s]) && topMargin(ref.logits[s]) > margin {
+			t.Errorf("step %d: argmax %d, the reference's %d", s, argmax(logits), argmax(ref.logits[s]))
+		}
+		if s+1 < len(ref.gen) {
+			logits = forward1(t, m, st, []int32{next})
+		}
+	}
+	return worst
+}
+
+// checkSyntheticFixture checks a fixture's provenance: WriteSynthetic's shape at type f32
+// and seed 1 (what `loom bench --synthetic SHAPE --type f32` writes) reproduces the committed
+// file byte for byte.
+func checkSyntheticFixture(t *testing.T, path, shape string) {
+	t.Helper()
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := WriteSynthetic(&got, Shapes["tinyqwen3"], "f32", 1); err != nil {
+	if err := WriteSynthetic(&got, Shapes[shape], "f32", 1); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("WriteSynthetic(tinyqwen3, f32, 1) gives %d bytes that differ from the fixture's %d", got.Len(), len(want))
+		t.Errorf("WriteSynthetic(%s, f32, 1) gives %d bytes that differ from the fixture's %d", shape, got.Len(), len(want))
 	}
+}
+
+// TestQwen3FixtureIsSynthetic checks the fixture's provenance: WriteSynthetic's "tinyqwen3"
+// shape at type f32 and seed 1 (what `loom bench --synthetic tinyqwen3 --type f32` writes)
+// reproduces the committed file byte for byte.
+func TestQwen3FixtureIsSynthetic(t *testing.T) {
+	checkSyntheticFixture(t, "../../testdata/qwen3/tinyqwen3-f32.gguf", "tinyqwen3")
 }

@@ -1,9 +1,6 @@
 package llama
 
 import (
-	"bytes"
-	"math"
-	"os"
 	"testing"
 
 	"github.com/loomlm/loom/cache"
@@ -29,24 +26,7 @@ func TestQwen3MoEAgainstFloat64Reference(t *testing.T) {
 			p.Architecture, p.Experts, p.ExpertsUsed, p.NormExpertWeights, m.layers[0].qNorm != nil, m.layers[0].experts != nil)
 	}
 	ref := loadQuantRef(t, stem, p.VocabSize)
-	run := func() (worst float64) {
-		st, err := m.NewState()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		logits := forward1(t, m, st, ref.prompt)
-		for s, next := range ref.gen {
-			a, b := logSoftmax(logits), logSoftmax(ref.logits[s])
-			for i := range a {
-				worst = max(worst, math.Abs(a[i]-b[i]))
-			}
-			if s+1 < len(ref.gen) {
-				logits = forward1(t, m, st, []int32{next})
-			}
-		}
-		return worst
-	}
+	run := func() float64 { return refDistance(t, m, ref, 0) }
 	worst := run()
 	t.Logf("%d steps: max |Δlogprob| %.3g", len(ref.gen), worst)
 	if worst > 1e-4 {
@@ -71,15 +51,5 @@ func TestQwen3MoEAgainstFloat64Reference(t *testing.T) {
 // "tinyqwen3moe" shape at type f32 and seed 1 (what `loom bench --synthetic tinyqwen3moe
 // --type f32` writes) reproduces the committed file byte for byte.
 func TestQwen3MoEFixtureIsSynthetic(t *testing.T) {
-	want, err := os.ReadFile("../../testdata/qwen3moe/tinyqwen3moe-f32.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if err := WriteSynthetic(&got, Shapes["tinyqwen3moe"], "f32", 1); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("WriteSynthetic(tinyqwen3moe, f32, 1) gives %d bytes that differ from the fixture's %d", got.Len(), len(want))
-	}
+	checkSyntheticFixture(t, "../../testdata/qwen3moe/tinyqwen3moe-f32.gguf", "tinyqwen3moe")
 }
