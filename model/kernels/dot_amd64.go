@@ -25,6 +25,30 @@ func dotQ4_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 // dotQ6_Kx1 computes 1 activation row(s) against rows weight rows.
 func dotQ6_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ5_Kx1 computes 1 activation row(s) against rows weight rows.
+func dotQ5_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_XSx1 computes 1 activation row(s) against rows weight rows.
+func dotIQ4_XSx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_1x1 computes 1 activation row(s) against rows weight rows.
+func dotQ4_1x1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_0x1 computes 1 activation row(s) against rows weight rows.
+func dotQ5_0x1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x1 computes 1 activation row(s) against rows weight rows.
+func dotQ5_1x1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx1 computes 1 activation row(s) against rows weight rows.
+func dotIQ4_NLx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ2_Kx1 computes 1 activation row(s) against rows weight rows.
+func dotQ2_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ3_Kx1 computes 1 activation row(s) against rows weight rows.
+func dotQ3_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotF32x2 computes 2 activation row(s) against rows weight rows.
 func dotF32x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -45,6 +69,30 @@ func dotQ4_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 
 // dotQ6_Kx2 computes 2 activation row(s) against rows weight rows.
 func dotQ6_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_Kx2 computes 2 activation row(s) against rows weight rows.
+func dotQ5_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_XSx2 computes 2 activation row(s) against rows weight rows.
+func dotIQ4_XSx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_1x2 computes 2 activation row(s) against rows weight rows.
+func dotQ4_1x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_0x2 computes 2 activation row(s) against rows weight rows.
+func dotQ5_0x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x2 computes 2 activation row(s) against rows weight rows.
+func dotQ5_1x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx2 computes 2 activation row(s) against rows weight rows.
+func dotIQ4_NLx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ2_Kx2 computes 2 activation row(s) against rows weight rows.
+func dotQ2_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ3_Kx2 computes 2 activation row(s) against rows weight rows.
+func dotQ3_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotF32x3 computes 3 activation row(s) against rows weight rows.
 func dotF32x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
@@ -67,6 +115,30 @@ func dotQ4_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 // dotQ6_Kx3 computes 3 activation row(s) against rows weight rows.
 func dotQ6_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ5_Kx3 computes 3 activation row(s) against rows weight rows.
+func dotQ5_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_XSx3 computes 3 activation row(s) against rows weight rows.
+func dotIQ4_XSx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_1x3 computes 3 activation row(s) against rows weight rows.
+func dotQ4_1x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_0x3 computes 3 activation row(s) against rows weight rows.
+func dotQ5_0x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x3 computes 3 activation row(s) against rows weight rows.
+func dotQ5_1x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx3 computes 3 activation row(s) against rows weight rows.
+func dotIQ4_NLx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ2_Kx3 computes 3 activation row(s) against rows weight rows.
+func dotQ2_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ3_Kx3 computes 3 activation row(s) against rows weight rows.
+func dotQ3_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotF32x4 computes 4 activation row(s) against rows weight rows.
 func dotF32x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -87,6 +159,30 @@ func dotQ4_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out 
 
 // dotQ6_Kx4 computes 4 activation row(s) against rows weight rows.
 func dotQ6_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_Kx4 computes 4 activation row(s) against rows weight rows.
+func dotQ5_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_XSx4 computes 4 activation row(s) against rows weight rows.
+func dotIQ4_XSx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_1x4 computes 4 activation row(s) against rows weight rows.
+func dotQ4_1x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_0x4 computes 4 activation row(s) against rows weight rows.
+func dotQ5_0x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x4 computes 4 activation row(s) against rows weight rows.
+func dotQ5_1x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx4 computes 4 activation row(s) against rows weight rows.
+func dotIQ4_NLx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ2_Kx4 computes 4 activation row(s) against rows weight rows.
+func dotQ2_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ3_Kx4 computes 4 activation row(s) against rows weight rows.
+func dotQ3_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotF32x1AVX512 computes 1 activation row(s) against rows weight rows (AVX-512).
 func dotF32x1AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)

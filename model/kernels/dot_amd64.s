@@ -88,6 +88,144 @@ DATA mask30<>+16(SB)/8, $0x3030303030303030
 DATA mask30<>+24(SB)/8, $0x3030303030303030
 GLOBL mask30<>(SB), RODATA|NOPTR, $32
 
+DATA mask10<>+0(SB)/8, $0x1010101010101010
+DATA mask10<>+8(SB)/8, $0x1010101010101010
+DATA mask10<>+16(SB)/8, $0x1010101010101010
+DATA mask10<>+24(SB)/8, $0x1010101010101010
+GLOBL mask10<>(SB), RODATA|NOPTR, $32
+
+DATA iq4nlValues<>+0(SB)/1, $0x81
+DATA iq4nlValues<>+1(SB)/1, $0x98
+DATA iq4nlValues<>+2(SB)/1, $0xad
+DATA iq4nlValues<>+3(SB)/1, $0xbf
+DATA iq4nlValues<>+4(SB)/1, $0xcf
+DATA iq4nlValues<>+5(SB)/1, $0xdd
+DATA iq4nlValues<>+6(SB)/1, $0xea
+DATA iq4nlValues<>+7(SB)/1, $0xf6
+DATA iq4nlValues<>+8(SB)/1, $0x01
+DATA iq4nlValues<>+9(SB)/1, $0x0d
+DATA iq4nlValues<>+10(SB)/1, $0x19
+DATA iq4nlValues<>+11(SB)/1, $0x26
+DATA iq4nlValues<>+12(SB)/1, $0x35
+DATA iq4nlValues<>+13(SB)/1, $0x45
+DATA iq4nlValues<>+14(SB)/1, $0x59
+DATA iq4nlValues<>+15(SB)/1, $0x71
+GLOBL iq4nlValues<>(SB), RODATA|NOPTR, $16
+
+DATA shiftIQ4L<>+0(SB)/4, $0x00000000
+DATA shiftIQ4L<>+4(SB)/4, $0x00000004
+DATA shiftIQ4L<>+8(SB)/4, $0x00000008
+DATA shiftIQ4L<>+12(SB)/4, $0x0000000c
+DATA shiftIQ4L<>+16(SB)/4, $0x00000010
+DATA shiftIQ4L<>+20(SB)/4, $0x00000014
+DATA shiftIQ4L<>+24(SB)/4, $0x00000018
+DATA shiftIQ4L<>+28(SB)/4, $0x0000001c
+GLOBL shiftIQ4L<>(SB), RODATA|NOPTR, $32
+
+DATA shiftIQ4H<>+0(SB)/4, $0x00000000
+DATA shiftIQ4H<>+4(SB)/4, $0x00000002
+DATA shiftIQ4H<>+8(SB)/4, $0x00000004
+DATA shiftIQ4H<>+12(SB)/4, $0x00000006
+DATA shiftIQ4H<>+16(SB)/4, $0x00000008
+DATA shiftIQ4H<>+20(SB)/4, $0x0000000a
+DATA shiftIQ4H<>+24(SB)/4, $0x0000000c
+DATA shiftIQ4H<>+28(SB)/4, $0x0000000e
+GLOBL shiftIQ4H<>(SB), RODATA|NOPTR, $32
+
+DATA dwordF<>+0(SB)/4, $0x0000000f
+DATA dwordF<>+4(SB)/4, $0x0000000f
+DATA dwordF<>+8(SB)/4, $0x0000000f
+DATA dwordF<>+12(SB)/4, $0x0000000f
+DATA dwordF<>+16(SB)/4, $0x0000000f
+DATA dwordF<>+20(SB)/4, $0x0000000f
+DATA dwordF<>+24(SB)/4, $0x0000000f
+DATA dwordF<>+28(SB)/4, $0x0000000f
+GLOBL dwordF<>(SB), RODATA|NOPTR, $32
+
+DATA dword3<>+0(SB)/4, $0x00000003
+DATA dword3<>+4(SB)/4, $0x00000003
+DATA dword3<>+8(SB)/4, $0x00000003
+DATA dword3<>+12(SB)/4, $0x00000003
+DATA dword3<>+16(SB)/4, $0x00000003
+DATA dword3<>+20(SB)/4, $0x00000003
+DATA dword3<>+24(SB)/4, $0x00000003
+DATA dword3<>+28(SB)/4, $0x00000003
+GLOBL dword3<>(SB), RODATA|NOPTR, $32
+
+DATA dword32<>+0(SB)/4, $0x00000020
+DATA dword32<>+4(SB)/4, $0x00000020
+DATA dword32<>+8(SB)/4, $0x00000020
+DATA dword32<>+12(SB)/4, $0x00000020
+DATA dword32<>+16(SB)/4, $0x00000020
+DATA dword32<>+20(SB)/4, $0x00000020
+DATA dword32<>+24(SB)/4, $0x00000020
+DATA dword32<>+28(SB)/4, $0x00000020
+GLOBL dword32<>(SB), RODATA|NOPTR, $32
+
+DATA mask03<>+0(SB)/8, $0x0303030303030303
+DATA mask03<>+8(SB)/8, $0x0303030303030303
+DATA mask03<>+16(SB)/8, $0x0303030303030303
+DATA mask03<>+24(SB)/8, $0x0303030303030303
+GLOBL mask03<>(SB), RODATA|NOPTR, $32
+
+DATA mask04<>+0(SB)/8, $0x0404040404040404
+DATA mask04<>+8(SB)/8, $0x0404040404040404
+DATA mask04<>+16(SB)/8, $0x0404040404040404
+DATA mask04<>+24(SB)/8, $0x0404040404040404
+GLOBL mask04<>(SB), RODATA|NOPTR, $32
+
+DATA word32<>+0(SB)/8, $0x0020002000200020
+DATA word32<>+8(SB)/8, $0x0020002000200020
+DATA word32<>+16(SB)/8, $0x0020002000200020
+DATA word32<>+24(SB)/8, $0x0020002000200020
+GLOBL word32<>(SB), RODATA|NOPTR, $32
+
+DATA bitBytes<>+0(SB)/1, $0x00
+DATA bitBytes<>+1(SB)/1, $0x00
+DATA bitBytes<>+2(SB)/1, $0x00
+DATA bitBytes<>+3(SB)/1, $0x00
+DATA bitBytes<>+4(SB)/1, $0x00
+DATA bitBytes<>+5(SB)/1, $0x00
+DATA bitBytes<>+6(SB)/1, $0x00
+DATA bitBytes<>+7(SB)/1, $0x00
+DATA bitBytes<>+8(SB)/1, $0x01
+DATA bitBytes<>+9(SB)/1, $0x01
+DATA bitBytes<>+10(SB)/1, $0x01
+DATA bitBytes<>+11(SB)/1, $0x01
+DATA bitBytes<>+12(SB)/1, $0x01
+DATA bitBytes<>+13(SB)/1, $0x01
+DATA bitBytes<>+14(SB)/1, $0x01
+DATA bitBytes<>+15(SB)/1, $0x01
+DATA bitBytes<>+16(SB)/1, $0x02
+DATA bitBytes<>+17(SB)/1, $0x02
+DATA bitBytes<>+18(SB)/1, $0x02
+DATA bitBytes<>+19(SB)/1, $0x02
+DATA bitBytes<>+20(SB)/1, $0x02
+DATA bitBytes<>+21(SB)/1, $0x02
+DATA bitBytes<>+22(SB)/1, $0x02
+DATA bitBytes<>+23(SB)/1, $0x02
+DATA bitBytes<>+24(SB)/1, $0x03
+DATA bitBytes<>+25(SB)/1, $0x03
+DATA bitBytes<>+26(SB)/1, $0x03
+DATA bitBytes<>+27(SB)/1, $0x03
+DATA bitBytes<>+28(SB)/1, $0x03
+DATA bitBytes<>+29(SB)/1, $0x03
+DATA bitBytes<>+30(SB)/1, $0x03
+DATA bitBytes<>+31(SB)/1, $0x03
+GLOBL bitBytes<>(SB), RODATA|NOPTR, $32
+
+DATA bitMask<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitMask<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitMask<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitMask<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL bitMask<>(SB), RODATA|NOPTR, $32
+
+DATA allOnes<>+0(SB)/8, $0xffffffffffffffff
+DATA allOnes<>+8(SB)/8, $0xffffffffffffffff
+DATA allOnes<>+16(SB)/8, $0xffffffffffffffff
+DATA allOnes<>+24(SB)/8, $0xffffffffffffffff
+GLOBL allOnes<>(SB), RODATA|NOPTR, $32
+
 DATA maskQ4KScale<>+0(SB)/1, $0x00
 DATA maskQ4KScale<>+1(SB)/1, $0x01
 DATA maskQ4KScale<>+2(SB)/1, $0x00
@@ -1109,6 +1247,1036 @@ done:
 	VZEROUPPER
 	RET
 
+// func dotQ5_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_Kx1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ        R8, R8
+	JZ           store
+	MOVL         4(BX), R9
+	MOVL         R9, R10
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X1
+	MOVL         12(BX), R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	VPINSRD      $0x01, R10, X1, X1
+	VPMOVZXBW    X1, X1
+	MOVL         8(BX), R9
+	MOVL         R9, R10
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X2
+	MOVL         12(BX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	VPINSRD      $0x01, R10, X2, X2
+	VPMOVZXBW    X2, X2
+	VINSERTI128  $0x01, X1, Y1, Y1
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      16(BX), Y4
+	VMOVDQU      48(BX), Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+0(SB), Y1, Y6
+	VPMADDUBSW   52(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      48(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSLLW       $0x03, Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+32(SB), Y1, Y6
+	VPMADDUBSW   84(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      80(BX), Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+64(SB), Y1, Y6
+	VPMADDUBSW   116(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      80(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSLLW       $0x01, Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+96(SB), Y1, Y6
+	VPMADDUBSW   148(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      112(BX), Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VMOVDQA      Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+128(SB), Y1, Y6
+	VPMADDUBSW   180(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      112(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSRLW       $0x01, Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+160(SB), Y1, Y6
+	VPMADDUBSW   212(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      144(BX), Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSRLW       $0x02, Y4, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+192(SB), Y1, Y6
+	VPMADDUBSW   244(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      144(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        mask10<>+0(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSHUFB      maskQ4KScale<>+224(SB), Y1, Y4
+	VPMADDUBSW   276(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWLZX      (BX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	MOVWLZX      2(BX), R9
+	VMOVD        R9, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DI)(SI*1), Y6
+	VMULPS       Y4, Y6, Y6
+	VFMADD231PS  Y3, Y6, Y0
+	VPMADDWD     36(DI)(SI*1), X2, X2
+	VCVTDQ2PS    X2, X2
+	VBROADCASTSS (DI)(SI*1), Y6
+	VMULPS       Y5, Y6, Y6
+	VFNMADD231PS Y2, Y6, Y0
+	ADDQ         $0x000000b0, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R8
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_XSx1(SB), NOSPLIT, $0-64
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y0
+	MOVQ           w+0(FP), AX
+	MOVQ           rows+16(FP), CX
+	MOVQ           out+48(FP), DX
+	MOVQ           x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ          R8, R8
+	JZ             store
+	VPBROADCASTD   4(BX), Y2
+	VPSRLVD        shiftIQ4L<>+0(SB), Y2, Y2
+	VPAND          dwordF<>+0(SB), Y2, Y2
+	VPBROADCASTW   2(BX), Y3
+	VPSRLVD        shiftIQ4H<>+0(SB), Y3, Y3
+	VPAND          dword3<>+0(SB), Y3, Y3
+	VPSLLD         $0x04, Y3, Y3
+	VPOR           Y3, Y2, Y2
+	VPSUBD         dword32<>+0(SB), Y2, Y2
+	VEXTRACTI128   $0x01, Y2, X3
+	VPACKSSDW      X3, X2, X2
+	VINSERTI128    $0x01, X2, Y2, Y2
+	VPXOR          Y3, Y3, Y3
+	VBROADCASTI128 8(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+0(SB), Y2, Y6
+	VMOVDQU        52(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 24(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+32(SB), Y2, Y6
+	VMOVDQU        84(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 40(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+64(SB), Y2, Y6
+	VMOVDQU        116(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 56(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+96(SB), Y2, Y6
+	VMOVDQU        148(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 72(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+128(SB), Y2, Y6
+	VMOVDQU        180(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 88(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+160(SB), Y2, Y6
+	VMOVDQU        212(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 104(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+192(SB), Y2, Y6
+	VMOVDQU        244(DI)(SI*1), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y3, Y3
+	VBROADCASTI128 120(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y0, Y4
+	VPABSB         Y4, Y5
+	VPSHUFB        maskQ4KScale<>+224(SB), Y2, Y2
+	VMOVDQU        276(DI)(SI*1), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPMADDUBSW     Y6, Y5, Y6
+	VPMADDWD       Y2, Y6, Y6
+	VPADDD         Y6, Y3, Y3
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
+	VCVTPH2PS      X2, X2
+	VBROADCASTSS   X2, Y2
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (DI)(SI*1), Y4
+	VMULPS         Y2, Y4, Y4
+	VFMADD231PS    Y3, Y4, Y1
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x00000134, SI
+	DECQ           R8
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1x1(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ          R8, R8
+	JZ             store
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
+	VPINSRW        $0x01, 20(BX), X2, X2
+	VPINSRW        $0x02, 40(BX), X2, X2
+	VPINSRW        $0x03, 60(BX), X2, X2
+	VCVTPH2PS      X2, X2
+	VINSERTF128    $0x01, X2, Y2, Y2
+	VBROADCASTI128 4(BX), Y3
+	VPSRLVD        shiftHigh4<>+0(SB), Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VBROADCASTI128 24(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VBROADCASTI128 44(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VBROADCASTI128 64(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPMADDUBSW     48(DI)(SI*1), Y3, Y3
+	VPMADDWD       Y0, Y3, Y3
+	VPMADDUBSW     80(DI)(SI*1), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VPMADDUBSW     112(DI)(SI*1), Y5, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     144(DI)(SI*1), Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTF128 (DI)(SI*1), Y4
+	VMULPS         Y2, Y4, Y4
+	VFMADD231PS    Y3, Y4, Y1
+	MOVWLZX        2(BX), R9
+	VMOVD          R9, X7
+	VPINSRW        $0x01, 22(BX), X7, X7
+	VPINSRW        $0x02, 42(BX), X7, X7
+	VPINSRW        $0x03, 62(BX), X7, X7
+	VCVTPH2PS      X7, X7
+	VMOVUPS        32(DI)(SI*1), X8
+	VFMADD231PS    Y8, Y7, Y1
+	ADDQ           $0x00000050, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R8
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_0x1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_0x1(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ          R8, R8
+	JZ             store
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
+	VPINSRW        $0x01, 22(BX), X2, X2
+	VPINSRW        $0x02, 44(BX), X2, X2
+	VPINSRW        $0x03, 66(BX), X2, X2
+	VCVTPH2PS      X2, X2
+	VINSERTF128    $0x01, X2, Y2, Y2
+	VBROADCASTI128 6(BX), Y3
+	VPSRLVD        shiftHigh4<>+0(SB), Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   2(BX), Y4
+	VPSHUFB        bitBytes<>+0(SB), Y4, Y4
+	VPOR           bitMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          mask10<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VBROADCASTI128 28(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   24(BX), Y5
+	VPSHUFB        bitBytes<>+0(SB), Y5, Y5
+	VPOR           bitMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          mask10<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VBROADCASTI128 50(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   46(BX), Y6
+	VPSHUFB        bitBytes<>+0(SB), Y6, Y6
+	VPOR           bitMask<>+0(SB), Y6, Y6
+	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
+	VPAND          mask10<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VBROADCASTI128 72(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   68(BX), Y7
+	VPSHUFB        bitBytes<>+0(SB), Y7, Y7
+	VPOR           bitMask<>+0(SB), Y7, Y7
+	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
+	VPAND          mask10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPMADDUBSW     48(DI)(SI*1), Y3, Y3
+	VPMADDWD       Y0, Y3, Y3
+	VPMADDUBSW     80(DI)(SI*1), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VPMADDUBSW     112(DI)(SI*1), Y5, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     144(DI)(SI*1), Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VPADDD         16(DI)(SI*1), Y3, Y3
+	VPADDD         16(DI)(SI*1), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTF128 (DI)(SI*1), Y4
+	VMULPS         Y2, Y4, Y4
+	VFMADD231PS    Y3, Y4, Y1
+	ADDQ           $0x00000058, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R8
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1x1(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ          R8, R8
+	JZ             store
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
+	VPINSRW        $0x01, 24(BX), X2, X2
+	VPINSRW        $0x02, 48(BX), X2, X2
+	VPINSRW        $0x03, 72(BX), X2, X2
+	VCVTPH2PS      X2, X2
+	VINSERTF128    $0x01, X2, Y2, Y2
+	VBROADCASTI128 8(BX), Y3
+	VPSRLVD        shiftHigh4<>+0(SB), Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   4(BX), Y4
+	VPSHUFB        bitBytes<>+0(SB), Y4, Y4
+	VPOR           bitMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          mask10<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VBROADCASTI128 32(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   28(BX), Y7
+	VPSHUFB        bitBytes<>+0(SB), Y7, Y7
+	VPOR           bitMask<>+0(SB), Y7, Y7
+	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
+	VPAND          mask10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y4, Y4
+	VBROADCASTI128 56(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPBROADCASTD   52(BX), Y8
+	VPSHUFB        bitBytes<>+0(SB), Y8, Y8
+	VPOR           bitMask<>+0(SB), Y8, Y8
+	VPCMPEQB       allOnes<>+0(SB), Y8, Y8
+	VPAND          mask10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VBROADCASTI128 80(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   76(BX), Y9
+	VPSHUFB        bitBytes<>+0(SB), Y9, Y9
+	VPOR           bitMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          mask10<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     48(DI)(SI*1), Y3, Y3
+	VPMADDWD       Y0, Y3, Y3
+	VPMADDUBSW     80(DI)(SI*1), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VPMADDUBSW     112(DI)(SI*1), Y7, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     144(DI)(SI*1), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTF128 (DI)(SI*1), Y4
+	VMULPS         Y2, Y4, Y4
+	VFMADD231PS    Y3, Y4, Y1
+	MOVWLZX        2(BX), R9
+	VMOVD          R9, X5
+	VPINSRW        $0x01, 26(BX), X5, X5
+	VPINSRW        $0x02, 50(BX), X5, X5
+	VPINSRW        $0x03, 74(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VMOVUPS        32(DI)(SI*1), X6
+	VFMADD231PS    Y6, Y5, Y1
+	ADDQ           $0x00000060, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R8
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_NLx1(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ          R8, R8
+	JZ             store
+	MOVWLZX        (BX), R9
+	VMOVD          R9, X2
+	VPINSRW        $0x01, 18(BX), X2, X2
+	VPINSRW        $0x02, 36(BX), X2, X2
+	VPINSRW        $0x03, 54(BX), X2, X2
+	VCVTPH2PS      X2, X2
+	VINSERTF128    $0x01, X2, Y2, Y2
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y3
+	VBROADCASTI128 2(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPSHUFB        Y4, Y3, Y4
+	VBROADCASTI128 20(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPSHUFB        Y5, Y3, Y5
+	VBROADCASTI128 38(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y3, Y6
+	VBROADCASTI128 56(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPSHUFB        Y7, Y3, Y7
+	VMOVDQU        48(DI)(SI*1), Y3
+	VPSIGNB        Y4, Y3, Y3
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y3, Y4, Y3
+	VPMADDWD       Y0, Y3, Y3
+	VMOVDQU        80(DI)(SI*1), Y4
+	VPSIGNB        Y5, Y4, Y4
+	VPABSB         Y5, Y5
+	VPMADDUBSW     Y4, Y5, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VMOVDQU        112(DI)(SI*1), Y4
+	VPSIGNB        Y6, Y4, Y4
+	VPABSB         Y6, Y5
+	VPMADDUBSW     Y4, Y5, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VMOVDQU        144(DI)(SI*1), Y5
+	VPSIGNB        Y7, Y5, Y5
+	VPABSB         Y7, Y6
+	VPMADDUBSW     Y5, Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y4, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTF128 (DI)(SI*1), Y4
+	VMULPS         Y2, Y4, Y4
+	VFMADD231PS    Y3, Y4, Y1
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R8
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ2_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ2_Kx1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ        R8, R8
+	JZ           store
+	VMOVDQU      (BX), X1
+	VPAND        mask0F<>+0(SB), X1, X2
+	VPMOVZXBW    X2, Y2
+	VPSRLW       $0x04, X1, X1
+	VPAND        mask0F<>+0(SB), X1, X1
+	VPMOVZXBW    X1, Y1
+	VPERMQ       $0x44, Y2, Y3
+	VPERMQ       $0xee, Y2, Y2
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      16(BX), Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+0(SB), Y3, Y6
+	VPMADDUBSW   52(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      16(BX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+32(SB), Y3, Y6
+	VPMADDUBSW   84(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      16(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+64(SB), Y3, Y6
+	VPMADDUBSW   116(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      16(BX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+96(SB), Y3, Y3
+	VPMADDUBSW   148(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      48(BX), Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSHUFB      maskQ6KScale<>+0(SB), Y2, Y5
+	VPMADDUBSW   180(DI)(SI*1), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VMOVDQU      48(BX), Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSHUFB      maskQ6KScale<>+32(SB), Y2, Y5
+	VPMADDUBSW   212(DI)(SI*1), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VMOVDQU      48(BX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSHUFB      maskQ6KScale<>+64(SB), Y2, Y5
+	VPMADDUBSW   244(DI)(SI*1), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VMOVDQU      48(BX), Y3
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSHUFB      maskQ6KScale<>+96(SB), Y2, Y2
+	VPMADDUBSW   276(DI)(SI*1), Y3, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	MOVWLZX      80(BX), R9
+	VMOVD        R9, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	MOVWLZX      82(BX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (DI)(SI*1), Y5
+	VMULPS       Y2, Y5, Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VPMADDWD     4(DI)(SI*1), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (DI)(SI*1), Y5
+	VMULPS       Y3, Y5, Y5
+	VFNMADD231PS Y1, Y5, Y0
+	ADDQ         $0x00000054, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R8
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ3_Kx1(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ3_Kx1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ        R8, R8
+	JZ           store
+	MOVL         96(BX), R9
+	MOVL         100(BX), R10
+	MOVL         104(BX), R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	VMOVD        R12, X1
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R13
+	SHRL         $0x02, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	VPINSRD      $0x01, R12, X1, X1
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R9
+	VPINSRD      $0x02, R9, X1, X1
+	MOVL         R10, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	VPINSRD      $0x03, R9, X1, X1
+	VPMOVZXBW    X1, Y1
+	VPSUBW       word32<>+0(SB), Y1, Y1
+	VPMADDWD     4(DI)(SI*1), Y1, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPSUBD       Y2, Y3, Y3
+	VPERMQ       $0x44, Y1, Y2
+	VPERMQ       $0xee, Y1, Y1
+	VMOVDQU      (BX), Y4
+	VMOVDQU      32(BX), Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y4, Y6
+	VPAND        mask04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+0(SB), Y2, Y6
+	VPMADDUBSW   52(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      32(BX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSLLW       $0x01, Y4, Y6
+	VPAND        mask04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+32(SB), Y2, Y6
+	VPMADDUBSW   84(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      32(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VMOVDQA      Y4, Y6
+	VPAND        mask04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+64(SB), Y2, Y6
+	VPMADDUBSW   116(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      32(BX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSRLW       $0x01, Y4, Y6
+	VPAND        mask04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+96(SB), Y2, Y2
+	VPMADDUBSW   148(DI)(SI*1), Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      64(BX), Y2
+	VPAND        mask03<>+0(SB), Y2, Y2
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        mask04<>+0(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPSHUFB      maskQ6KScale<>+0(SB), Y1, Y5
+	VPMADDUBSW   180(DI)(SI*1), Y2, Y2
+	VPMADDWD     Y5, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VMOVDQU      64(BX), Y2
+	VPSRLW       $0x02, Y2, Y2
+	VPAND        mask03<>+0(SB), Y2, Y2
+	VPSRLW       $0x03, Y4, Y5
+	VPAND        mask04<>+0(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPSHUFB      maskQ6KScale<>+32(SB), Y1, Y5
+	VPMADDUBSW   212(DI)(SI*1), Y2, Y2
+	VPMADDWD     Y5, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VMOVDQU      64(BX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        mask03<>+0(SB), Y2, Y2
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        mask04<>+0(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPSHUFB      maskQ6KScale<>+64(SB), Y1, Y5
+	VPMADDUBSW   244(DI)(SI*1), Y2, Y2
+	VPMADDWD     Y5, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	VMOVDQU      64(BX), Y2
+	VPSRLW       $0x06, Y2, Y2
+	VPAND        mask03<>+0(SB), Y2, Y2
+	VPSRLW       $0x05, Y4, Y4
+	VPAND        mask04<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VPSHUFB      maskQ6KScale<>+96(SB), Y1, Y1
+	VPMADDUBSW   276(DI)(SI*1), Y2, Y2
+	VPMADDWD     Y1, Y2, Y2
+	VPADDD       Y2, Y3, Y3
+	MOVWLZX      108(BX), R9
+	VMOVD        R9, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DI)(SI*1), Y2
+	VMULPS       Y1, Y2, Y2
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         $0x0000006e, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R8
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, BX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
 // func dotF32x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 // Requires: AVX, FMA3
 TEXT ·dotF32x2(SB), NOSPLIT, $0-64
@@ -1906,6 +3074,1347 @@ tail:
 	VMULPS       Y2, Y3, Y3
 	VFMADD231PS  Y5, Y3, Y1
 	ADDQ         $0x000000d2, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R9
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_Kx2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ        R9, R9
+	JZ           store
+	MOVL         4(BX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X2
+	MOVL         12(BX), R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x02, R10
+	ANDL         $0x30303030, R10
+	ORL          R10, R11
+	VPINSRD      $0x01, R11, X2, X2
+	VPMOVZXBW    X2, X2
+	MOVL         8(BX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X3
+	MOVL         12(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x02, R10
+	ANDL         $0x30303030, R10
+	ORL          R10, R11
+	VPINSRD      $0x01, R11, X3, X3
+	VPMOVZXBW    X3, X3
+	VINSERTI128  $0x01, X2, Y2, Y2
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      16(BX), Y6
+	VMOVDQU      48(BX), Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+0(SB), Y2, Y8
+	VPMADDUBSW   52(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   52(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      48(BX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSLLW       $0x03, Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+32(SB), Y2, Y8
+	VPMADDUBSW   84(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   84(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      80(BX), Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSLLW       $0x02, Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+64(SB), Y2, Y8
+	VPMADDUBSW   116(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   116(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      80(BX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSLLW       $0x01, Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+96(SB), Y2, Y8
+	VPMADDUBSW   148(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   148(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      112(BX), Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+128(SB), Y2, Y8
+	VPMADDUBSW   180(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   180(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      112(BX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+160(SB), Y2, Y8
+	VPMADDUBSW   212(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   212(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      144(BX), Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+192(SB), Y2, Y8
+	VPMADDUBSW   244(DI)(SI*1), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   244(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      144(BX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        mask0F<>+0(SB), Y7, Y7
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        mask10<>+0(SB), Y6, Y6
+	VPOR         Y6, Y7, Y7
+	VPSHUFB      maskQ4KScale<>+224(SB), Y2, Y6
+	VPMADDUBSW   276(DI)(SI*1), Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   276(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	MOVWLZX      2(BX), R10
+	VMOVD        R10, X7
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS X7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (DI)(SI*1), Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  Y4, Y8, Y0
+	VPMADDWD     36(DI)(SI*1), X3, X9
+	VCVTDQ2PS    X9, X9
+	VBROADCASTSS (DI)(SI*1), Y8
+	VMULPS       Y7, Y8, Y8
+	VFNMADD231PS Y9, Y8, Y0
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R8)(SI*1), Y4
+	VMULPS       Y6, Y4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	VPMADDWD     36(R8)(SI*1), X3, X3
+	VCVTDQ2PS    X3, X3
+	VBROADCASTSS (R8)(SI*1), Y4
+	VMULPS       Y7, Y4, Y4
+	VFNMADD231PS Y3, Y4, Y1
+	ADDQ         $0x000000b0, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R9
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_XSx2(SB), NOSPLIT, $0-64
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y0
+	MOVQ           w+0(FP), AX
+	MOVQ           rows+16(FP), CX
+	MOVQ           out+48(FP), DX
+	MOVQ           x+32(FP), DI
+	MOVQ           xstride+40(FP), BX
+	LEAQ           (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ          R9, R9
+	JZ             store
+	VPBROADCASTD   4(BX), Y3
+	VPSRLVD        shiftIQ4L<>+0(SB), Y3, Y3
+	VPAND          dwordF<>+0(SB), Y3, Y3
+	VPBROADCASTW   2(BX), Y4
+	VPSRLVD        shiftIQ4H<>+0(SB), Y4, Y4
+	VPAND          dword3<>+0(SB), Y4, Y4
+	VPSLLD         $0x04, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSUBD         dword32<>+0(SB), Y3, Y3
+	VEXTRACTI128   $0x01, Y3, X4
+	VPACKSSDW      X4, X3, X3
+	VINSERTI128    $0x01, X3, Y3, Y3
+	VPXOR          Y4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VBROADCASTI128 8(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+0(SB), Y3, Y8
+	VMOVDQU        52(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        52(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 24(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+32(SB), Y3, Y8
+	VMOVDQU        84(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        84(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 40(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+64(SB), Y3, Y8
+	VMOVDQU        116(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        116(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 56(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+96(SB), Y3, Y8
+	VMOVDQU        148(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        148(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 72(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+128(SB), Y3, Y8
+	VMOVDQU        180(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        180(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 88(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+160(SB), Y3, Y8
+	VMOVDQU        212(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        212(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 104(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+192(SB), Y3, Y8
+	VMOVDQU        244(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VMOVDQU        244(R8)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VBROADCASTI128 120(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y0, Y6
+	VPABSB         Y6, Y7
+	VPSHUFB        maskQ4KScale<>+224(SB), Y3, Y3
+	VMOVDQU        276(DI)(SI*1), Y8
+	VPSIGNB        Y6, Y8, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPMADDWD       Y3, Y8, Y8
+	VPADDD         Y8, Y4, Y4
+	VMOVDQU        276(R8)(SI*1), Y8
+	VPSIGNB        Y6, Y8, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPMADDWD       Y3, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
+	VCVTPH2PS      X3, X3
+	VBROADCASTSS   X3, Y3
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (DI)(SI*1), Y6
+	VMULPS         Y3, Y6, Y6
+	VFMADD231PS    Y4, Y6, Y1
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (R8)(SI*1), Y4
+	VMULPS         Y3, Y4, Y4
+	VFMADD231PS    Y5, Y4, Y2
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x00000134, SI
+	DECQ           R9
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1x2(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ          R9, R9
+	JZ             store
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
+	VPINSRW        $0x01, 20(BX), X3, X3
+	VPINSRW        $0x02, 40(BX), X3, X3
+	VPINSRW        $0x03, 60(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VBROADCASTI128 4(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VBROADCASTI128 24(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VBROADCASTI128 44(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VBROADCASTI128 64(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPMADDUBSW     48(DI)(SI*1), Y4, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPMADDUBSW     80(DI)(SI*1), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPMADDUBSW     112(DI)(SI*1), Y6, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     144(DI)(SI*1), Y7, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTF128 (DI)(SI*1), Y9
+	VMULPS         Y3, Y9, Y9
+	VFMADD231PS    Y8, Y9, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     80(R8)(SI*1), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPMADDUBSW     112(R8)(SI*1), Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     144(R8)(SI*1), Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTF128 (R8)(SI*1), Y5
+	VMULPS         Y3, Y5, Y5
+	VFMADD231PS    Y4, Y5, Y2
+	MOVWLZX        2(BX), R10
+	VMOVD          R10, X10
+	VPINSRW        $0x01, 22(BX), X10, X10
+	VPINSRW        $0x02, 42(BX), X10, X10
+	VPINSRW        $0x03, 62(BX), X10, X10
+	VCVTPH2PS      X10, X10
+	VMOVUPS        32(DI)(SI*1), X11
+	VFMADD231PS    Y11, Y10, Y1
+	VMOVUPS        32(R8)(SI*1), X11
+	VFMADD231PS    Y11, Y10, Y2
+	ADDQ           $0x00000050, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R9
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_0x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_0x2(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ          R9, R9
+	JZ             store
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
+	VPINSRW        $0x01, 22(BX), X3, X3
+	VPINSRW        $0x02, 44(BX), X3, X3
+	VPINSRW        $0x03, 66(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VBROADCASTI128 6(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   2(BX), Y5
+	VPSHUFB        bitBytes<>+0(SB), Y5, Y5
+	VPOR           bitMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          mask10<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VBROADCASTI128 28(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   24(BX), Y6
+	VPSHUFB        bitBytes<>+0(SB), Y6, Y6
+	VPOR           bitMask<>+0(SB), Y6, Y6
+	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
+	VPAND          mask10<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VBROADCASTI128 50(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   46(BX), Y7
+	VPSHUFB        bitBytes<>+0(SB), Y7, Y7
+	VPOR           bitMask<>+0(SB), Y7, Y7
+	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
+	VPAND          mask10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VBROADCASTI128 72(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPBROADCASTD   68(BX), Y8
+	VPSHUFB        bitBytes<>+0(SB), Y8, Y8
+	VPOR           bitMask<>+0(SB), Y8, Y8
+	VPCMPEQB       allOnes<>+0(SB), Y8, Y8
+	VPAND          mask10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     48(DI)(SI*1), Y4, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPMADDUBSW     80(DI)(SI*1), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPMADDUBSW     112(DI)(SI*1), Y6, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     144(DI)(SI*1), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPADDD         16(DI)(SI*1), Y8, Y8
+	VPADDD         16(DI)(SI*1), Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTF128 (DI)(SI*1), Y9
+	VMULPS         Y3, Y9, Y9
+	VFMADD231PS    Y8, Y9, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     80(R8)(SI*1), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPMADDUBSW     112(R8)(SI*1), Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     144(R8)(SI*1), Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPADDD         16(R8)(SI*1), Y4, Y4
+	VPADDD         16(R8)(SI*1), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTF128 (R8)(SI*1), Y5
+	VMULPS         Y3, Y5, Y5
+	VFMADD231PS    Y4, Y5, Y2
+	ADDQ           $0x00000058, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R9
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1x2(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ          R9, R9
+	JZ             store
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
+	VPINSRW        $0x01, 24(BX), X3, X3
+	VPINSRW        $0x02, 48(BX), X3, X3
+	VPINSRW        $0x03, 72(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VBROADCASTI128 8(BX), Y4
+	VPSRLVD        shiftHigh4<>+0(SB), Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   4(BX), Y5
+	VPSHUFB        bitBytes<>+0(SB), Y5, Y5
+	VPOR           bitMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          mask10<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VBROADCASTI128 32(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   28(BX), Y8
+	VPSHUFB        bitBytes<>+0(SB), Y8, Y8
+	VPOR           bitMask<>+0(SB), Y8, Y8
+	VPCMPEQB       allOnes<>+0(SB), Y8, Y8
+	VPAND          mask10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y5, Y5
+	VBROADCASTI128 56(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   52(BX), Y9
+	VPSHUFB        bitBytes<>+0(SB), Y9, Y9
+	VPOR           bitMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          mask10<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VBROADCASTI128 80(BX), Y9
+	VPSRLVD        shiftHigh4<>+0(SB), Y9, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPBROADCASTD   76(BX), Y10
+	VPSHUFB        bitBytes<>+0(SB), Y10, Y10
+	VPOR           bitMask<>+0(SB), Y10, Y10
+	VPCMPEQB       allOnes<>+0(SB), Y10, Y10
+	VPAND          mask10<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     48(DI)(SI*1), Y4, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(DI)(SI*1), Y5, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(DI)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(DI)(SI*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (DI)(SI*1), Y11
+	VMULPS         Y3, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPMADDUBSW     80(R8)(SI*1), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VPMADDUBSW     112(R8)(SI*1), Y8, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     144(R8)(SI*1), Y9, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPHADDD        Y8, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTF128 (R8)(SI*1), Y5
+	VMULPS         Y3, Y5, Y5
+	VFMADD231PS    Y4, Y5, Y2
+	MOVWLZX        2(BX), R10
+	VMOVD          R10, X6
+	VPINSRW        $0x01, 26(BX), X6, X6
+	VPINSRW        $0x02, 50(BX), X6, X6
+	VPINSRW        $0x03, 74(BX), X6, X6
+	VCVTPH2PS      X6, X6
+	VMOVUPS        32(DI)(SI*1), X7
+	VFMADD231PS    Y7, Y6, Y1
+	VMOVUPS        32(R8)(SI*1), X7
+	VFMADD231PS    Y7, Y6, Y2
+	ADDQ           $0x00000060, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R9
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_NLx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ          R9, R9
+	JZ             store
+	MOVWLZX        (BX), R10
+	VMOVD          R10, X3
+	VPINSRW        $0x01, 18(BX), X3, X3
+	VPINSRW        $0x02, 36(BX), X3, X3
+	VPINSRW        $0x03, 54(BX), X3, X3
+	VCVTPH2PS      X3, X3
+	VINSERTF128    $0x01, X3, Y3, Y3
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y4
+	VBROADCASTI128 2(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPSHUFB        Y5, Y4, Y5
+	VBROADCASTI128 20(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y4, Y6
+	VBROADCASTI128 38(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPSHUFB        Y7, Y4, Y7
+	VBROADCASTI128 56(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y4, Y8
+	VMOVDQU        48(DI)(SI*1), Y4
+	VPSIGNB        Y5, Y4, Y4
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y4, Y9, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VMOVDQU        80(DI)(SI*1), Y9
+	VPSIGNB        Y6, Y9, Y9
+	VPABSB         Y6, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPHADDD        Y9, Y4, Y4
+	VMOVDQU        112(DI)(SI*1), Y9
+	VPSIGNB        Y7, Y9, Y9
+	VPABSB         Y7, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VMOVDQU        144(DI)(SI*1), Y10
+	VPSIGNB        Y8, Y10, Y10
+	VPABSB         Y8, Y11
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y9, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTF128 (DI)(SI*1), Y9
+	VMULPS         Y3, Y9, Y9
+	VFMADD231PS    Y4, Y9, Y1
+	VMOVDQU        48(R8)(SI*1), Y4
+	VPSIGNB        Y5, Y4, Y4
+	VPABSB         Y5, Y5
+	VPMADDUBSW     Y4, Y5, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VMOVDQU        80(R8)(SI*1), Y5
+	VPSIGNB        Y6, Y5, Y5
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y5, Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VMOVDQU        112(R8)(SI*1), Y5
+	VPSIGNB        Y7, Y5, Y5
+	VPABSB         Y7, Y6
+	VPMADDUBSW     Y5, Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VMOVDQU        144(R8)(SI*1), Y6
+	VPSIGNB        Y8, Y6, Y6
+	VPABSB         Y8, Y7
+	VPMADDUBSW     Y6, Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTF128 (R8)(SI*1), Y5
+	VMULPS         Y3, Y5, Y5
+	VFMADD231PS    Y4, Y5, Y2
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R9
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ2_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ2_Kx2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ        R9, R9
+	JZ           store
+	VMOVDQU      (BX), X2
+	VPAND        mask0F<>+0(SB), X2, X3
+	VPMOVZXBW    X3, Y3
+	VPSRLW       $0x04, X2, X2
+	VPAND        mask0F<>+0(SB), X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y3, Y4
+	VPERMQ       $0xee, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      16(BX), Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSHUFB      maskQ6KScale<>+0(SB), Y4, Y8
+	VPMADDUBSW   52(DI)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   52(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      16(BX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSHUFB      maskQ6KScale<>+32(SB), Y4, Y8
+	VPMADDUBSW   84(DI)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   84(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      16(BX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSHUFB      maskQ6KScale<>+64(SB), Y4, Y8
+	VPMADDUBSW   116(DI)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   116(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      16(BX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSHUFB      maskQ6KScale<>+96(SB), Y4, Y4
+	VPMADDUBSW   148(DI)(SI*1), Y7, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   148(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      48(BX), Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSHUFB      maskQ6KScale<>+0(SB), Y3, Y7
+	VPMADDUBSW   180(DI)(SI*1), Y4, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   180(R8)(SI*1), Y4, Y4
+	VPMADDWD     Y7, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      48(BX), Y4
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSHUFB      maskQ6KScale<>+32(SB), Y3, Y7
+	VPMADDUBSW   212(DI)(SI*1), Y4, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   212(R8)(SI*1), Y4, Y4
+	VPMADDWD     Y7, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      48(BX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSHUFB      maskQ6KScale<>+64(SB), Y3, Y7
+	VPMADDUBSW   244(DI)(SI*1), Y4, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   244(R8)(SI*1), Y4, Y4
+	VPMADDWD     Y7, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      48(BX), Y4
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSHUFB      maskQ6KScale<>+96(SB), Y3, Y3
+	VPMADDUBSW   276(DI)(SI*1), Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   276(R8)(SI*1), Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	MOVWLZX      80(BX), R10
+	VMOVD        R10, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	MOVWLZX      82(BX), R10
+	VMOVD        R10, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (DI)(SI*1), Y7
+	VMULPS       Y3, Y7, Y7
+	VFMADD231PS  Y5, Y7, Y0
+	VPMADDWD     4(DI)(SI*1), Y2, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (DI)(SI*1), Y7
+	VMULPS       Y4, Y7, Y7
+	VFNMADD231PS Y5, Y7, Y0
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R8)(SI*1), Y5
+	VMULPS       Y3, Y5, Y5
+	VFMADD231PS  Y6, Y5, Y1
+	VPMADDWD     4(R8)(SI*1), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R8)(SI*1), Y5
+	VMULPS       Y4, Y5, Y5
+	VFNMADD231PS Y2, Y5, Y1
+	ADDQ         $0x00000054, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R9
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ3_Kx2(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ3_Kx2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ        R9, R9
+	JZ           store
+	MOVL         96(BX), R10
+	MOVL         100(BX), R11
+	MOVL         104(BX), R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R12, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	VMOVD        R13, X2
+	MOVL         R11, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R12, R14
+	SHRL         $0x02, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	VPINSRD      $0x01, R13, X2, X2
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R10
+	VPINSRD      $0x02, R10, X2, X2
+	MOVL         R11, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VPINSRD      $0x03, R10, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPSUBW       word32<>+0(SB), Y2, Y2
+	VPMADDWD     4(DI)(SI*1), Y2, Y3
+	VPSLLD       $0x02, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y3, Y4, Y4
+	VPMADDWD     4(R8)(SI*1), Y2, Y3
+	VPSLLD       $0x02, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y3, Y5, Y5
+	VPERMQ       $0x44, Y2, Y3
+	VPERMQ       $0xee, Y2, Y2
+	VMOVDQU      (BX), Y6
+	VMOVDQU      32(BX), Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSLLW       $0x02, Y6, Y8
+	VPAND        mask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ6KScale<>+0(SB), Y3, Y8
+	VPMADDUBSW   52(DI)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   52(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(BX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSLLW       $0x01, Y6, Y8
+	VPAND        mask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ6KScale<>+32(SB), Y3, Y8
+	VPMADDUBSW   84(DI)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   84(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(BX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPAND        mask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ6KScale<>+64(SB), Y3, Y8
+	VPMADDUBSW   116(DI)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   116(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(BX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        mask03<>+0(SB), Y7, Y7
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        mask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      maskQ6KScale<>+96(SB), Y3, Y3
+	VPMADDUBSW   148(DI)(SI*1), Y7, Y8
+	VPMADDWD     Y3, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   148(R8)(SI*1), Y7, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      64(BX), Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        mask04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VPSHUFB      maskQ6KScale<>+0(SB), Y2, Y7
+	VPMADDUBSW   180(DI)(SI*1), Y3, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   180(R8)(SI*1), Y3, Y3
+	VPMADDWD     Y7, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VMOVDQU      64(BX), Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSRLW       $0x03, Y6, Y7
+	VPAND        mask04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VPSHUFB      maskQ6KScale<>+32(SB), Y2, Y7
+	VPMADDUBSW   212(DI)(SI*1), Y3, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   212(R8)(SI*1), Y3, Y3
+	VPMADDWD     Y7, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VMOVDQU      64(BX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        mask04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VPSHUFB      maskQ6KScale<>+64(SB), Y2, Y7
+	VPMADDUBSW   244(DI)(SI*1), Y3, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPMADDUBSW   244(R8)(SI*1), Y3, Y3
+	VPMADDWD     Y7, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VMOVDQU      64(BX), Y3
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        mask04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPSHUFB      maskQ6KScale<>+96(SB), Y2, Y2
+	VPMADDUBSW   276(DI)(SI*1), Y3, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMADDUBSW   276(R8)(SI*1), Y3, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	MOVWLZX      108(BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (DI)(SI*1), Y3
+	VMULPS       Y2, Y3, Y3
+	VFMADD231PS  Y4, Y3, Y0
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R8)(SI*1), Y3
+	VMULPS       Y2, Y3, Y3
+	VFMADD231PS  Y5, Y3, Y1
+	ADDQ         $0x0000006e, BX
 	ADDQ         $0x00000134, SI
 	DECQ         R9
 	JMP          tail
@@ -2918,6 +5427,1650 @@ tail:
 	VMULPS       Y3, Y4, Y4
 	VFMADD231PS  Y7, Y4, Y2
 	ADDQ         $0x000000d2, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R10
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_Kx3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ        R10, R10
+	JZ           store
+	MOVL         4(BX), R11
+	MOVL         R11, R12
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X3
+	MOVL         12(BX), R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R11
+	ANDL         $0x30303030, R11
+	ORL          R11, R12
+	VPINSRD      $0x01, R12, X3, X3
+	VPMOVZXBW    X3, X3
+	MOVL         8(BX), R11
+	MOVL         R11, R12
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X4
+	MOVL         12(BX), R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R11
+	ANDL         $0x30303030, R11
+	ORL          R11, R12
+	VPINSRD      $0x01, R12, X4, X4
+	VPMOVZXBW    X4, X4
+	VINSERTI128  $0x01, X3, Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      16(BX), Y8
+	VMOVDQU      48(BX), Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+0(SB), Y3, Y10
+	VPMADDUBSW   52(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   52(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   52(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(BX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSLLW       $0x03, Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+32(SB), Y3, Y10
+	VPMADDUBSW   84(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   84(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   84(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(BX), Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+64(SB), Y3, Y10
+	VPMADDUBSW   116(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   116(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   116(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(BX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSLLW       $0x01, Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+96(SB), Y3, Y10
+	VPMADDUBSW   148(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   148(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   148(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(BX), Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VMOVDQA      Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+128(SB), Y3, Y10
+	VPMADDUBSW   180(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   180(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   180(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(BX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSRLW       $0x01, Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+160(SB), Y3, Y10
+	VPMADDUBSW   212(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   212(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   212(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      144(BX), Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSRLW       $0x02, Y8, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+192(SB), Y3, Y10
+	VPMADDUBSW   244(DI)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   244(R8)(SI*1), Y9, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   244(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      144(BX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        mask0F<>+0(SB), Y9, Y9
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        mask10<>+0(SB), Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSHUFB      maskQ4KScale<>+224(SB), Y3, Y8
+	VPMADDUBSW   276(DI)(SI*1), Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   276(R8)(SI*1), Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   276(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVWLZX      (BX), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	MOVWLZX      2(BX), R11
+	VMOVD        R11, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (DI)(SI*1), Y10
+	VMULPS       Y8, Y10, Y10
+	VFMADD231PS  Y5, Y10, Y0
+	VPMADDWD     36(DI)(SI*1), X4, X11
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (DI)(SI*1), Y10
+	VMULPS       Y9, Y10, Y10
+	VFNMADD231PS Y11, Y10, Y0
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R8)(SI*1), Y5
+	VMULPS       Y8, Y5, Y5
+	VFMADD231PS  Y6, Y5, Y1
+	VPMADDWD     36(R8)(SI*1), X4, X11
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (R8)(SI*1), Y5
+	VMULPS       Y9, Y5, Y5
+	VFNMADD231PS Y11, Y5, Y1
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9)(SI*1), Y5
+	VMULPS       Y8, Y5, Y5
+	VFMADD231PS  Y7, Y5, Y2
+	VPMADDWD     36(R9)(SI*1), X4, X4
+	VCVTDQ2PS    X4, X4
+	VBROADCASTSS (R9)(SI*1), Y5
+	VMULPS       Y9, Y5, Y5
+	VFNMADD231PS Y4, Y5, Y2
+	ADDQ         $0x000000b0, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R10
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_XSx3(SB), NOSPLIT, $0-64
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y0
+	MOVQ           w+0(FP), AX
+	MOVQ           rows+16(FP), CX
+	MOVQ           out+48(FP), DX
+	MOVQ           x+32(FP), DI
+	MOVQ           xstride+40(FP), BX
+	LEAQ           (DI)(BX*1), R8
+	LEAQ           (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ          R10, R10
+	JZ             store
+	VPBROADCASTD   4(BX), Y4
+	VPSRLVD        shiftIQ4L<>+0(SB), Y4, Y4
+	VPAND          dwordF<>+0(SB), Y4, Y4
+	VPBROADCASTW   2(BX), Y5
+	VPSRLVD        shiftIQ4H<>+0(SB), Y5, Y5
+	VPAND          dword3<>+0(SB), Y5, Y5
+	VPSLLD         $0x04, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VPSUBD         dword32<>+0(SB), Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPACKSSDW      X5, X4, X4
+	VINSERTI128    $0x01, X4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	VBROADCASTI128 8(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+0(SB), Y4, Y10
+	VMOVDQU        52(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        52(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        52(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 24(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+32(SB), Y4, Y10
+	VMOVDQU        84(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        84(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        84(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 40(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+64(SB), Y4, Y10
+	VMOVDQU        116(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        116(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        116(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 56(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+96(SB), Y4, Y10
+	VMOVDQU        148(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        148(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        148(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 72(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+128(SB), Y4, Y10
+	VMOVDQU        180(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        180(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        180(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 88(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+160(SB), Y4, Y10
+	VMOVDQU        212(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        212(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        212(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 104(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+192(SB), Y4, Y10
+	VMOVDQU        244(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y5, Y5
+	VMOVDQU        244(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VMOVDQU        244(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y7, Y7
+	VBROADCASTI128 120(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y0, Y8
+	VPABSB         Y8, Y9
+	VPSHUFB        maskQ4KScale<>+224(SB), Y4, Y4
+	VMOVDQU        276(DI)(SI*1), Y10
+	VPSIGNB        Y8, Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y4, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VMOVDQU        276(R8)(SI*1), Y10
+	VPSIGNB        Y8, Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y4, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VMOVDQU        276(R9)(SI*1), Y10
+	VPSIGNB        Y8, Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y4, Y10, Y10
+	VPADDD         Y10, Y7, Y7
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   X4, Y4
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (DI)(SI*1), Y8
+	VMULPS         Y4, Y8, Y8
+	VFMADD231PS    Y5, Y8, Y1
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (R8)(SI*1), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y6, Y5, Y2
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (R9)(SI*1), Y5
+	VMULPS         Y4, Y5, Y5
+	VFMADD231PS    Y7, Y5, Y3
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x00000134, SI
+	DECQ           R10
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0x4e, X4, X1
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0xb1, X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1x3(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ          R10, R10
+	JZ             store
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
+	VPINSRW        $0x01, 20(BX), X4, X4
+	VPINSRW        $0x02, 40(BX), X4, X4
+	VPINSRW        $0x03, 60(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VBROADCASTI128 4(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VBROADCASTI128 24(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VBROADCASTI128 44(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VBROADCASTI128 64(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPMADDUBSW     48(DI)(SI*1), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     80(DI)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPMADDUBSW     112(DI)(SI*1), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     144(DI)(SI*1), Y8, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (DI)(SI*1), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     80(R8)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPMADDUBSW     112(R8)(SI*1), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     144(R8)(SI*1), Y8, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (R8)(SI*1), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y2
+	VPMADDUBSW     48(R9)(SI*1), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     80(R9)(SI*1), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPMADDUBSW     112(R9)(SI*1), Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     144(R9)(SI*1), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (R9)(SI*1), Y6
+	VMULPS         Y4, Y6, Y6
+	VFMADD231PS    Y5, Y6, Y3
+	MOVWLZX        2(BX), R11
+	VMOVD          R11, X11
+	VPINSRW        $0x01, 22(BX), X11, X11
+	VPINSRW        $0x02, 42(BX), X11, X11
+	VPINSRW        $0x03, 62(BX), X11, X11
+	VCVTPH2PS      X11, X11
+	VMOVUPS        32(DI)(SI*1), X12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVUPS        32(R8)(SI*1), X12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVUPS        32(R9)(SI*1), X12
+	VFMADD231PS    Y12, Y11, Y3
+	ADDQ           $0x00000050, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R10
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0x4e, X4, X1
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0xb1, X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_0x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_0x3(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ          R10, R10
+	JZ             store
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
+	VPINSRW        $0x01, 22(BX), X4, X4
+	VPINSRW        $0x02, 44(BX), X4, X4
+	VPINSRW        $0x03, 66(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VBROADCASTI128 6(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   2(BX), Y6
+	VPSHUFB        bitBytes<>+0(SB), Y6, Y6
+	VPOR           bitMask<>+0(SB), Y6, Y6
+	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
+	VPAND          mask10<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VBROADCASTI128 28(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   24(BX), Y7
+	VPSHUFB        bitBytes<>+0(SB), Y7, Y7
+	VPOR           bitMask<>+0(SB), Y7, Y7
+	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
+	VPAND          mask10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VBROADCASTI128 50(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPBROADCASTD   46(BX), Y8
+	VPSHUFB        bitBytes<>+0(SB), Y8, Y8
+	VPOR           bitMask<>+0(SB), Y8, Y8
+	VPCMPEQB       allOnes<>+0(SB), Y8, Y8
+	VPAND          mask10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VBROADCASTI128 72(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   68(BX), Y9
+	VPSHUFB        bitBytes<>+0(SB), Y9, Y9
+	VPOR           bitMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          mask10<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     48(DI)(SI*1), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     80(DI)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPMADDUBSW     112(DI)(SI*1), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     144(DI)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPADDD         16(DI)(SI*1), Y9, Y9
+	VPADDD         16(DI)(SI*1), Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (DI)(SI*1), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y5, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPMADDUBSW     80(R8)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPMADDUBSW     112(R8)(SI*1), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     144(R8)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VPADDD         16(R8)(SI*1), Y9, Y9
+	VPADDD         16(R8)(SI*1), Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTF128 (R8)(SI*1), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y9, Y10, Y2
+	VPMADDUBSW     48(R9)(SI*1), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     80(R9)(SI*1), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPMADDUBSW     112(R9)(SI*1), Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     144(R9)(SI*1), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPADDD         16(R9)(SI*1), Y5, Y5
+	VPADDD         16(R9)(SI*1), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (R9)(SI*1), Y6
+	VMULPS         Y4, Y6, Y6
+	VFMADD231PS    Y5, Y6, Y3
+	ADDQ           $0x00000058, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R10
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0x4e, X4, X1
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0xb1, X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1x3(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ          R10, R10
+	JZ             store
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
+	VPINSRW        $0x01, 24(BX), X4, X4
+	VPINSRW        $0x02, 48(BX), X4, X4
+	VPINSRW        $0x03, 72(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VBROADCASTI128 8(BX), Y5
+	VPSRLVD        shiftHigh4<>+0(SB), Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   4(BX), Y6
+	VPSHUFB        bitBytes<>+0(SB), Y6, Y6
+	VPOR           bitMask<>+0(SB), Y6, Y6
+	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
+	VPAND          mask10<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VBROADCASTI128 32(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   28(BX), Y9
+	VPSHUFB        bitBytes<>+0(SB), Y9, Y9
+	VPOR           bitMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          mask10<>+0(SB), Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VBROADCASTI128 56(BX), Y9
+	VPSRLVD        shiftHigh4<>+0(SB), Y9, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPBROADCASTD   52(BX), Y10
+	VPSHUFB        bitBytes<>+0(SB), Y10, Y10
+	VPOR           bitMask<>+0(SB), Y10, Y10
+	VPCMPEQB       allOnes<>+0(SB), Y10, Y10
+	VPAND          mask10<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VBROADCASTI128 80(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPBROADCASTD   76(BX), Y11
+	VPSHUFB        bitBytes<>+0(SB), Y11, Y11
+	VPOR           bitMask<>+0(SB), Y11, Y11
+	VPCMPEQB       allOnes<>+0(SB), Y11, Y11
+	VPAND          mask10<>+0(SB), Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     48(DI)(SI*1), Y5, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     80(DI)(SI*1), Y6, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPMADDUBSW     112(DI)(SI*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     144(DI)(SI*1), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTF128 (DI)(SI*1), Y12
+	VMULPS         Y4, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y5, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     80(R8)(SI*1), Y6, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPMADDUBSW     112(R8)(SI*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     144(R8)(SI*1), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTF128 (R8)(SI*1), Y12
+	VMULPS         Y4, Y12, Y12
+	VFMADD231PS    Y11, Y12, Y2
+	VPMADDUBSW     48(R9)(SI*1), Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDUBSW     80(R9)(SI*1), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPMADDUBSW     112(R9)(SI*1), Y9, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     144(R9)(SI*1), Y10, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VPHADDD        Y9, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (R9)(SI*1), Y6
+	VMULPS         Y4, Y6, Y6
+	VFMADD231PS    Y5, Y6, Y3
+	MOVWLZX        2(BX), R11
+	VMOVD          R11, X7
+	VPINSRW        $0x01, 26(BX), X7, X7
+	VPINSRW        $0x02, 50(BX), X7, X7
+	VPINSRW        $0x03, 74(BX), X7, X7
+	VCVTPH2PS      X7, X7
+	VMOVUPS        32(DI)(SI*1), X8
+	VFMADD231PS    Y8, Y7, Y1
+	VMOVUPS        32(R8)(SI*1), X8
+	VFMADD231PS    Y8, Y7, Y2
+	VMOVUPS        32(R9)(SI*1), X8
+	VFMADD231PS    Y8, Y7, Y3
+	ADDQ           $0x00000060, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R10
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0x4e, X4, X1
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0xb1, X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_NLx3(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ          R10, R10
+	JZ             store
+	MOVWLZX        (BX), R11
+	VMOVD          R11, X4
+	VPINSRW        $0x01, 18(BX), X4, X4
+	VPINSRW        $0x02, 36(BX), X4, X4
+	VPINSRW        $0x03, 54(BX), X4, X4
+	VCVTPH2PS      X4, X4
+	VINSERTF128    $0x01, X4, Y4, Y4
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y5
+	VBROADCASTI128 2(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPSHUFB        Y6, Y5, Y6
+	VBROADCASTI128 20(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPSHUFB        Y7, Y5, Y7
+	VBROADCASTI128 38(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y5, Y8
+	VBROADCASTI128 56(BX), Y9
+	VPSRLVD        shiftHigh4<>+0(SB), Y9, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPSHUFB        Y9, Y5, Y9
+	VMOVDQU        48(DI)(SI*1), Y5
+	VPSIGNB        Y6, Y5, Y5
+	VPABSB         Y6, Y10
+	VPMADDUBSW     Y5, Y10, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VMOVDQU        80(DI)(SI*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPABSB         Y7, Y11
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y5, Y5
+	VMOVDQU        112(DI)(SI*1), Y10
+	VPSIGNB        Y8, Y10, Y10
+	VPABSB         Y8, Y11
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        144(DI)(SI*1), Y11
+	VPSIGNB        Y9, Y11, Y11
+	VPABSB         Y9, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (DI)(SI*1), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y5, Y10, Y1
+	VMOVDQU        48(R8)(SI*1), Y5
+	VPSIGNB        Y6, Y5, Y5
+	VPABSB         Y6, Y10
+	VPMADDUBSW     Y5, Y10, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VMOVDQU        80(R8)(SI*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPABSB         Y7, Y11
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y5, Y5
+	VMOVDQU        112(R8)(SI*1), Y10
+	VPSIGNB        Y8, Y10, Y10
+	VPABSB         Y8, Y11
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VMOVDQU        144(R8)(SI*1), Y11
+	VPSIGNB        Y9, Y11, Y11
+	VPABSB         Y9, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (R8)(SI*1), Y10
+	VMULPS         Y4, Y10, Y10
+	VFMADD231PS    Y5, Y10, Y2
+	VMOVDQU        48(R9)(SI*1), Y5
+	VPSIGNB        Y6, Y5, Y5
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y5, Y6, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VMOVDQU        80(R9)(SI*1), Y6
+	VPSIGNB        Y7, Y6, Y6
+	VPABSB         Y7, Y7
+	VPMADDUBSW     Y6, Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VMOVDQU        112(R9)(SI*1), Y6
+	VPSIGNB        Y8, Y6, Y6
+	VPABSB         Y8, Y7
+	VPMADDUBSW     Y6, Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VMOVDQU        144(R9)(SI*1), Y7
+	VPSIGNB        Y9, Y7, Y7
+	VPABSB         Y9, Y8
+	VPMADDUBSW     Y7, Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTF128 (R9)(SI*1), Y6
+	VMULPS         Y4, Y6, Y6
+	VFMADD231PS    Y5, Y6, Y3
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R10
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0x4e, X4, X1
+	VADDPS       X1, X4, X4
+	VPERMILPS    $0xb1, X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ2_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ2_Kx3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ        R10, R10
+	JZ           store
+	VMOVDQU      (BX), X3
+	VPAND        mask0F<>+0(SB), X3, X4
+	VPMOVZXBW    X4, Y4
+	VPSRLW       $0x04, X3, X3
+	VPAND        mask0F<>+0(SB), X3, X3
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y4, Y5
+	VPERMQ       $0xee, Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      16(BX), Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSHUFB      maskQ6KScale<>+0(SB), Y5, Y10
+	VPMADDUBSW   52(DI)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   52(R8)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   52(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      16(BX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSHUFB      maskQ6KScale<>+32(SB), Y5, Y10
+	VPMADDUBSW   84(DI)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   84(R8)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   84(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      16(BX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSHUFB      maskQ6KScale<>+64(SB), Y5, Y10
+	VPMADDUBSW   116(DI)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   116(R8)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   116(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      16(BX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSHUFB      maskQ6KScale<>+96(SB), Y5, Y5
+	VPMADDUBSW   148(DI)(SI*1), Y9, Y10
+	VPMADDWD     Y5, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   148(R8)(SI*1), Y9, Y10
+	VPMADDWD     Y5, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMADDUBSW   148(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y5, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      48(BX), Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+0(SB), Y4, Y9
+	VPMADDUBSW   180(DI)(SI*1), Y5, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   180(R8)(SI*1), Y5, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMADDUBSW   180(R9)(SI*1), Y5, Y5
+	VPMADDWD     Y9, Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      48(BX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+32(SB), Y4, Y9
+	VPMADDUBSW   212(DI)(SI*1), Y5, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   212(R8)(SI*1), Y5, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMADDUBSW   212(R9)(SI*1), Y5, Y5
+	VPMADDWD     Y9, Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      48(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+64(SB), Y4, Y9
+	VPMADDUBSW   244(DI)(SI*1), Y5, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   244(R8)(SI*1), Y5, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMADDUBSW   244(R9)(SI*1), Y5, Y5
+	VPMADDWD     Y9, Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      48(BX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSHUFB      maskQ6KScale<>+96(SB), Y4, Y4
+	VPMADDUBSW   276(DI)(SI*1), Y5, Y9
+	VPMADDWD     Y4, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   276(R8)(SI*1), Y5, Y9
+	VPMADDWD     Y4, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   276(R9)(SI*1), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	MOVWLZX      80(BX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	MOVWLZX      82(BX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(SI*1), Y9
+	VMULPS       Y4, Y9, Y9
+	VFMADD231PS  Y6, Y9, Y0
+	VPMADDWD     4(DI)(SI*1), Y3, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(SI*1), Y9
+	VMULPS       Y5, Y9, Y9
+	VFNMADD231PS Y6, Y9, Y0
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R8)(SI*1), Y6
+	VMULPS       Y4, Y6, Y6
+	VFMADD231PS  Y7, Y6, Y1
+	VPMADDWD     4(R8)(SI*1), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R8)(SI*1), Y6
+	VMULPS       Y5, Y6, Y6
+	VFNMADD231PS Y7, Y6, Y1
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R9)(SI*1), Y6
+	VMULPS       Y4, Y6, Y6
+	VFMADD231PS  Y8, Y6, Y2
+	VPMADDWD     4(R9)(SI*1), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9)(SI*1), Y6
+	VMULPS       Y5, Y6, Y6
+	VFNMADD231PS Y3, Y6, Y2
+	ADDQ         $0x00000054, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R10
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ3_Kx3(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ3_Kx3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ        R10, R10
+	JZ           store
+	MOVL         96(BX), R11
+	MOVL         100(BX), R12
+	MOVL         104(BX), R13
+	MOVL         R11, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R13, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	VMOVD        R14, X3
+	MOVL         R12, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R13, R15
+	SHRL         $0x02, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	VPINSRD      $0x01, R14, X3, X3
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R11
+	VPINSRD      $0x02, R11, X3, X3
+	MOVL         R12, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R13, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	VPINSRD      $0x03, R11, X3, X3
+	VPMOVZXBW    X3, Y3
+	VPSUBW       word32<>+0(SB), Y3, Y3
+	VPMADDWD     4(DI)(SI*1), Y3, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y4, Y5, Y5
+	VPMADDWD     4(R8)(SI*1), Y3, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y4, Y6, Y6
+	VPMADDWD     4(R9)(SI*1), Y3, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y4, Y7, Y7
+	VPERMQ       $0x44, Y3, Y4
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VMOVDQU      32(BX), Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        mask04<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ6KScale<>+0(SB), Y4, Y10
+	VPMADDUBSW   52(DI)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   52(R8)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   52(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(BX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSLLW       $0x01, Y8, Y10
+	VPAND        mask04<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ6KScale<>+32(SB), Y4, Y10
+	VPMADDUBSW   84(DI)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   84(R8)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   84(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(BX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VMOVDQA      Y8, Y10
+	VPAND        mask04<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ6KScale<>+64(SB), Y4, Y10
+	VPMADDUBSW   116(DI)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   116(R8)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   116(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(BX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        mask03<>+0(SB), Y9, Y9
+	VPSRLW       $0x01, Y8, Y10
+	VPAND        mask04<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      maskQ6KScale<>+96(SB), Y4, Y4
+	VPMADDUBSW   148(DI)(SI*1), Y9, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   148(R8)(SI*1), Y9, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   148(R9)(SI*1), Y9, Y9
+	VPMADDWD     Y4, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(BX), Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        mask04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VPSHUFB      maskQ6KScale<>+0(SB), Y3, Y9
+	VPMADDUBSW   180(DI)(SI*1), Y4, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   180(R8)(SI*1), Y4, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   180(R9)(SI*1), Y4, Y4
+	VPMADDWD     Y9, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VMOVDQU      64(BX), Y4
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x03, Y8, Y9
+	VPAND        mask04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VPSHUFB      maskQ6KScale<>+32(SB), Y3, Y9
+	VPMADDUBSW   212(DI)(SI*1), Y4, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   212(R8)(SI*1), Y4, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   212(R9)(SI*1), Y4, Y4
+	VPMADDWD     Y9, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VMOVDQU      64(BX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        mask04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VPSHUFB      maskQ6KScale<>+64(SB), Y3, Y9
+	VPMADDUBSW   244(DI)(SI*1), Y4, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   244(R8)(SI*1), Y4, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   244(R9)(SI*1), Y4, Y4
+	VPMADDWD     Y9, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VMOVDQU      64(BX), Y4
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x05, Y8, Y8
+	VPAND        mask04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPSHUFB      maskQ6KScale<>+96(SB), Y3, Y3
+	VPMADDUBSW   276(DI)(SI*1), Y4, Y8
+	VPMADDWD     Y3, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   276(R8)(SI*1), Y4, Y8
+	VPMADDWD     Y3, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   276(R9)(SI*1), Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	MOVWLZX      108(BX), R11
+	VMOVD        R11, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (DI)(SI*1), Y4
+	VMULPS       Y3, Y4, Y4
+	VFMADD231PS  Y5, Y4, Y0
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R8)(SI*1), Y4
+	VMULPS       Y3, Y4, Y4
+	VFMADD231PS  Y6, Y4, Y1
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9)(SI*1), Y4
+	VMULPS       Y3, Y4, Y4
+	VFMADD231PS  Y7, Y4, Y2
+	ADDQ         $0x0000006e, BX
 	ADDQ         $0x00000134, SI
 	DECQ         R10
 	JMP          tail
@@ -4120,6 +8273,1953 @@ tail:
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  Y9, Y5, Y3
 	ADDQ         $0x000000d2, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R11
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_Kx4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ        R11, R11
+	JZ           store
+	MOVL         4(BX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	VMOVD        R13, X4
+	MOVL         12(BX), R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x02, R12
+	ANDL         $0x30303030, R12
+	ORL          R12, R13
+	VPINSRD      $0x01, R13, X4, X4
+	VPMOVZXBW    X4, X4
+	MOVL         8(BX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	VMOVD        R13, X5
+	MOVL         12(BX), R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x02, R12
+	ANDL         $0x30303030, R12
+	ORL          R12, R13
+	VPINSRD      $0x01, R13, X5, X5
+	VPMOVZXBW    X5, X5
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      16(BX), Y10
+	VMOVDQU      48(BX), Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+0(SB), Y4, Y12
+	VPMADDUBSW   52(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   52(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   52(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   52(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      48(BX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSLLW       $0x03, Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+32(SB), Y4, Y12
+	VPMADDUBSW   84(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   84(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   84(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   84(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      80(BX), Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+64(SB), Y4, Y12
+	VPMADDUBSW   116(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   116(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   116(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   116(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      80(BX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSLLW       $0x01, Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+96(SB), Y4, Y12
+	VPMADDUBSW   148(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   148(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   148(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   148(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      112(BX), Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VMOVDQA      Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+128(SB), Y4, Y12
+	VPMADDUBSW   180(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   180(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   180(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   180(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      112(BX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSRLW       $0x01, Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+160(SB), Y4, Y12
+	VPMADDUBSW   212(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   212(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   212(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   212(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      144(BX), Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSRLW       $0x02, Y10, Y12
+	VPAND        mask10<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+192(SB), Y4, Y12
+	VPMADDUBSW   244(DI)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   244(R8)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   244(R9)(SI*1), Y11, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   244(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      144(BX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        mask0F<>+0(SB), Y11, Y11
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        mask10<>+0(SB), Y10, Y10
+	VPOR         Y10, Y11, Y11
+	VPSHUFB      maskQ4KScale<>+224(SB), Y4, Y10
+	VPMADDUBSW   276(DI)(SI*1), Y11, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   276(R8)(SI*1), Y11, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   276(R9)(SI*1), Y11, Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   276(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWLZX      (BX), R12
+	VMOVD        R12, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	MOVWLZX      2(BX), R12
+	VMOVD        R12, X11
+	VCVTPH2PS    X11, X11
+	VBROADCASTSS X11, Y11
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(SI*1), Y12
+	VMULPS       Y10, Y12, Y12
+	VFMADD231PS  Y6, Y12, Y0
+	VPMADDWD     36(DI)(SI*1), X5, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (DI)(SI*1), Y12
+	VMULPS       Y11, Y12, Y12
+	VFNMADD231PS Y13, Y12, Y0
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R8)(SI*1), Y6
+	VMULPS       Y10, Y6, Y6
+	VFMADD231PS  Y7, Y6, Y1
+	VPMADDWD     36(R8)(SI*1), X5, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (R8)(SI*1), Y6
+	VMULPS       Y11, Y6, Y6
+	VFNMADD231PS Y13, Y6, Y1
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R9)(SI*1), Y6
+	VMULPS       Y10, Y6, Y6
+	VFMADD231PS  Y8, Y6, Y2
+	VPMADDWD     36(R9)(SI*1), X5, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (R9)(SI*1), Y6
+	VMULPS       Y11, Y6, Y6
+	VFNMADD231PS Y13, Y6, Y2
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R10)(SI*1), Y6
+	VMULPS       Y10, Y6, Y6
+	VFMADD231PS  Y9, Y6, Y3
+	VPMADDWD     36(R10)(SI*1), X5, X5
+	VCVTDQ2PS    X5, X5
+	VBROADCASTSS (R10)(SI*1), Y6
+	VMULPS       Y11, Y6, Y6
+	VFNMADD231PS Y5, Y6, Y3
+	ADDQ         $0x000000b0, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R11
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_XSx4(SB), NOSPLIT, $0-64
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y0
+	MOVQ           w+0(FP), AX
+	MOVQ           rows+16(FP), CX
+	MOVQ           out+48(FP), DX
+	MOVQ           x+32(FP), DI
+	MOVQ           xstride+40(FP), BX
+	LEAQ           (DI)(BX*1), R8
+	LEAQ           (R8)(BX*1), R9
+	LEAQ           (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ          R11, R11
+	JZ             store
+	VPBROADCASTD   4(BX), Y5
+	VPSRLVD        shiftIQ4L<>+0(SB), Y5, Y5
+	VPAND          dwordF<>+0(SB), Y5, Y5
+	VPBROADCASTW   2(BX), Y6
+	VPSRLVD        shiftIQ4H<>+0(SB), Y6, Y6
+	VPAND          dword3<>+0(SB), Y6, Y6
+	VPSLLD         $0x04, Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSUBD         dword32<>+0(SB), Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPACKSSDW      X6, X5, X5
+	VINSERTI128    $0x01, X5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	VPXOR          Y8, Y8, Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 8(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+0(SB), Y5, Y12
+	VMOVDQU        52(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        52(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        52(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        52(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 24(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+32(SB), Y5, Y12
+	VMOVDQU        84(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        84(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        84(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        84(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 40(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+64(SB), Y5, Y12
+	VMOVDQU        116(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        116(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        116(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        116(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 56(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+96(SB), Y5, Y12
+	VMOVDQU        148(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        148(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        148(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        148(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 72(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+128(SB), Y5, Y12
+	VMOVDQU        180(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        180(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        180(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        180(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 88(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+160(SB), Y5, Y12
+	VMOVDQU        212(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        212(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        212(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        212(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 104(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+192(SB), Y5, Y12
+	VMOVDQU        244(DI)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y6, Y6
+	VMOVDQU        244(R8)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VMOVDQU        244(R9)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VMOVDQU        244(R10)(SI*1), Y13
+	VPSIGNB        Y10, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VBROADCASTI128 120(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y0, Y10
+	VPABSB         Y10, Y11
+	VPSHUFB        maskQ4KScale<>+224(SB), Y5, Y5
+	VMOVDQU        276(DI)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPMADDWD       Y5, Y12, Y12
+	VPADDD         Y12, Y6, Y6
+	VMOVDQU        276(R8)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPMADDWD       Y5, Y12, Y12
+	VPADDD         Y12, Y7, Y7
+	VMOVDQU        276(R9)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPMADDWD       Y5, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VMOVDQU        276(R10)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPMADDWD       Y5, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   X5, Y5
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (DI)(SI*1), Y10
+	VMULPS         Y5, Y10, Y10
+	VFMADD231PS    Y6, Y10, Y1
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (R8)(SI*1), Y6
+	VMULPS         Y5, Y6, Y6
+	VFMADD231PS    Y7, Y6, Y2
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (R9)(SI*1), Y6
+	VMULPS         Y5, Y6, Y6
+	VFMADD231PS    Y8, Y6, Y3
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   (R10)(SI*1), Y6
+	VMULPS         Y5, Y6, Y6
+	VFMADD231PS    Y9, Y6, Y4
+	ADDQ           $0x00000088, BX
+	ADDQ           $0x00000134, SI
+	DECQ           R11
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0x4e, X5, X1
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0xb1, X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1x4(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ          R11, R11
+	JZ             store
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
+	VPINSRW        $0x01, 20(BX), X5, X5
+	VPINSRW        $0x02, 40(BX), X5, X5
+	VPINSRW        $0x03, 60(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VBROADCASTI128 4(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VBROADCASTI128 24(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VBROADCASTI128 44(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VBROADCASTI128 64(BX), Y9
+	VPSRLVD        shiftHigh4<>+0(SB), Y9, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPMADDUBSW     48(DI)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(DI)(SI*1), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(DI)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(DI)(SI*1), Y9, Y14
+	VPMADDWD       Y0, Y14, Y14
+	VPHADDD        Y14, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (DI)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(R8)(SI*1), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(R8)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(R8)(SI*1), Y9, Y14
+	VPMADDWD       Y0, Y14, Y14
+	VPHADDD        Y14, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R8)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y2
+	VPMADDUBSW     48(R9)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(R9)(SI*1), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(R9)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(R9)(SI*1), Y9, Y14
+	VPMADDWD       Y0, Y14, Y14
+	VPHADDD        Y14, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R9)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VPMADDUBSW     48(R10)(SI*1), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     80(R10)(SI*1), Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPMADDUBSW     112(R10)(SI*1), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPMADDUBSW     144(R10)(SI*1), Y9, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (R10)(SI*1), Y7
+	VMULPS         Y5, Y7, Y7
+	VFMADD231PS    Y6, Y7, Y4
+	MOVWLZX        2(BX), R12
+	VMOVD          R12, X12
+	VPINSRW        $0x01, 22(BX), X12, X12
+	VPINSRW        $0x02, 42(BX), X12, X12
+	VPINSRW        $0x03, 62(BX), X12, X12
+	VCVTPH2PS      X12, X12
+	VMOVUPS        32(DI)(SI*1), X13
+	VFMADD231PS    Y13, Y12, Y1
+	VMOVUPS        32(R8)(SI*1), X13
+	VFMADD231PS    Y13, Y12, Y2
+	VMOVUPS        32(R9)(SI*1), X13
+	VFMADD231PS    Y13, Y12, Y3
+	VMOVUPS        32(R10)(SI*1), X13
+	VFMADD231PS    Y13, Y12, Y4
+	ADDQ           $0x00000050, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R11
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0x4e, X5, X1
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0xb1, X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_0x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_0x4(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ          R11, R11
+	JZ             store
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
+	VPINSRW        $0x01, 22(BX), X5, X5
+	VPINSRW        $0x02, 44(BX), X5, X5
+	VPINSRW        $0x03, 66(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VBROADCASTI128 6(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   2(BX), Y7
+	VPSHUFB        bitBytes<>+0(SB), Y7, Y7
+	VPOR           bitMask<>+0(SB), Y7, Y7
+	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
+	VPAND          mask10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VBROADCASTI128 28(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPBROADCASTD   24(BX), Y8
+	VPSHUFB        bitBytes<>+0(SB), Y8, Y8
+	VPOR           bitMask<>+0(SB), Y8, Y8
+	VPCMPEQB       allOnes<>+0(SB), Y8, Y8
+	VPAND          mask10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VBROADCASTI128 50(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   46(BX), Y9
+	VPSHUFB        bitBytes<>+0(SB), Y9, Y9
+	VPOR           bitMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          mask10<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VBROADCASTI128 72(BX), Y9
+	VPSRLVD        shiftHigh4<>+0(SB), Y9, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPBROADCASTD   68(BX), Y10
+	VPSHUFB        bitBytes<>+0(SB), Y10, Y10
+	VPOR           bitMask<>+0(SB), Y10, Y10
+	VPCMPEQB       allOnes<>+0(SB), Y10, Y10
+	VPAND          mask10<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     48(DI)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(DI)(SI*1), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(DI)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(DI)(SI*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPADDD         16(DI)(SI*1), Y10, Y10
+	VPADDD         16(DI)(SI*1), Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (DI)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(R8)(SI*1), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(R8)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(R8)(SI*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPADDD         16(R8)(SI*1), Y10, Y10
+	VPADDD         16(R8)(SI*1), Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R8)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y2
+	VPMADDUBSW     48(R9)(SI*1), Y6, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPMADDUBSW     80(R9)(SI*1), Y7, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPMADDUBSW     112(R9)(SI*1), Y8, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPMADDUBSW     144(R9)(SI*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y10, Y10
+	VPADDD         16(R9)(SI*1), Y10, Y10
+	VPADDD         16(R9)(SI*1), Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTF128 (R9)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VPMADDUBSW     48(R10)(SI*1), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     80(R10)(SI*1), Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPMADDUBSW     112(R10)(SI*1), Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPMADDUBSW     144(R10)(SI*1), Y9, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPADDD         16(R10)(SI*1), Y6, Y6
+	VPADDD         16(R10)(SI*1), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (R10)(SI*1), Y7
+	VMULPS         Y5, Y7, Y7
+	VFMADD231PS    Y6, Y7, Y4
+	ADDQ           $0x00000058, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R11
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0x4e, X5, X1
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0xb1, X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1x4(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ          R11, R11
+	JZ             store
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
+	VPINSRW        $0x01, 24(BX), X5, X5
+	VPINSRW        $0x02, 48(BX), X5, X5
+	VPINSRW        $0x03, 72(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VBROADCASTI128 8(BX), Y6
+	VPSRLVD        shiftHigh4<>+0(SB), Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   4(BX), Y7
+	VPSHUFB        bitBytes<>+0(SB), Y7, Y7
+	VPOR           bitMask<>+0(SB), Y7, Y7
+	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
+	VPAND          mask10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VBROADCASTI128 32(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPBROADCASTD   28(BX), Y10
+	VPSHUFB        bitBytes<>+0(SB), Y10, Y10
+	VPOR           bitMask<>+0(SB), Y10, Y10
+	VPCMPEQB       allOnes<>+0(SB), Y10, Y10
+	VPAND          mask10<>+0(SB), Y10, Y10
+	VPOR           Y10, Y7, Y7
+	VBROADCASTI128 56(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPBROADCASTD   52(BX), Y11
+	VPSHUFB        bitBytes<>+0(SB), Y11, Y11
+	VPOR           bitMask<>+0(SB), Y11, Y11
+	VPCMPEQB       allOnes<>+0(SB), Y11, Y11
+	VPAND          mask10<>+0(SB), Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VBROADCASTI128 80(BX), Y11
+	VPSRLVD        shiftHigh4<>+0(SB), Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTD   76(BX), Y12
+	VPSHUFB        bitBytes<>+0(SB), Y12, Y12
+	VPOR           bitMask<>+0(SB), Y12, Y12
+	VPCMPEQB       allOnes<>+0(SB), Y12, Y12
+	VPAND          mask10<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     48(DI)(SI*1), Y6, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     80(DI)(SI*1), Y7, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPMADDUBSW     112(DI)(SI*1), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPMADDUBSW     144(DI)(SI*1), Y11, Y14
+	VPMADDWD       Y0, Y14, Y14
+	VPHADDD        Y14, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTF128 (DI)(SI*1), Y13
+	VMULPS         Y5, Y13, Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VPMADDUBSW     48(R8)(SI*1), Y6, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     80(R8)(SI*1), Y7, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPMADDUBSW     112(R8)(SI*1), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPMADDUBSW     144(R8)(SI*1), Y11, Y14
+	VPMADDWD       Y0, Y14, Y14
+	VPHADDD        Y14, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTF128 (R8)(SI*1), Y13
+	VMULPS         Y5, Y13, Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VPMADDUBSW     48(R9)(SI*1), Y6, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPMADDUBSW     80(R9)(SI*1), Y7, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VPMADDUBSW     112(R9)(SI*1), Y10, Y13
+	VPMADDWD       Y0, Y13, Y13
+	VPMADDUBSW     144(R9)(SI*1), Y11, Y14
+	VPMADDWD       Y0, Y14, Y14
+	VPHADDD        Y14, Y13, Y13
+	VPHADDD        Y13, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTF128 (R9)(SI*1), Y13
+	VMULPS         Y5, Y13, Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VPMADDUBSW     48(R10)(SI*1), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDUBSW     80(R10)(SI*1), Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPMADDUBSW     112(R10)(SI*1), Y10, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPMADDUBSW     144(R10)(SI*1), Y11, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VPHADDD        Y10, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (R10)(SI*1), Y7
+	VMULPS         Y5, Y7, Y7
+	VFMADD231PS    Y6, Y7, Y4
+	MOVWLZX        2(BX), R12
+	VMOVD          R12, X8
+	VPINSRW        $0x01, 26(BX), X8, X8
+	VPINSRW        $0x02, 50(BX), X8, X8
+	VPINSRW        $0x03, 74(BX), X8, X8
+	VCVTPH2PS      X8, X8
+	VMOVUPS        32(DI)(SI*1), X9
+	VFMADD231PS    Y9, Y8, Y1
+	VMOVUPS        32(R8)(SI*1), X9
+	VFMADD231PS    Y9, Y8, Y2
+	VMOVUPS        32(R9)(SI*1), X9
+	VFMADD231PS    Y9, Y8, Y3
+	VMOVUPS        32(R10)(SI*1), X9
+	VFMADD231PS    Y9, Y8, Y4
+	ADDQ           $0x00000060, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R11
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0x4e, X5, X1
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0xb1, X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_NLx4(SB), NOSPLIT, $0-64
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ          R11, R11
+	JZ             store
+	MOVWLZX        (BX), R12
+	VMOVD          R12, X5
+	VPINSRW        $0x01, 18(BX), X5, X5
+	VPINSRW        $0x02, 36(BX), X5, X5
+	VPINSRW        $0x03, 54(BX), X5, X5
+	VCVTPH2PS      X5, X5
+	VINSERTF128    $0x01, X5, Y5, Y5
+	VBROADCASTI128 iq4nlValues<>+0(SB), Y6
+	VBROADCASTI128 2(BX), Y7
+	VPSRLVD        shiftHigh4<>+0(SB), Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPSHUFB        Y7, Y6, Y7
+	VBROADCASTI128 20(BX), Y8
+	VPSRLVD        shiftHigh4<>+0(SB), Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPSHUFB        Y8, Y6, Y8
+	VBROADCASTI128 38(BX), Y9
+	VPSRLVD        shiftHigh4<>+0(SB), Y9, Y9
+	VPAND          mask0F<>+0(SB), Y9, Y9
+	VPSHUFB        Y9, Y6, Y9
+	VBROADCASTI128 56(BX), Y10
+	VPSRLVD        shiftHigh4<>+0(SB), Y10, Y10
+	VPAND          mask0F<>+0(SB), Y10, Y10
+	VPSHUFB        Y10, Y6, Y10
+	VMOVDQU        48(DI)(SI*1), Y6
+	VPSIGNB        Y7, Y6, Y6
+	VPABSB         Y7, Y11
+	VPMADDUBSW     Y6, Y11, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VMOVDQU        80(DI)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPABSB         Y8, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y6, Y6
+	VMOVDQU        112(DI)(SI*1), Y11
+	VPSIGNB        Y9, Y11, Y11
+	VPABSB         Y9, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VMOVDQU        144(DI)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPABSB         Y10, Y13
+	VPMADDUBSW     Y12, Y13, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (DI)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y6, Y11, Y1
+	VMOVDQU        48(R8)(SI*1), Y6
+	VPSIGNB        Y7, Y6, Y6
+	VPABSB         Y7, Y11
+	VPMADDUBSW     Y6, Y11, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VMOVDQU        80(R8)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPABSB         Y8, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y6, Y6
+	VMOVDQU        112(R8)(SI*1), Y11
+	VPSIGNB        Y9, Y11, Y11
+	VPABSB         Y9, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VMOVDQU        144(R8)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPABSB         Y10, Y13
+	VPMADDUBSW     Y12, Y13, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (R8)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y6, Y11, Y2
+	VMOVDQU        48(R9)(SI*1), Y6
+	VPSIGNB        Y7, Y6, Y6
+	VPABSB         Y7, Y11
+	VPMADDUBSW     Y6, Y11, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VMOVDQU        80(R9)(SI*1), Y11
+	VPSIGNB        Y8, Y11, Y11
+	VPABSB         Y8, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VPHADDD        Y11, Y6, Y6
+	VMOVDQU        112(R9)(SI*1), Y11
+	VPSIGNB        Y9, Y11, Y11
+	VPABSB         Y9, Y12
+	VPMADDUBSW     Y11, Y12, Y11
+	VPMADDWD       Y0, Y11, Y11
+	VMOVDQU        144(R9)(SI*1), Y12
+	VPSIGNB        Y10, Y12, Y12
+	VPABSB         Y10, Y13
+	VPMADDUBSW     Y12, Y13, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (R9)(SI*1), Y11
+	VMULPS         Y5, Y11, Y11
+	VFMADD231PS    Y6, Y11, Y3
+	VMOVDQU        48(R10)(SI*1), Y6
+	VPSIGNB        Y7, Y6, Y6
+	VPABSB         Y7, Y7
+	VPMADDUBSW     Y6, Y7, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VMOVDQU        80(R10)(SI*1), Y7
+	VPSIGNB        Y8, Y7, Y7
+	VPABSB         Y8, Y8
+	VPMADDUBSW     Y7, Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VMOVDQU        112(R10)(SI*1), Y7
+	VPSIGNB        Y9, Y7, Y7
+	VPABSB         Y9, Y8
+	VPMADDUBSW     Y7, Y8, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VMOVDQU        144(R10)(SI*1), Y8
+	VPSIGNB        Y10, Y8, Y8
+	VPABSB         Y10, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTF128 (R10)(SI*1), Y7
+	VMULPS         Y5, Y7, Y7
+	VFMADD231PS    Y6, Y7, Y4
+	ADDQ           $0x00000048, BX
+	ADDQ           $0x000000b0, SI
+	DECQ           R11
+	JMP            tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0x4e, X5, X1
+	VADDPS       X1, X5, X5
+	VPERMILPS    $0xb1, X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ2_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ2_Kx4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ        R11, R11
+	JZ           store
+	VMOVDQU      (BX), X4
+	VPAND        mask0F<>+0(SB), X4, X5
+	VPMOVZXBW    X5, Y5
+	VPSRLW       $0x04, X4, X4
+	VPAND        mask0F<>+0(SB), X4, X4
+	VPMOVZXBW    X4, Y4
+	VPERMQ       $0x44, Y5, Y6
+	VPERMQ       $0xee, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VMOVDQU      16(BX), Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSHUFB      maskQ6KScale<>+0(SB), Y6, Y12
+	VPMADDUBSW   52(DI)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   52(R8)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   52(R9)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   52(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      16(BX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSHUFB      maskQ6KScale<>+32(SB), Y6, Y12
+	VPMADDUBSW   84(DI)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   84(R8)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   84(R9)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   84(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      16(BX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSHUFB      maskQ6KScale<>+64(SB), Y6, Y12
+	VPMADDUBSW   116(DI)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   116(R8)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   116(R9)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   116(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      16(BX), Y11
+	VPSRLW       $0x06, Y11, Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSHUFB      maskQ6KScale<>+96(SB), Y6, Y6
+	VPMADDUBSW   148(DI)(SI*1), Y11, Y12
+	VPMADDWD     Y6, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   148(R8)(SI*1), Y11, Y12
+	VPMADDWD     Y6, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   148(R9)(SI*1), Y11, Y12
+	VPMADDWD     Y6, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   148(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y6, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      48(BX), Y6
+	VPAND        mask03<>+0(SB), Y6, Y6
+	VPSHUFB      maskQ6KScale<>+0(SB), Y5, Y11
+	VPMADDUBSW   180(DI)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   180(R8)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   180(R9)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   180(R10)(SI*1), Y6, Y6
+	VPMADDWD     Y11, Y6, Y6
+	VPADDD       Y6, Y10, Y10
+	VMOVDQU      48(BX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        mask03<>+0(SB), Y6, Y6
+	VPSHUFB      maskQ6KScale<>+32(SB), Y5, Y11
+	VPMADDUBSW   212(DI)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   212(R8)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   212(R9)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   212(R10)(SI*1), Y6, Y6
+	VPMADDWD     Y11, Y6, Y6
+	VPADDD       Y6, Y10, Y10
+	VMOVDQU      48(BX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        mask03<>+0(SB), Y6, Y6
+	VPSHUFB      maskQ6KScale<>+64(SB), Y5, Y11
+	VPMADDUBSW   244(DI)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   244(R8)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   244(R9)(SI*1), Y6, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   244(R10)(SI*1), Y6, Y6
+	VPMADDWD     Y11, Y6, Y6
+	VPADDD       Y6, Y10, Y10
+	VMOVDQU      48(BX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        mask03<>+0(SB), Y6, Y6
+	VPSHUFB      maskQ6KScale<>+96(SB), Y5, Y5
+	VPMADDUBSW   276(DI)(SI*1), Y6, Y11
+	VPMADDWD     Y5, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   276(R8)(SI*1), Y6, Y11
+	VPMADDWD     Y5, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   276(R9)(SI*1), Y6, Y11
+	VPMADDWD     Y5, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   276(R10)(SI*1), Y6, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y10, Y10
+	MOVWLZX      80(BX), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	MOVWLZX      82(BX), R12
+	VMOVD        R12, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (DI)(SI*1), Y11
+	VMULPS       Y5, Y11, Y11
+	VFMADD231PS  Y7, Y11, Y0
+	VPMADDWD     4(DI)(SI*1), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (DI)(SI*1), Y11
+	VMULPS       Y6, Y11, Y11
+	VFNMADD231PS Y7, Y11, Y0
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R8)(SI*1), Y7
+	VMULPS       Y5, Y7, Y7
+	VFMADD231PS  Y8, Y7, Y1
+	VPMADDWD     4(R8)(SI*1), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R8)(SI*1), Y7
+	VMULPS       Y6, Y7, Y7
+	VFNMADD231PS Y8, Y7, Y1
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R9)(SI*1), Y7
+	VMULPS       Y5, Y7, Y7
+	VFMADD231PS  Y9, Y7, Y2
+	VPMADDWD     4(R9)(SI*1), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R9)(SI*1), Y7
+	VMULPS       Y6, Y7, Y7
+	VFNMADD231PS Y8, Y7, Y2
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10)(SI*1), Y7
+	VMULPS       Y5, Y7, Y7
+	VFMADD231PS  Y10, Y7, Y3
+	VPMADDWD     4(R10)(SI*1), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (R10)(SI*1), Y7
+	VMULPS       Y6, Y7, Y7
+	VFNMADD231PS Y4, Y7, Y3
+	ADDQ         $0x00000054, BX
+	ADDQ         $0x00000134, SI
+	DECQ         R11
+	JMP          tail
+
+store:
+	MOVQ         ostride+56(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	ADDQ         BX, SI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (SI)
+	MOVQ         wstride+8(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ3_Kx4(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ3_Kx4(SB), NOSPLIT, $8-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ xstride+40(FP), BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ        R11, R11
+	JZ           store
+	MOVL         96(BX), R12
+	MOVL         100(BX), R13
+	MOVL         104(BX), R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	MOVL         R14, BP
+	ANDL         $0x03030303, BP
+	SHLL         $0x04, BP
+	ORL          BP, R15
+	VMOVD        R15, X4
+	MOVL         R13, R15
+	ANDL         $0x0f0f0f0f, R15
+	MOVL         R14, BP
+	SHRL         $0x02, BP
+	ANDL         $0x03030303, BP
+	SHLL         $0x04, BP
+	ORL          BP, R15
+	VPINSRD      $0x01, R15, X4, X4
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R14, R15
+	SHRL         $0x04, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R12
+	VPINSRD      $0x02, R12, X4, X4
+	MOVL         R13, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R14, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	VPINSRD      $0x03, R12, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPSUBW       word32<>+0(SB), Y4, Y4
+	VPMADDWD     4(DI)(SI*1), Y4, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y5, Y6, Y6
+	VPMADDWD     4(R8)(SI*1), Y4, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y5, Y7, Y7
+	VPMADDWD     4(R9)(SI*1), Y4, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y5, Y8, Y8
+	VPMADDWD     4(R10)(SI*1), Y4, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y5, Y9, Y9
+	VPERMQ       $0x44, Y4, Y5
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      (BX), Y10
+	VMOVDQU      32(BX), Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        mask04<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ6KScale<>+0(SB), Y5, Y12
+	VPMADDUBSW   52(DI)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   52(R8)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   52(R9)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   52(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      32(BX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSLLW       $0x01, Y10, Y12
+	VPAND        mask04<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ6KScale<>+32(SB), Y5, Y12
+	VPMADDUBSW   84(DI)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   84(R8)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   84(R9)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   84(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      32(BX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VMOVDQA      Y10, Y12
+	VPAND        mask04<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ6KScale<>+64(SB), Y5, Y12
+	VPMADDUBSW   116(DI)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   116(R8)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   116(R9)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   116(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      32(BX), Y11
+	VPSRLW       $0x06, Y11, Y11
+	VPAND        mask03<>+0(SB), Y11, Y11
+	VPSRLW       $0x01, Y10, Y12
+	VPAND        mask04<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      maskQ6KScale<>+96(SB), Y5, Y5
+	VPMADDUBSW   148(DI)(SI*1), Y11, Y12
+	VPMADDWD     Y5, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   148(R8)(SI*1), Y11, Y12
+	VPMADDWD     Y5, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   148(R9)(SI*1), Y11, Y12
+	VPMADDWD     Y5, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   148(R10)(SI*1), Y11, Y11
+	VPMADDWD     Y5, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VMOVDQU      64(BX), Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSRLW       $0x02, Y10, Y11
+	VPAND        mask04<>+0(SB), Y11, Y11
+	VPOR         Y11, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+0(SB), Y4, Y11
+	VPMADDUBSW   180(DI)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   180(R8)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   180(R9)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   180(R10)(SI*1), Y5, Y5
+	VPMADDWD     Y11, Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      64(BX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSRLW       $0x03, Y10, Y11
+	VPAND        mask04<>+0(SB), Y11, Y11
+	VPOR         Y11, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+32(SB), Y4, Y11
+	VPMADDUBSW   212(DI)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   212(R8)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   212(R9)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   212(R10)(SI*1), Y5, Y5
+	VPMADDWD     Y11, Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      64(BX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSRLW       $0x04, Y10, Y11
+	VPAND        mask04<>+0(SB), Y11, Y11
+	VPOR         Y11, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+64(SB), Y4, Y11
+	VPMADDUBSW   244(DI)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   244(R8)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   244(R9)(SI*1), Y5, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   244(R10)(SI*1), Y5, Y5
+	VPMADDWD     Y11, Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      64(BX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        mask03<>+0(SB), Y5, Y5
+	VPSRLW       $0x05, Y10, Y10
+	VPAND        mask04<>+0(SB), Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSHUFB      maskQ6KScale<>+96(SB), Y4, Y4
+	VPMADDUBSW   276(DI)(SI*1), Y5, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPMADDUBSW   276(R8)(SI*1), Y5, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMADDUBSW   276(R9)(SI*1), Y5, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPMADDUBSW   276(R10)(SI*1), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	MOVWLZX      108(BX), R12
+	VMOVD        R12, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(SI*1), Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  Y6, Y5, Y0
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R8)(SI*1), Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  Y7, Y5, Y1
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R9)(SI*1), Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  Y8, Y5, Y2
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R10)(SI*1), Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  Y9, Y5, Y3
+	ADDQ         $0x0000006e, BX
 	ADDQ         $0x00000134, SI
 	DECQ         R11
 	JMP          tail

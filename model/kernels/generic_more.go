@@ -2,7 +2,7 @@ package kernels
 
 import "github.com/loomlm/loom/model/ggml"
 
-// Pure-Go kernels of the types without assembly: Q4_1, Q5_0, Q5_1 and IQ4_NL against the
+// Pure-Go kernels of the types added after the first seven: Q4_1, Q5_0, Q5_1 and IQ4_NL against the
 // Q8_0 activations of blocks of 32, Q2_K, Q3_K, Q5_K and IQ4_XS against the activations of
 // super-blocks of 256. They use llama.cpp's integer sums per block (or sub-block) and one
 // float multiply-add per block, as the other types do. Q4_1 and Q5_1 add m·s per block,

@@ -1,8 +1,7 @@
 // Package kernels holds the compute kernels of loom's transformer runtime: matrix-vector and
 // matrix-matrix products of weights stored in their GGUF block layouts (F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K, Q6_K with assembly; Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS in pure Go
-// only, so far) against float32 activations, and the float32 vector operations attention
-// needs.
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) against float32
+// activations, and the float32 vector operations attention needs.
 //
 // Weights are never expanded to float32. For the quantised types each activation row is first
 // quantised to 8 bits (per block of 32 for Q8_0 and Q4_0, per super-block of 256 with partial

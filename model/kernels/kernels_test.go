@@ -508,33 +508,36 @@ func TestBatchInvariance(t *testing.T) {
 
 func TestExtremeBlocks(t *testing.T) {
 	// Quants at their extremes with all-positive and all-negative activations: int8 -128 in
-	// Q8_0, nibbles 0 and 15, Q4_K scales and mins 63, Q6_K scale -128 and quants 0 and 63.
+	// Q8_0, nibbles 0 and 15 (and fifth bits all set or clear), Q4_K and Q5_K scales and mins
+	// 63, Q6_K scale -128 and quants 0 and 63, IQ4 values -127 and 113 with IQ4_XS scales -32
+	// and 31, Q2_K scales and mins 15 and quants 3, Q3_K scales -32 and 31 with quants -4 and
+	// 3. Every byte after the block's float scales is the fill (Q6_K's come last).
 	cases := []struct {
 		typ  ggml.Type
 		fill byte
 	}{
 		{ggml.Q8_0, 0x80}, {ggml.Q8_0, 0x7f}, {ggml.Q4_0, 0x00}, {ggml.Q4_0, 0xff},
 		{ggml.Q4_K, 0xff}, {ggml.Q4_K, 0x00}, {ggml.Q6_K, 0x80}, {ggml.Q6_K, 0xff}, {ggml.Q6_K, 0x00},
+		{ggml.Q4_1, 0xff}, {ggml.Q4_1, 0x00}, {ggml.Q5_0, 0xff}, {ggml.Q5_0, 0x00},
+		{ggml.Q5_1, 0xff}, {ggml.Q5_1, 0x00}, {ggml.IQ4_NL, 0x00}, {ggml.IQ4_NL, 0xff},
+		{ggml.Q5_K, 0xff}, {ggml.Q5_K, 0x00}, {ggml.IQ4_XS, 0xff}, {ggml.IQ4_XS, 0x00},
+		{ggml.Q2_K, 0xff}, {ggml.Q2_K, 0x00}, {ggml.Q3_K, 0xff}, {ggml.Q3_K, 0x00},
+	}
+	// The bytes of each block that hold quants and integer scales: [from, to).
+	quants := map[ggml.Type][2]int{
+		ggml.Q8_0: {2, 34}, ggml.Q4_0: {2, 18}, ggml.Q4_K: {4, 144}, ggml.Q6_K: {0, 208},
+		ggml.Q4_1: {4, 20}, ggml.Q5_0: {2, 22}, ggml.Q5_1: {4, 24}, ggml.IQ4_NL: {2, 18},
+		ggml.Q5_K: {4, 176}, ggml.IQ4_XS: {2, 136}, ggml.Q2_K: {0, 80}, ggml.Q3_K: {0, 108},
 	}
 	for _, c := range cases {
 		for _, sign := range []float32{1, -1} {
 			m := randomMatrix(rand.New(rand.NewPCG(5, 6)), c.typ, 4, 512)
 			bs, _ := c.typ.Info()
+			span := quants[c.typ]
 			for b := 0; b < len(m.Data); b += bs.TypeSize {
 				blk := m.Data[b : b+bs.TypeSize]
-				switch c.typ {
-				case ggml.Q8_0, ggml.Q4_0:
-					for i := 2; i < len(blk); i++ {
-						blk[i] = c.fill
-					}
-				case ggml.Q4_K:
-					for i := 4; i < len(blk); i++ {
-						blk[i] = c.fill
-					}
-				case ggml.Q6_K:
-					for i := 0; i < 208; i++ {
-						blk[i] = c.fill
-					}
+				for i := span[0]; i < span[1]; i++ {
+					blk[i] = c.fill
 				}
 			}
 			x := make([]float32, 2*m.Cols)

@@ -63,7 +63,7 @@ var typeKernels = [ggml.BF16 + 1]typeKernel{
 	ggml.Q4_0: {kQ4_0, act32, 128, 4 * 18, 32, true},
 	ggml.Q4_K: {kQ4_K, actK, 256, 144, 256, true},
 	ggml.Q6_K: {kQ6_K, actK, 256, 210, 256, true},
-	// Pure-Go kernels only (generic_more.go).
+	// Their pure-Go kernels are in generic_more.go.
 	ggml.Q4_1:   {kQ4_1, act32s, 128, 4 * 20, 32, true},
 	ggml.Q5_0:   {kQ5_0, act32, 128, 4 * 22, 32, true},
 	ggml.Q5_1:   {kQ5_1, act32s, 128, 4 * 24, 32, true},
@@ -201,7 +201,7 @@ type product struct {
 func (p *product) rows(n, r0, r1 int) {
 	m, a, rb := p.m, &p.a, p.rb
 	nBlocks := m.Cols / p.tk.blockElems
-	tail := m.Cols % p.tk.blockElems // float columns, or Q8_0/Q4_0 blocks past the last group
+	tail := m.Cols % p.tk.blockElems // float columns, or 32-element blocks past the last group
 	if nBlocks == 0 {                // only a tail, which adds to out
 		for i := 0; i < n; i++ {
 			clear(p.out[i*m.Rows+r0 : i*m.Rows+r1])
@@ -284,7 +284,7 @@ func rowChunk(rows, rowBytes int) int {
 	return max(c, 16)
 }
 
-// blocksTail adds the Q8_0/Q4_0 blocks past the last whole group of four.
+// blocksTail adds the blocks of a 32-element type past the last whole group of four.
 func blocksTail(out []float32, m Matrix, xb []byte, xstride, n, r0, r1 int, tk typeKernel) {
 	rb := m.RowBytes()
 	nb := m.Cols / 32

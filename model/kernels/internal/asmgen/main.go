@@ -41,6 +41,7 @@ const (
 	// A group of four 32-blocks: float32 d[4]; int32 corr[4], 4 zero words; int8 q[128].
 	act32D     = 0
 	act32Corr  = 16
+	act32Sum   = 32 // the four block sums (float32) of Q4_1 and Q5_1's activations
 	act32Q     = 48
 	act32Group = 176
 )
@@ -56,6 +57,14 @@ func main() {
 		q40(nx)
 		q4K(nx)
 		q6K(nx)
+		q5K(nx)
+		iq4XS(nx)
+		q4_1(nx)
+		q5(nx, false)
+		q5(nx, true)
+		iq4NL(nx)
+		q2K(nx)
+		q3K(nx)
 	}
 	for nx := 1; nx <= 4; nx++ {
 		floatKernel512("F32", nx, 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
@@ -79,6 +88,17 @@ var (
 	permLo2, permHi2 Mem
 
 	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, f1, shiftHigh4 Mem
+
+	// mask10 is 0x10 in every byte; iq4nlValues the 16 values of IQ4_NL and IQ4_XS.
+	mask10, iq4nlValues Mem
+	// IQ4_XS scales: per-dword shifts of scales_l (4·ib) and scales_h (2·ib), the masks of
+	// their fields and the offset 32.
+	shiftIQ4L, shiftIQ4H, dwordF, dword3, dword32 Mem
+	// Q5_0/Q5_1 high bits: byte j of a broadcast uint32 gets byte j/8 (bitBytes), ORed with
+	// every bit but bit j%8 (bitMask), compared with all ones (allOnes).
+	bitBytes, bitMask, allOnes Mem
+	// mask03 and mask04 are 3 and 4 in every byte, word32 32 in every int16 word.
+	mask03, mask04, word32 Mem
 )
 
 func constants() {
@@ -114,6 +134,48 @@ func constants() {
 	mask30 = GLOBL("mask30", RODATA|NOPTR)
 	for i := 0; i < 32; i += 8 {
 		DATA(i, U64(0x3030303030303030))
+	}
+	mask10 = GLOBL("mask10", RODATA|NOPTR)
+	for i := 0; i < 32; i += 8 {
+		DATA(i, U64(0x1010101010101010))
+	}
+	iq4nlValues = GLOBL("iq4nlValues", RODATA|NOPTR)
+	for i, v := range []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} {
+		DATA(i, U8(uint8(v)))
+	}
+	dwords := func(name string, v func(i int) uint32) Mem {
+		m := GLOBL(name, RODATA|NOPTR)
+		for i := 0; i < 8; i++ {
+			DATA(4*i, U32(v(i)))
+		}
+		return m
+	}
+	shiftIQ4L = dwords("shiftIQ4L", func(i int) uint32 { return 4 * uint32(i) })
+	shiftIQ4H = dwords("shiftIQ4H", func(i int) uint32 { return 2 * uint32(i) })
+	dwordF = dwords("dwordF", func(int) uint32 { return 0xf })
+	dword3 = dwords("dword3", func(int) uint32 { return 3 })
+	dword32 = dwords("dword32", func(int) uint32 { return 32 })
+	bytes := func(name string, v uint64) Mem {
+		m := GLOBL(name, RODATA|NOPTR)
+		for i := 0; i < 32; i += 8 {
+			DATA(i, U64(v))
+		}
+		return m
+	}
+	mask03 = bytes("mask03", 0x0303030303030303)
+	mask04 = bytes("mask04", 0x0404040404040404)
+	word32 = bytes("word32", 0x0020002000200020)
+	bitBytes = GLOBL("bitBytes", RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(i, U8(uint8(i%16/8+2*(i/16))))
+	}
+	bitMask = GLOBL("bitMask", RODATA|NOPTR)
+	for i := 0; i < 32; i += 8 {
+		DATA(i, U64(0x7fbfdfeff7fbfdfe))
+	}
+	allOnes = GLOBL("allOnes", RODATA|NOPTR)
+	for i := 0; i < 32; i += 8 {
+		DATA(i, U64(0xffffffffffffffff))
 	}
 	// Q4_K: mask s (32 bytes) broadcasts int16 word s of a 128-bit lane over the lane.
 	maskQ4KScale = GLOBL("maskQ4KScale", RODATA|NOPTR)
@@ -404,7 +466,9 @@ func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 
 // group32 emits the per-activation part of a group: isum(k) returns the int32 partial sums of
 // block k for activation row i; the sums are reduced, corrected (Q4_0) and accumulated.
-func group32(s *rowState, nx int, ones, dw4 VecVirtual, corr bool, isum func(i, k int) VecVirtual) {
+// corr is how many times the group's correction words are added (the −8·Σq of Q4_0, twice
+// for the −16 of Q5_0).
+func group32(s *rowState, nx int, ones, dw4 VecVirtual, corr int, isum func(i, k int) VecVirtual) {
 	for i := 0; i < nx; i++ {
 		var h [2]VecVirtual
 		for pair := 0; pair < 2; pair++ {
@@ -416,7 +480,7 @@ func group32(s *rowState, nx int, ones, dw4 VecVirtual, corr bool, isum func(i, 
 			h[pair] = a
 		}
 		VPHADDD(h[1], h[0], h[0])
-		if corr {
+		for c := 0; c < corr; c++ {
 			VPADDD(s.xm(i, act32Corr), h[0], h[0])
 		}
 		VCVTDQ2PS(h[0], h[0])
@@ -430,15 +494,22 @@ func group32(s *rowState, nx int, ones, dw4 VecVirtual, corr bool, isum func(i, 
 // scales4 loads the f16 scales of four weight blocks stride bytes apart into both lanes of a
 // YMM as float32.
 func scales4(p Register, stride int) VecVirtual {
+	d := halves4(p, 0, stride)
+	VINSERTF128(U8(1), d.AsX(), d, d)
+	return d
+}
+
+// halves4 loads the four f16 at p+disp, stride bytes apart, into the low lane of a YMM as
+// float32 (the high lane is zero).
+func halves4(p Register, disp, stride int) VecVirtual {
 	t := GP32()
-	MOVWLZX(Mem{Base: p}, t)
+	MOVWLZX(Mem{Base: p, Disp: disp}, t)
 	d := YMM()
 	VMOVD(t, d.AsX())
 	for k := 1; k < 4; k++ {
-		VPINSRW(U8(k), Mem{Base: p, Disp: k * stride}, d.AsX(), d.AsX())
+		VPINSRW(U8(k), Mem{Base: p, Disp: disp + k*stride}, d.AsX(), d.AsX())
 	}
 	VCVTPH2PS(d.AsX(), d.AsX())
-	VINSERTF128(U8(1), d.AsX(), d, d)
 	return d
 }
 
@@ -456,7 +527,7 @@ func q80(nx int) {
 			aw[k] = YMM()
 			VPABSB(Mem{Base: s.p, Disp: 34*k + 2}, aw[k])
 		}
-		group32(s, nx, ones, dw4, false, func(i, k int) VecVirtual {
+		group32(s, nx, ones, dw4, 0, func(i, k int) VecVirtual {
 			t := YMM()
 			VMOVDQU(s.xm(i, act32Q+32*k), t)
 			VPSIGNB(Mem{Base: s.p, Disp: 34*k + 2}, t, t)
@@ -559,7 +630,7 @@ func q40(nx int) {
 			VPSRLVD(shift, q[k], q[k])
 			VPAND(mask0F, q[k], q[k])
 		}
-		group32(s, nx, ones, dw4, true, func(i, k int) VecVirtual {
+		group32(s, nx, ones, dw4, 1, func(i, k int) VecVirtual {
 			t := YMM()
 			VPMADDUBSW(s.xm(i, act32Q+32*k), q[k], t)
 			return t
@@ -594,9 +665,16 @@ func blockScale(m Mem) VecVirtual {
 
 // q4K: Q4_K super-block {f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]} against the K
 // activation block.
-func q4K(nx int) {
-	name := fmt.Sprintf("dotQ4_Kx%d", nx)
-	rowsWithSetup(name, nx, 144, actKSize, func() {}, func(s *rowState, k int) {
+func q4K(nx int) { kQuant45(fmt.Sprintf("dotQ4_Kx%d", nx), nx, 144, 16, -1) }
+
+// q5K: Q5_K super-block {f16 d; f16 dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]}: Q4_K
+// with a fifth bit per quant, bit sb of qh[l] for element l of sub-block sb.
+func q5K(nx int) { kQuant45(fmt.Sprintf("dotQ5_Kx%d", nx), nx, 176, 48, 16) }
+
+// kQuant45 is the kernel of Q4_K (qhOff < 0) and Q5_K: super-blocks of wBlock bytes whose
+// nibbles start at qsOff and whose fifth bits, if any, at qhOff.
+func kQuant45(name string, nx, wBlock, qsOff, qhOff int) {
+	rowsWithSetup(name, nx, wBlock, actKSize, func() {}, func(s *rowState, k int) {
 		// Unpack the 6-bit scales and mins (bytes b0..b11 as little-endian words u0, u1, u2):
 		// scales 0-3 = u0&0x3f.., 4-7 = (u2&0x0f..) | ((u0>>2)&0x30..);
 		// mins 0-3 = u1&0x3f.., 4-7 = ((u2>>4)&0x0f..) | ((u1>>2)&0x30..).
@@ -627,15 +705,32 @@ func q4K(nx int) {
 			isum[i] = YMM()
 			VPXOR(isum[i], isum[i], isum[i])
 		}
+		var qh VecVirtual
+		if qhOff >= 0 {
+			qh = YMM()
+			VMOVDQU(Mem{Base: s.p, Disp: qhOff}, qh)
+		}
 		for sb := 0; sb < 8; sb++ {
 			q := YMM()
-			if sb%2 == 0 {
-				VMOVDQU(Mem{Base: s.p, Disp: 16 + 32*(sb/2)}, q)
-			} else {
-				VMOVDQU(Mem{Base: s.p, Disp: 16 + 32*(sb/2)}, q)
+			VMOVDQU(Mem{Base: s.p, Disp: qsOff + 32*(sb/2)}, q)
+			if sb%2 == 1 {
 				VPSRLW(U8(4), q, q)
 			}
 			VPAND(mask0F, q, q)
+			if qhOff >= 0 {
+				// Bit sb of every byte to bit 4 (the word shifts move no other byte's bit there).
+				h := YMM()
+				switch {
+				case sb < 4:
+					VPSLLW(U8(4-sb), qh, h)
+				case sb > 4:
+					VPSRLW(U8(sb-4), qh, h)
+				default:
+					VMOVDQA(qh, h)
+				}
+				VPAND(mask10, h, h)
+				VPOR(h, q, q)
+			}
 			sc := YMM()
 			VPSHUFB(maskQ4KScale.Offset(32*sb), scales, sc)
 			for i := 0; i < nx; i++ {
@@ -720,6 +815,348 @@ func q6K(nx int) {
 			}
 		}
 		d := blockScale(Mem{Base: s.p, Disp: 208})
+		for i := 0; i < nx; i++ {
+			VCVTDQ2PS(isum[i], isum[i])
+			f := YMM()
+			VBROADCASTSS(s.xm(i, actKD), f)
+			VMULPS(d, f, f)
+			VFMADD231PS(isum[i], f, s.acc[i])
+		}
+	})
+}
+
+// iq4XS: IQ4_XS super-block {f16 d; uint16 scales_h; uint8 scales_l[4]; uint8 qs[128]} against
+// the K activation block. Sub-block ib has the 6-bit scale ls = scales_l nibble ib | 2 bits of
+// scales_h << 4 (weight d·(ls−32)) and 16 bytes of nibbles indexing the IQ4_NL values: low
+// nibbles elements 0-15, high nibbles 16-31. The values are signed, so the products go through
+// VPMADDUBSW as |w| × (x·sign(w)), as Q8_0's do.
+func iq4XS(nx int) {
+	name := fmt.Sprintf("dotIQ4_XSx%d", nx)
+	var values VecVirtual
+	rowsWithSetup(name, nx, 136, actKSize, func() {
+		values = YMM()
+		VBROADCASTI128(iq4nlValues, values)
+	}, func(s *rowState, k int) {
+		// The eight scales ls−32 as int16 words in both lanes.
+		lo, hi := YMM(), YMM()
+		VPBROADCASTD(Mem{Base: s.p, Disp: 4}, lo)
+		VPSRLVD(shiftIQ4L, lo, lo)
+		VPAND(dwordF, lo, lo)
+		VPBROADCASTW(Mem{Base: s.p, Disp: 2}, hi)
+		VPSRLVD(shiftIQ4H, hi, hi)
+		VPAND(dword3, hi, hi)
+		VPSLLD(U8(4), hi, hi)
+		VPOR(hi, lo, lo)
+		VPSUBD(dword32, lo, lo)
+		VEXTRACTI128(U8(1), lo, hi.AsX())
+		VPACKSSDW(hi.AsX(), lo.AsX(), lo.AsX())
+		scales := lo
+		VINSERTI128(U8(1), scales.AsX(), scales, scales)
+
+		isum := make([]VecVirtual, nx)
+		for i := range isum {
+			isum[i] = YMM()
+			VPXOR(isum[i], isum[i], isum[i])
+		}
+		for ib := 0; ib < 8; ib++ {
+			q := YMM()
+			VBROADCASTI128(Mem{Base: s.p, Disp: 8 + 16*ib}, q)
+			VPSRLVD(shiftHigh4, q, q)
+			VPAND(mask0F, q, q)
+			VPSHUFB(q, values, q)
+			aq := YMM()
+			VPABSB(q, aq)
+			sc := YMM()
+			VPSHUFB(maskQ4KScale.Offset(32*ib), scales, sc)
+			for i := 0; i < nx; i++ {
+				t := YMM()
+				VMOVDQU(s.xm(i, actKQ+32*ib), t)
+				VPSIGNB(q, t, t)
+				VPMADDUBSW(t, aq, t)
+				VPMADDWD(sc, t, t)
+				VPADDD(t, isum[i], isum[i])
+			}
+		}
+		d := blockScale(Mem{Base: s.p})
+		for i := 0; i < nx; i++ {
+			VCVTDQ2PS(isum[i], isum[i])
+			f := YMM()
+			VBROADCASTSS(s.xm(i, actKD), f)
+			VMULPS(d, f, f)
+			VFMADD231PS(isum[i], f, s.acc[i])
+		}
+	})
+}
+
+// nibbles loads the 16 bytes at m as 32 quants in element order: the low nibbles (elements
+// 0-15) in the low lane, the high nibbles (16-31) in the high lane.
+func nibbles(m Mem) VecVirtual {
+	q := YMM()
+	VBROADCASTI128(m, q)
+	VPSRLVD(shiftHigh4, q, q)
+	VPAND(mask0F, q, q)
+	return q
+}
+
+// highBits returns 0x10 in byte j where bit j of the uint32 at m is set (the fifth bits of
+// Q5_0 and Q5_1, in element order).
+func highBits(m Mem) VecVirtual {
+	h := YMM()
+	VPBROADCASTD(m, h)
+	VPSHUFB(bitBytes, h, h)
+	VPOR(bitMask, h, h)
+	VPCMPEQB(allOnes, h, h)
+	VPAND(mask10, h, h)
+	return h
+}
+
+// addMins adds, for Q4_1 and Q5_1, m·s of each of the four blocks of the group to the
+// accumulators: mins holds the four m in its low lane (the high lane zero), and s, the
+// block's activation sum, is read from the group.
+func addMins(s *rowState, nx int, mins VecVirtual) {
+	for i := 0; i < nx; i++ {
+		sums := YMM()
+		VMOVUPS(s.xm(i, act32Sum), sums.AsX())
+		VFMADD231PS(sums, mins, s.acc[i])
+	}
+}
+
+// q4_1: Q4_1 blocks {f16 d; f16 m; uint8 qs[16]} against groups of four activation blocks with
+// their sums: d·d_x·Σq·x_q + m·s per block.
+func q4_1(nx int) {
+	name := fmt.Sprintf("dotQ4_1x%d", nx)
+	var ones VecVirtual
+	rowsWithSetup(name, nx, 4*20, act32Group, func() {
+		ones = onesW()
+	}, func(s *rowState, k int) {
+		dw4 := scales4(s.p, 20)
+		var q [4]VecVirtual
+		for k := range q {
+			q[k] = nibbles(Mem{Base: s.p, Disp: 20*k + 4})
+		}
+		group32(s, nx, ones, dw4, 0, func(i, k int) VecVirtual {
+			t := YMM()
+			VPMADDUBSW(s.xm(i, act32Q+32*k), q[k], t)
+			return t
+		})
+		addMins(s, nx, halves4(s.p, 2, 20))
+	})
+}
+
+// q5: Q5_0 blocks {f16 d; uint32 qh; uint8 qs[16]} (quants q−16, the offset coming back as
+// twice Q4_0's −8·Σq correction) and, withMin, Q5_1 blocks {f16 d; f16 m; uint32 qh; uint8
+// qs[16]} (d·q + m, as Q4_1).
+func q5(nx int, withMin bool) {
+	name, size, hOff := fmt.Sprintf("dotQ5_0x%d", nx), 22, 2
+	if withMin {
+		name, size, hOff = fmt.Sprintf("dotQ5_1x%d", nx), 24, 4
+	}
+	var ones VecVirtual
+	rowsWithSetup(name, nx, 4*size, act32Group, func() {
+		ones = onesW()
+	}, func(s *rowState, k int) {
+		dw4 := scales4(s.p, size)
+		var q [4]VecVirtual
+		for k := range q {
+			q[k] = nibbles(Mem{Base: s.p, Disp: size*k + hOff + 4})
+			VPOR(highBits(Mem{Base: s.p, Disp: size*k + hOff}), q[k], q[k])
+		}
+		corr := 2
+		if withMin {
+			corr = 0
+		}
+		group32(s, nx, ones, dw4, corr, func(i, k int) VecVirtual {
+			t := YMM()
+			VPMADDUBSW(s.xm(i, act32Q+32*k), q[k], t)
+			return t
+		})
+		if withMin {
+			addMins(s, nx, halves4(s.p, 2, size))
+		}
+	})
+}
+
+// iq4NL: IQ4_NL blocks {f16 d; uint8 qs[16]}, nibbles indexing the sixteen IQ4_NL values,
+// signed, multiplied as |w| × (x·sign(w)).
+func iq4NL(nx int) {
+	name := fmt.Sprintf("dotIQ4_NLx%d", nx)
+	var ones VecVirtual
+	rowsWithSetup(name, nx, 4*18, act32Group, func() {
+		ones = onesW()
+	}, func(s *rowState, k int) {
+		dw4 := scales4(s.p, 18)
+		values := YMM()
+		VBROADCASTI128(iq4nlValues, values)
+		var q [4]VecVirtual
+		for k := range q {
+			q[k] = nibbles(Mem{Base: s.p, Disp: 18*k + 2})
+			VPSHUFB(q[k], values, q[k])
+		}
+		group32(s, nx, ones, dw4, 0, func(i, k int) VecVirtual {
+			t, a := YMM(), YMM()
+			VMOVDQU(s.xm(i, act32Q+32*k), t)
+			VPSIGNB(q[k], t, t)
+			VPABSB(q[k], a)
+			VPMADDUBSW(t, a, t)
+			return t
+		})
+	})
+}
+
+// q2K: Q2_K super-block {uint8 scales[16]; uint8 qs[64]; f16 d; f16 dmin} against the K
+// activation block. Sixteen sub-blocks of 16, each with a 4-bit scale (low nibble) and min
+// (high nibble); quant l of group j of half n is bits 2j..2j+1 of qs[32n+l], element
+// 128n+32j+l, in sub-block 8n+2j+l/16: the scale layout of Q6_K.
+func q2K(nx int) {
+	name := fmt.Sprintf("dotQ2_Kx%d", nx)
+	rowsWithSetup(name, nx, 84, actKSize, func() {}, func(s *rowState, k int) {
+		raw := XMM()
+		VMOVDQU(Mem{Base: s.p}, raw)
+		sc16, mn16 := YMM(), YMM()
+		VPAND(mask0F.Offset(0), raw, sc16.AsX())
+		VPMOVZXBW(sc16.AsX(), sc16)
+		VPSRLW(U8(4), raw, mn16.AsX())
+		VPAND(mask0F.Offset(0), mn16.AsX(), mn16.AsX())
+		VPMOVZXBW(mn16.AsX(), mn16)
+		scLo, scHi := YMM(), YMM()
+		VPERMQ(U8(0x44), sc16, scLo)
+		VPERMQ(U8(0xee), sc16, scHi)
+		isum := make([]VecVirtual, nx)
+		for i := range isum {
+			isum[i] = YMM()
+			VPXOR(isum[i], isum[i], isum[i])
+		}
+		for h := 0; h < 2; h++ {
+			for g := 0; g < 4; g++ {
+				q := YMM()
+				VMOVDQU(Mem{Base: s.p, Disp: 16 + 32*h}, q)
+				if g > 0 {
+					VPSRLW(U8(2*g), q, q)
+				}
+				VPAND(mask03, q, q)
+				sc := YMM()
+				src := scLo
+				if h == 1 {
+					src = scHi
+				}
+				VPSHUFB(maskQ6KScale.Offset(32*g), src, sc)
+				for i := 0; i < nx; i++ {
+					t := YMM()
+					VPMADDUBSW(s.xm(i, actKQ+128*h+32*g), q, t)
+					VPMADDWD(sc, t, t)
+					VPADDD(t, isum[i], isum[i])
+				}
+			}
+		}
+		d := blockScale(Mem{Base: s.p, Disp: 80})
+		dmin := blockScale(Mem{Base: s.p, Disp: 82})
+		for i := 0; i < nx; i++ {
+			VCVTDQ2PS(isum[i], isum[i])
+			f := YMM()
+			VBROADCASTSS(s.xm(i, actKD), f)
+			VMULPS(d, f, f)
+			VFMADD231PS(isum[i], f, s.acc[i])
+			m := YMM()
+			VPMADDWD(s.xm(i, actKSum16), mn16, m)
+			VCVTDQ2PS(m, m)
+			VBROADCASTSS(s.xm(i, actKD), f)
+			VMULPS(dmin, f, f)
+			VFNMADD231PS(m, f, s.acc[i])
+		}
+	})
+}
+
+// q3K: Q3_K super-block {uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; f16 d} against the K
+// activation block. Quants are 2 low bits (laid out as Q2_K's) and a high bit, bit 4n+j of
+// hmask[l]; the value is (low | high<<2) − 4, so the kernel multiplies the unsigned low | high<<2
+// and starts each sum at −4·Σ scale·sum16, as Q6_K does with its −32. The sixteen 6-bit
+// scales (minus 32) are packed as llama.cpp's: low nibbles in bytes 0-7, high bits in 8-11.
+func q3K(nx int) {
+	name := fmt.Sprintf("dotQ3_Kx%d", nx)
+	rowsWithSetup(name, nx, 110, actKSize, func() {}, func(s *rowState, k int) {
+		a0, a1, tmp := GP32(), GP32(), GP32()
+		MOVL(Mem{Base: s.p, Disp: 96}, a0)
+		MOVL(Mem{Base: s.p, Disp: 100}, a1)
+		MOVL(Mem{Base: s.p, Disp: 104}, tmp)
+		sc8 := XMM()
+		for w := 0; w < 4; w++ {
+			// Word w: (a & 0x0f0f0f0f) | ((tmp >> 2w) & 0x03030303) << 4, a = a0, a1, a0>>4, a1>>4.
+			v, h := GP32(), GP32()
+			if w%2 == 0 {
+				MOVL(a0, v)
+			} else {
+				MOVL(a1, v)
+			}
+			if w >= 2 {
+				SHRL(U8(4), v)
+			}
+			ANDL(U32(0x0f0f0f0f), v)
+			MOVL(tmp, h)
+			if w > 0 {
+				SHRL(U8(2*w), h)
+			}
+			ANDL(U32(0x03030303), h)
+			SHLL(U8(4), h)
+			ORL(h, v)
+			if w == 0 {
+				VMOVD(v, sc8)
+			} else {
+				VPINSRD(U8(w), v, sc8, sc8)
+			}
+		}
+		sc16 := YMM()
+		VPMOVZXBW(sc8, sc16)
+		VPSUBW(word32, sc16, sc16)
+		isum := make([]VecVirtual, nx)
+		for i := range isum {
+			t := YMM()
+			VPMADDWD(s.xm(i, actKSum16), sc16, t)
+			VPSLLD(U8(2), t, t)
+			isum[i] = YMM()
+			VPXOR(isum[i], isum[i], isum[i])
+			VPSUBD(t, isum[i], isum[i])
+		}
+		scLo, scHi := YMM(), YMM()
+		VPERMQ(U8(0x44), sc16, scLo)
+		VPERMQ(U8(0xee), sc16, scHi)
+		hm := YMM()
+		VMOVDQU(Mem{Base: s.p}, hm)
+		for h := 0; h < 2; h++ {
+			for g := 0; g < 4; g++ {
+				q := YMM()
+				VMOVDQU(Mem{Base: s.p, Disp: 32 + 32*h}, q)
+				if g > 0 {
+					VPSRLW(U8(2*g), q, q)
+				}
+				VPAND(mask03, q, q)
+				// Bit b = 4h+g of every hmask byte to bit 2 (a word shift of at most 5 moves
+				// no other byte's bit there).
+				hb := YMM()
+				switch b := 4*h + g; {
+				case b < 2:
+					VPSLLW(U8(2-b), hm, hb)
+				case b > 2:
+					VPSRLW(U8(b-2), hm, hb)
+				default:
+					VMOVDQA(hm, hb)
+				}
+				VPAND(mask04, hb, hb)
+				VPOR(hb, q, q)
+				sc := YMM()
+				src := scLo
+				if h == 1 {
+					src = scHi
+				}
+				VPSHUFB(maskQ6KScale.Offset(32*g), src, sc)
+				for i := 0; i < nx; i++ {
+					t := YMM()
+					VPMADDUBSW(s.xm(i, actKQ+128*h+32*g), q, t)
+					VPMADDWD(sc, t, t)
+					VPADDD(t, isum[i], isum[i])
+				}
+			}
+		}
+		d := blockScale(Mem{Base: s.p, Disp: 108})
 		for i := 0; i < nx; i++ {
 			VCVTDQ2PS(isum[i], isum[i])
 			f := YMM()
