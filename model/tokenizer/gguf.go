@@ -150,7 +150,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 	}
 	pre, _ := pretokenizers[v.Pre]
-	defAddBOS := spm || (pre != nil && pre.ignoreMerges) // Llama 3 family
+	defAddBOS := spm || (pre != nil && pre.addBOS) // Llama 3 family, tekken, chameleon
 	if v.AddBOS, err = optional(f.Bool, keyAddBOS, defAddBOS); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"slices"
 	"unicode"
 	"unicode/utf8"
@@ -213,6 +214,7 @@ func isASCIIDigit(r rune) bool { return '0' <= r && r <= '9' }
 // matching stage (match) cuts out every leftmost match and keeps the text between matches as
 // pieces too.
 type stage struct {
+	re    *regex // a regex stage (regex.go): matches and the text between them
 	next  func(s string, i int) int
 	match func(s string, i int) int // returns i when nothing matches at i
 	exact int                       // match: only runs of exactly this many characters (0: any)
@@ -223,6 +225,7 @@ type stage struct {
 type pretokenizer struct {
 	stages       []stage
 	ignoreMerges bool // a word that is a whole vocabulary entry is taken as it is
+	addBOS       bool // the family adds BOS unless the file says otherwise
 }
 
 var gpt2Stage = stage{next: gpt2Next}
@@ -230,7 +233,8 @@ var gpt2Stage = stage{next: gpt2Next}
 var pretokenizers = map[string]*pretokenizer{}
 
 func init() {
-	llama3 := &pretokenizer{stages: []stage{{next: func(s string, i int) int { return llama3Next(s, i, 3) }}}, ignoreMerges: true}
+	llama3Stage := stage{next: func(s string, i int) int { return llama3Next(s, i, 3) }}
+	llama3 := &pretokenizer{stages: []stage{llama3Stage}, ignoreMerges: true, addBOS: true}
 	qwen2 := &pretokenizer{stages: []stage{{next: func(s string, i int) int { return llama3Next(s, i, 1) }}}}
 	gpt2 := &pretokenizer{stages: []stage{gpt2Stage}}
 	digitsFirst := &pretokenizer{stages: []stage{{match: runMatcher(unicode.IsNumber, 1)}, gpt2Stage}}
@@ -240,14 +244,38 @@ func init() {
 		{match: runMatcher(unicode.IsNumber, 1<<30)},
 		{match: runMatcher(isASCIIDigit, 3), exact: 3},
 	}}
+	llama3Merges := &pretokenizer{stages: []stage{llama3Stage}}
 	for name, p := range map[string]*pretokenizer{
 		"default": def,
-		"gpt-2":   gpt2, "phi-2": gpt2,
+		"gpt-2":   gpt2, "phi-2": gpt2, "jina-es": gpt2, "jina-de": gpt2, "gigachat": gpt2,
+		"jina-v2-es": gpt2, "jina-v2-de": gpt2, "a.x-4.0": gpt2, "mellum": gpt2, "modern-bert": gpt2,
+		"jina-v1-en": gpt2, "jina-v2-code": gpt2, "roberta-bpe": gpt2, "mpt": gpt2, "olmo": gpt2,
+		"jais": gpt2, "trillion": gpt2, "granite-docling": gpt2, "exaone4": gpt2,
 		"llama3": llama3, "llama-v3": llama3, "llama-bpe": llama3, "falcon3": llama3,
-		"qwen2": qwen2, "deepseek-r1-qwen": qwen2, "megrez": qwen2,
-		"smollm": digitsFirst, "starcoder": digitsFirst, "refact": digitsFirst,
+		"falcon-h1": llama3, "pixtral": llama3, "midm-2.0": llama3, "lfm2": llama3, "jina-v5-nano": llama3,
+		"dbrx": llama3Merges, "smaug-bpe": llama3Merges, "glm4": llama3Merges, "chatglm-bpe": llama3Merges,
+		"qwen2": qwen2, "deepseek-r1-qwen": qwen2, "megrez": qwen2, "kormo": qwen2, "f2llmv2": qwen2,
+		"stablelm2": qwen2, "hunyuan": qwen2, "solar-open": qwen2, "grok-2": qwen2,
+		"smollm": digitsFirst, "starcoder": digitsFirst, "refact": digitsFirst, "command-r": digitsFirst,
+		"codeshell": digitsFirst, "exaone": digitsFirst, "minerva-7b": digitsFirst, "mellum2": digitsFirst,
 	} {
 		pretokenizers[name] = p
+	}
+	for _, f := range regexFamilies {
+		p := &pretokenizer{ignoreMerges: f.ignoreMerges, addBOS: f.addBOS}
+		for _, src := range f.regexes {
+			re, err := compileRegex(src)
+			if err != nil {
+				panic(fmt.Sprintf("tokenizer: pre-tokenizer %s: %v", f.names[0], err))
+			}
+			p.stages = append(p.stages, stage{re: re})
+		}
+		for _, name := range f.names {
+			if pretokenizers[name] != nil {
+				panic("tokenizer: pre-tokenizer " + name + " defined twice")
+			}
+			pretokenizers[name] = p
+		}
 	}
 }
 
@@ -278,6 +306,10 @@ func (p *pretokenizer) splitStage(k int, s string, yield func(string)) {
 		} else {
 			p.splitStage(k+1, piece, yield)
 		}
+	}
+	if st.re != nil {
+		st.re.split(s, emit)
+		return
 	}
 	if st.next != nil {
 		for i := 0; i < len(s); {

@@ -281,7 +281,7 @@ func TestNewErrors(t *testing.T) {
 		{"scores", func() Vocab { v := spm; v.Scores = v.Scores[:3]; return v }(), "3 scores for"},
 		{"types", func() Vocab { v := spm; v.Types = v.Types[:3]; return v }(), "3 token types for"},
 		{"bos range", func() Vocab { v := spm; v.BOS = 99999; return v }(), "BOS id 99999 is outside"},
-		{"pre", bpeVocab("tekken", []string{"a b"}, nil), `pre-tokenizer "tekken" (tokenizer.ggml.pre) is not supported; supported: deepseek-r1-qwen, default, `},
+		{"pre", bpeVocab("kimi-k2", []string{"a b"}, nil), `pre-tokenizer "kimi-k2" (tokenizer.ggml.pre) is not supported; supported: a.x-4.0, bailingmoe, `},
 		{"no merges", bpeVocab("gpt-2", nil, nil), "without merges"},
 		{"bad merge", bpeVocab("gpt-2", []string{"ab"}, nil), `merge 0 "ab"`},
 	}
@@ -350,7 +350,7 @@ func TestFromGGUF(t *testing.T) {
 		{"bos type", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.bos_token_id", Value: "1"}}, `"tokenizer.ggml.bos_token_id": is string`},
 		{"add bos type", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.add_bos_token", Value: uint8(1)}}, `"tokenizer.ggml.add_bos_token": is uint8, want bool`},
 		{"no merges", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.tokens", Value: tokens}}, `"tokenizer.ggml.merges": not found`},
-		{"unsupported pre", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.merges", Value: []string{"a b"}}, {Key: "tokenizer.ggml.pre", Value: "chatglm-bpe"}}, `pre-tokenizer "chatglm-bpe"`},
+		{"unsupported pre", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.merges", Value: []string{"a b"}}, {Key: "tokenizer.ggml.pre", Value: "afmoe"}}, `pre-tokenizer "afmoe"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
