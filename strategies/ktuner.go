@@ -88,12 +88,19 @@ func ewma(old, x float64) float64 {
 	return old + tunerWeight*(x-old)
 }
 
-// observe records a step: n drafts proposed in draftTime, of which accepted were kept, and the
-// target's forward of n+1 rows in verifyTime.
-func (t *kTuner) observe(n, accepted int, draftTime, verifyTime time.Duration) {
+// observe records a step: n drafts proposed, of which accepted were kept; draftForwards of the
+// draft model's forwards, each proposing one token, took draftTime; and the target's forward of
+// n+1 rows took verifyTime. A draft forward that first caught up with many tokens the draft
+// had not seen (the prompt, or the tokens of steps that drafted nothing) is left out of
+// draftTime and draftForwards: that cost is paid once per switch from plain decoding to
+// drafting, not per drafted token, and charging it to the step's drafts made a memory-bound
+// target with a cheap draft look like one where drafting never pays.
+func (t *kTuner) observe(n, accepted int, draftTime time.Duration, draftForwards int, verifyTime time.Duration) {
 	t.steps++
+	if draftForwards > 0 {
+		t.draft = ewma(max(t.draft, 0), draftTime.Seconds()/float64(draftForwards))
+	}
 	if n > 0 {
-		t.draft = ewma(max(t.draft, 0), draftTime.Seconds()/float64(n))
 		for i := 0; i < accepted; i++ {
 			t.alpha += acceptWeight * (1 - t.alpha)
 		}

@@ -109,7 +109,18 @@ type specRun struct {
 	dTokens []core.TokenID    // tokens the draft state holds
 	dists   []core.Candidates // the draft's processed distribution at each drafted position
 	qDense  []float32         // scratch: a draft distribution by token id
+	// dTime is the time the last propose spent in its draft forwards (with their processing
+	// and selection) that proposed one token each, dForwards their number; a forward that
+	// first caught up with more than the tokens of one step is not counted (see
+	// kTuner.observe).
+	dTime     time.Duration
+	dForwards int
 }
+
+// catchUpRows is the most tokens a draft forward may take and still count as the ordinary
+// cost of one drafted token: the last draft of the previous step and the token the target
+// added after it.
+const catchUpRows = 2
 
 func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequence) error {
 	if q.Finished() {
@@ -144,7 +155,6 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		if tuner != nil {
 			k = tuner.choose(room)
 		}
-		t0 := time.Now()
 		drafts, err := r.propose(ctx, max(min(k, room), 0))
 		if err != nil {
 			return err
@@ -173,7 +183,7 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		}
 		switch {
 		case tuner != nil:
-			tuner.observe(len(drafts), accepted, t1.Sub(t0), t2.Sub(t1))
+			tuner.observe(len(drafts), accepted, r.dTime, r.dForwards, t2.Sub(t1))
 		case sp.cfg.Policy == KAcceptance && len(drafts) > 0:
 			if accepted == len(drafts) {
 				k = min(k+1, 2*sp.cfg.K)
@@ -187,6 +197,7 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 
 // propose drafts up to k tokens, recording the draft distributions (draft model only).
 func (r *specRun) propose(ctx context.Context, k int) ([]core.TokenID, error) {
+	r.dTime, r.dForwards = 0, 0
 	if k == 0 {
 		return nil, nil
 	}
@@ -220,6 +231,7 @@ func (r *specRun) propose(ctx context.Context, k int) ([]core.TokenID, error) {
 	defer s.Rollback(q, mark)
 	var drafts []core.TokenID
 	for j := 0; j < k; j++ {
+		start := time.Now()
 		items := []core.ForwardItem{{State: r.draft, Tokens: pending}}
 		if err := s.ForwardModel(ctx, r.sp.cfg.Draft, items); err != nil {
 			return nil, fmt.Errorf("draft model forward: %w", err)
@@ -241,6 +253,10 @@ func (r *specRun) propose(ctx context.Context, k int) ([]core.TokenID, error) {
 		r.dists[j].CopyFrom(c)
 		drafts = append(drafts, ch.ID)
 		s.Push(q, ch.ID)
+		if len(pending) <= catchUpRows {
+			r.dTime += time.Since(start)
+			r.dForwards++
+		}
 		pending = []core.TokenID{ch.ID}
 	}
 	return drafts, nil
