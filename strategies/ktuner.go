@@ -53,10 +53,17 @@ func (p KPolicy) String() string {
 }
 
 const (
-	// tunerWeight is the weight of a new timing in the running averages of costs.
+	// tunerWeight is the weight of a new timing in the running average of a draft's cost.
 	tunerWeight = 0.2
-	// acceptWeight is the weight of one draft's verdict in the running acceptance rate.
-	acceptWeight = 0.05
+	// lineDecay is the weight an older verification timing keeps, per step, in the line that
+	// models a verification's cost by its rows.
+	lineDecay = 0.95
+	// verdictDecay is the weight an older draft's verdict keeps, per verdict, in the
+	// acceptance rate.
+	verdictDecay = 0.97
+	// priorVerdicts is how many verdicts the prior acceptance rate counts for: few, so that
+	// the first steps' drafts soon outweigh it.
+	priorVerdicts = 2
 	// tunerProbe is how often (in steps) the cost policy drafts one token more than it
 	// estimates best, to refresh its measurements next to the best.
 	tunerProbe = 16
@@ -65,20 +72,28 @@ const (
 )
 
 // kTuner is the cost policy's model: the cost of a drafted token, the cost of a target
-// forward of m rows (measured for the m seen, interpolated for the others) and the running
-// per-token acceptance rate. With acceptance rate a, drafting k tokens yields
-// 1 + a + … + a^k tokens in expectation (the drafts kept before the first rejection, plus the
-// corrected or bonus token) for k·draft + verify(k+1) seconds.
+// forward of m rows and the running per-token acceptance rate. With acceptance rate a,
+// drafting k tokens yields 1 + a + … + a^k tokens in expectation (the drafts kept before the
+// first rejection, plus the corrected or bonus token) for k·draft + verify(k+1) seconds.
+//
+// verify(m) is a line c + s·m fitted by least squares to every step's timing, older steps
+// weighing less (lineDecay): every step informs it, whatever its m, so one slow forward at a
+// rarely tried m cannot make that m look expensive for good, and costs past the tried m
+// follow the measured slope. The first steps try 1, 0 and K drafts (K = maxK/2, the
+// configured k), so that the line is anchored at both ends before it is trusted.
 type kTuner struct {
-	maxK   int
-	alpha  float64   // running acceptance rate of a drafted token
-	draft  float64   // seconds per drafted token; negative until measured
-	verify []float64 // seconds per target forward of m rows, by m; 0 until measured
-	steps  int
+	maxK  int
+	// kept and judged are the decayed counts of drafts kept and of drafts judged (a draft
+	// after the first rejection is never judged).
+	kept, judged float64
+	draft float64 // seconds per drafted token; negative until measured
+	// Decayed sums of the verification timings: weights, rows, rows², seconds, rows·seconds.
+	sw, sm, smm, st, smt float64
+	steps                int
 }
 
 func newKTuner(maxK int) *kTuner {
-	return &kTuner{maxK: maxK, alpha: tunerPrior, draft: -1, verify: make([]float64, maxK+2)}
+	return &kTuner{maxK: maxK, draft: -1}
 }
 
 func ewma(old, x float64) float64 {
@@ -102,69 +117,49 @@ func (t *kTuner) observe(n, accepted int, draftTime time.Duration, draftForwards
 	}
 	if n > 0 {
 		for i := 0; i < accepted; i++ {
-			t.alpha += acceptWeight * (1 - t.alpha)
+			t.kept, t.judged = verdictDecay*t.kept+1, verdictDecay*t.judged+1
 		}
 		if accepted < n {
-			t.alpha -= acceptWeight * t.alpha
+			t.kept, t.judged = verdictDecay*t.kept, verdictDecay*t.judged+1
 		}
 	}
-	if m := n + 1; m < len(t.verify) {
-		t.verify[m] = ewma(t.verify[m], verifyTime.Seconds())
-	}
+	m, v := float64(n+1), verifyTime.Seconds()
+	t.sw = lineDecay*t.sw + 1
+	t.sm = lineDecay*t.sm + m
+	t.smm = lineDecay*t.smm + m*m
+	t.st = lineDecay*t.st + v
+	t.smt = lineDecay*t.smt + m*v
 }
 
-// verifyCost is the measured or estimated cost of a target forward of m rows: measured values
-// are interpolated linearly; past the last measured m the slope of the last two measured
-// points continues (flat with one point, so that larger k are tried once).
+// verifyCost is the modelled cost of a target forward of m rows: the fitted line, its slope
+// kept at zero or above (a row never makes a forward cheaper); 0 before any timing.
 func (t *kTuner) verifyCost(m int) float64 {
-	if t.verify[m] > 0 {
-		return t.verify[m]
+	if t.sw == 0 {
+		return 0
 	}
-	lo, hi := 0, 0
-	for i := m - 1; i >= 1; i-- {
-		if t.verify[i] > 0 {
-			lo = i
-			break
-		}
+	mean, meanT := t.sm/t.sw, t.st/t.sw
+	slope := 0.0
+	if varM := t.smm/t.sw - mean*mean; varM > 1e-9 {
+		slope = max((t.smt/t.sw-mean*meanT)/varM, 0)
 	}
-	for i := m + 1; i < len(t.verify); i++ {
-		if t.verify[i] > 0 {
-			hi = i
-			break
-		}
-	}
-	switch {
-	case lo > 0 && hi > 0:
-		f := float64(m-lo) / float64(hi-lo)
-		return t.verify[lo] + f*(t.verify[hi]-t.verify[lo])
-	case hi > 0:
-		return t.verify[hi] * float64(m) / float64(hi)
-	case lo > 0:
-		prev := 0
-		for i := lo - 1; i >= 1; i-- {
-			if t.verify[i] > 0 {
-				prev = i
-				break
-			}
-		}
-		if prev == 0 {
-			return t.verify[lo]
-		}
-		slope := max((t.verify[lo]-t.verify[prev])/float64(lo-prev), 0)
-		return t.verify[lo] + slope*float64(m-lo)
-	}
-	return 0
+	return max(meanT+slope*(float64(m)-mean), 1e-9)
+}
+
+// acceptance is the running acceptance rate of a drafted token: the decayed share of kept
+// drafts, with the prior counting for priorVerdicts verdicts.
+func (t *kTuner) acceptance() float64 {
+	return (t.kept + priorVerdicts*tunerPrior) / (t.judged + priorVerdicts)
 }
 
 // expected is the expected number of tokens a step drafting k tokens appends.
 func (t *kTuner) expected(k int) float64 {
-	a := min(t.alpha, 0.999)
+	a := min(t.acceptance(), 0.999)
 	return (1 - math.Pow(a, float64(k+1))) / (1 - a)
 }
 
 // choose returns the k to draft next, at most room. The first step drafts one token, the
-// second none, so that the cost of a row is measured cheaply; then the k with the best
-// expected tokens per second, costs past the measured ones extrapolated from their slope.
+// second none and the third K (half the largest k), so that the line of verification costs
+// is measured at both ends; then the k with the best expected tokens per second.
 func (t *kTuner) choose(room int) int {
 	limit := min(t.maxK, max(room, 0))
 	switch t.steps {
@@ -172,13 +167,12 @@ func (t *kTuner) choose(room int) int {
 		return min(1, limit)
 	case 1:
 		return 0
+	case 2:
+		return min(max(t.maxK/2, 1), limit)
 	}
 	best, bestRate := 0, 0.0
 	for k := 0; k <= limit; k++ {
 		cost := t.verifyCost(k+1) + float64(k)*max(t.draft, 0)
-		if cost <= 0 {
-			return k // never measured: try it
-		}
 		if r := t.expected(k) / cost; r > bestRate {
 			best, bestRate = k, r
 		}
