@@ -263,14 +263,23 @@ func (r *specRun) propose(ctx context.Context, k int) ([]core.TokenID, error) {
 }
 
 // lookup drafts the k tokens that followed the most recent earlier occurrence of the last n
-// tokens, trying n = maxN down to 1.
+// tokens, trying n = maxN down to 1. Where that continuation runs into the end of the
+// sequence, the copy goes on over the tokens it has drafted, as an overlapping copy does: a
+// sequence that repeats a period of p tokens drafts k tokens of the repetition, not p.
 func lookup(toks []core.TokenID, maxN, k int) []core.TokenID {
 	for n := min(maxN, len(toks)-1); n >= 1; n-- {
 		suffix := toks[len(toks)-n:]
 		for i := len(toks) - n - 1; i >= 0; i-- {
 			if slices.Equal(toks[i:i+n], suffix) {
-				end := min(i+n+k, len(toks))
-				return slices.Clone(toks[i+n : end])
+				drafts := make([]core.TokenID, k)
+				for j := range drafts {
+					if src := i + n + j; src < len(toks) {
+						drafts[j] = toks[src]
+					} else {
+						drafts[j] = drafts[src-len(toks)]
+					}
+				}
+				return drafts
 			}
 		}
 	}
