@@ -82,11 +82,11 @@ const (
 // follow the measured slope. The first steps try 1, 0 and K drafts (K = maxK/2, the
 // configured k), so that the line is anchored at both ends before it is trusted.
 type kTuner struct {
-	maxK  int
+	maxK int
 	// kept and judged are the decayed counts of drafts kept and of drafts judged (a draft
 	// after the first rejection is never judged).
 	kept, judged float64
-	draft float64 // seconds per drafted token; negative until measured
+	draft        float64 // seconds per drafted token; negative until measured
 	// Decayed sums of the verification timings: weights, rows, rows², seconds, rows·seconds.
 	sw, sm, smm, st, smt float64
 	steps                int
