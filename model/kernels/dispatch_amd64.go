@@ -61,6 +61,9 @@ func init() {
 	avx512.dot[kF32] = [4]dotFunc{dotF32x1AVX512, dotF32x2AVX512, dotF32x3AVX512, dotF32x4AVX512}
 	avx512.dot[kF16] = [4]dotFunc{dotF16x1AVX512, dotF16x2AVX512, dotF16x3AVX512, dotF16x4AVX512}
 	avx512.dot[kBF16] = [4]dotFunc{dotBF16x1AVX512, dotBF16x2AVX512, dotBF16x3AVX512, dotBF16x4AVX512}
+	avx512.rows16[kF32] = dotF32x1Rows16AVX512
+	avx512.rows16[kF16] = dotF16x1Rows16AVX512
+	avx512.rows16[kBF16] = dotBF16x1Rows16AVX512
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
 		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}
 	}

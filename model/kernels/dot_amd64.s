@@ -11464,6 +11464,2050 @@ dotBF16x4AVX512_done:
 	VZEROUPPER
 	RET
 
+// func dotF32x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·dotF32x1Rows16AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ wstride+8(FP), BX
+	MOVQ x+32(FP), SI
+
+dotF32x1Rows16AVX512_group:
+	CMPQ   CX, $0x10
+	JB     dotF32x1Rows16AVX512_done
+	MOVQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r0_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r0_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r0_pairs
+
+dotF32x1Rows16AVX512_r0_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r0_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r0_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r0_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r0_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000004, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r4_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r4_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r4_pairs
+
+dotF32x1Rows16AVX512_r4_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r4_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r4_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r4_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r4_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000008, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r8_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r8_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r8_pairs
+
+dotF32x1Rows16AVX512_r8_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r8_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r8_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r8_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r8_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000c, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r12_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r12_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r12_pairs
+
+dotF32x1Rows16AVX512_r12_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r12_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r12_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r12_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r12_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000001, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r1_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r1_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r1_pairs
+
+dotF32x1Rows16AVX512_r1_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r1_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r1_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r1_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r1_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000005, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r5_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r5_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r5_pairs
+
+dotF32x1Rows16AVX512_r5_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r5_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r5_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r5_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r5_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000009, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r9_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r9_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r9_pairs
+
+dotF32x1Rows16AVX512_r9_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r9_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r9_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r9_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r9_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000d, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r13_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r13_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r13_pairs
+
+dotF32x1Rows16AVX512_r13_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r13_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r13_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r13_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r13_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z8
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z8, Z8
+	IMUL3Q     $0x00000002, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r2_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r2_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r2_pairs
+
+dotF32x1Rows16AVX512_r2_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r2_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r2_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r2_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r2_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000006, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r6_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r6_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r6_pairs
+
+dotF32x1Rows16AVX512_r6_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r6_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r6_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r6_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r6_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000a, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r10_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r10_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r10_pairs
+
+dotF32x1Rows16AVX512_r10_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r10_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r10_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r10_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r10_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000e, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r14_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r14_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r14_pairs
+
+dotF32x1Rows16AVX512_r14_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r14_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r14_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r14_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r14_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000003, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r3_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r3_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r3_pairs
+
+dotF32x1Rows16AVX512_r3_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r3_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r3_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r3_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r3_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000007, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r7_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r7_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r7_pairs
+
+dotF32x1Rows16AVX512_r7_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r7_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r7_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r7_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r7_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000b, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r11_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r11_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r11_pairs
+
+dotF32x1Rows16AVX512_r11_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r11_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r11_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r11_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r11_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000f, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r15_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r15_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r15_pairs
+
+dotF32x1Rows16AVX512_r15_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r15_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r15_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r15_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r15_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z6
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z6, Z6
+	VSHUFPS    $0x88, Z6, Z8, Z7
+	VSHUFPS    $0xdd, Z6, Z8, Z0
+	VADDPS     Z0, Z7, Z7
+	VMOVUPS    Z7, (DX)
+	MOVQ       BX, DI
+	SHLQ       $0x04, DI
+	ADDQ       DI, AX
+	ADDQ       $0x40, DX
+	SUBQ       $0x10, CX
+	JMP        dotF32x1Rows16AVX512_group
+
+dotF32x1Rows16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotF16x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dotF16x1Rows16AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ wstride+8(FP), BX
+	MOVQ x+32(FP), SI
+
+dotF16x1Rows16AVX512_group:
+	CMPQ   CX, $0x10
+	JB     dotF16x1Rows16AVX512_done
+	MOVQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r0_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r0_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r0_pairs
+
+dotF16x1Rows16AVX512_r0_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r0_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r0_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r0_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r0_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000004, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r4_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r4_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r4_pairs
+
+dotF16x1Rows16AVX512_r4_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r4_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r4_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r4_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r4_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000008, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r8_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r8_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r8_pairs
+
+dotF16x1Rows16AVX512_r8_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r8_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r8_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r8_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r8_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000c, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r12_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r12_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r12_pairs
+
+dotF16x1Rows16AVX512_r12_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r12_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r12_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r12_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r12_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000001, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r1_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r1_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r1_pairs
+
+dotF16x1Rows16AVX512_r1_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r1_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r1_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r1_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r1_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000005, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r5_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r5_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r5_pairs
+
+dotF16x1Rows16AVX512_r5_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r5_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r5_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r5_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r5_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000009, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r9_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r9_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r9_pairs
+
+dotF16x1Rows16AVX512_r9_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r9_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r9_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r9_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r9_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000d, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r13_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r13_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r13_pairs
+
+dotF16x1Rows16AVX512_r13_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r13_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r13_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r13_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r13_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z8
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z8, Z8
+	IMUL3Q     $0x00000002, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r2_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r2_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r2_pairs
+
+dotF16x1Rows16AVX512_r2_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r2_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r2_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r2_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r2_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000006, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r6_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r6_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r6_pairs
+
+dotF16x1Rows16AVX512_r6_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r6_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r6_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r6_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r6_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000a, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r10_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r10_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r10_pairs
+
+dotF16x1Rows16AVX512_r10_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r10_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r10_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r10_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r10_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000e, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r14_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r14_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r14_pairs
+
+dotF16x1Rows16AVX512_r14_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r14_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r14_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r14_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r14_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000003, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r3_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r3_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r3_pairs
+
+dotF16x1Rows16AVX512_r3_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r3_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r3_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r3_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r3_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000007, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r7_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r7_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r7_pairs
+
+dotF16x1Rows16AVX512_r7_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r7_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r7_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r7_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r7_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000b, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r11_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r11_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r11_pairs
+
+dotF16x1Rows16AVX512_r11_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r11_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r11_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r11_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r11_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000f, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r15_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r15_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r15_pairs
+
+dotF16x1Rows16AVX512_r15_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r15_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r15_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r15_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r15_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z6
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z6, Z6
+	VSHUFPS    $0x88, Z6, Z8, Z7
+	VSHUFPS    $0xdd, Z6, Z8, Z0
+	VADDPS     Z0, Z7, Z7
+	VMOVUPS    Z7, (DX)
+	MOVQ       BX, DI
+	SHLQ       $0x04, DI
+	ADDQ       DI, AX
+	ADDQ       $0x40, DX
+	SUBQ       $0x10, CX
+	JMP        dotF16x1Rows16AVX512_group
+
+dotF16x1Rows16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dotBF16x1Rows16AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ out+48(FP), DX
+	MOVQ wstride+8(FP), BX
+	MOVQ x+32(FP), SI
+
+dotBF16x1Rows16AVX512_group:
+	CMPQ   CX, $0x10
+	JB     dotBF16x1Rows16AVX512_done
+	MOVQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r0_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r0_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r0_pairs
+
+dotBF16x1Rows16AVX512_r0_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r0_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r0_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r0_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r0_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000004, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r4_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r4_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r4_pairs
+
+dotBF16x1Rows16AVX512_r4_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r4_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r4_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r4_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r4_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000008, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r8_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r8_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r8_pairs
+
+dotBF16x1Rows16AVX512_r8_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r8_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r8_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r8_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r8_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000c, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r12_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r12_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r12_pairs
+
+dotBF16x1Rows16AVX512_r12_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r12_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r12_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r12_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r12_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000001, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r1_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r1_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r1_pairs
+
+dotBF16x1Rows16AVX512_r1_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r1_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r1_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r1_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r1_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000005, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r5_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r5_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r5_pairs
+
+dotBF16x1Rows16AVX512_r5_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r5_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r5_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r5_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r5_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000009, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r9_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r9_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r9_pairs
+
+dotBF16x1Rows16AVX512_r9_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r9_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r9_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r9_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r9_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000d, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r13_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r13_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r13_pairs
+
+dotBF16x1Rows16AVX512_r13_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r13_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r13_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r13_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r13_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z8
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z8, Z8
+	IMUL3Q     $0x00000002, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r2_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r2_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r2_pairs
+
+dotBF16x1Rows16AVX512_r2_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r2_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r2_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r2_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r2_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000006, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r6_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r6_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r6_pairs
+
+dotBF16x1Rows16AVX512_r6_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r6_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r6_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r6_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r6_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000a, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r10_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r10_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r10_pairs
+
+dotBF16x1Rows16AVX512_r10_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r10_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r10_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r10_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r10_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000e, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r14_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r14_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r14_pairs
+
+dotBF16x1Rows16AVX512_r14_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r14_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r14_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r14_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r14_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000003, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r3_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r3_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r3_pairs
+
+dotBF16x1Rows16AVX512_r3_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r3_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r3_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r3_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r3_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000007, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r7_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r7_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r7_pairs
+
+dotBF16x1Rows16AVX512_r7_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r7_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r7_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r7_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r7_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000b, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r11_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r11_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r11_pairs
+
+dotBF16x1Rows16AVX512_r11_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r11_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r11_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r11_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r11_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000f, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r15_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r15_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r15_pairs
+
+dotBF16x1Rows16AVX512_r15_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r15_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r15_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r15_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r15_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z6
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z6, Z6
+	VSHUFPS    $0x88, Z6, Z8, Z7
+	VSHUFPS    $0xdd, Z6, Z8, Z0
+	VADDPS     Z0, Z7, Z7
+	VMOVUPS    Z7, (DX)
+	MOVQ       BX, DI
+	SHLQ       $0x04, DI
+	ADDQ       DI, AX
+	ADDQ       $0x40, DX
+	SUBQ       $0x10, CX
+	JMP        dotBF16x1Rows16AVX512_group
+
+dotBF16x1Rows16AVX512_done:
+	VZEROUPPER
+	RET
+
 // func dotQ8_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 // Requires: AVX, AVX512F, AVX512_VNNI, F16C
 TEXT ·dotQ8_0x1VNNI(SB), NOSPLIT, $0-64

@@ -29,6 +29,7 @@ package kernels
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -55,8 +56,10 @@ func Supported(t ggml.Type) bool {
 
 // RowBytes returns the bytes one row takes (0 for an invalid matrix).
 func (m Matrix) RowBytes() int {
-	if tk := kernelOf(m.Type); tk != nil && m.Cols > 0 && m.Cols%tk.typeBlock == 0 {
-		return m.Cols / tk.typeBlock * tk.typeBytes()
+	if tk := kernelOf(m.Type); tk != nil {
+		if rb := tk.rowBytes(m.Cols); rb > 0 {
+			return rb
+		}
 	}
 	n, err := m.Type.RowBytes(m.Cols)
 	if err != nil {
@@ -78,9 +81,10 @@ func (m Matrix) Slice(r0, r1 int) Matrix {
 // Validate checks that the type is supported, that Cols is a whole number of blocks and that
 // Data holds exactly Rows rows.
 func (m Matrix) Validate() error {
-	if tk := kernelOf(m.Type); tk != nil && m.Rows >= 0 && m.Cols > 0 && m.Cols%tk.typeBlock == 0 &&
-		len(m.Data) == m.Rows*(m.Cols/tk.typeBlock*tk.typeBytes()) {
-		return nil
+	if tk := kernelOf(m.Type); tk != nil && m.Rows >= 0 {
+		if rb := tk.rowBytes(m.Cols); rb > 0 && len(m.Data) == m.Rows*rb {
+			return nil
+		}
 	}
 	if !Supported(m.Type) {
 		return fmt.Errorf("kernels: tensor type %v is not supported", m.Type)
@@ -104,6 +108,37 @@ func MatVec(out []float32, m Matrix, x []float32) {
 	MatMul(out, m, x, 1)
 }
 
+// MatVecSerial computes MatVec(out, m, x) on the calling goroutine alone, with the same bits,
+// for the small products attention makes by the thousand (a query against a cache block's
+// keys, probabilities against its values), where MatVec's checks and work sharing cost more
+// than the product. m must be F32, F16 or BF16 with Cols a multiple of 8 (any other matrix
+// goes through MatVec); it panics on an invalid matrix or mismatched lengths.
+func MatVecSerial(out []float32, m Matrix, x []float32) {
+	tk := kernelOf(m.Type)
+	if tk == nil || tk.act != actFloat || m.Cols <= 0 || m.Cols&(tk.blockElems-1) != 0 {
+		MatVec(out, m, x)
+		return
+	}
+	rb := m.Cols >> tk.typeShift * tk.blockBytes
+	if m.Rows < 0 || len(m.Data) != m.Rows*rb || len(x) != m.Cols || len(out) != m.Rows {
+		panic(fmt.Sprintf("kernels: MatVecSerial of %d×%d %v matrix of %d bytes: len(x) = %d, len(out) = %d",
+			m.Rows, m.Cols, m.Type, len(m.Data), len(x), len(out)))
+	}
+	if m.Rows == 0 {
+		return
+	}
+	im := currentImpl()
+	nb, xb := m.Cols>>tk.blockShift, (*byte)(unsafe.Pointer(&x[0]))
+	done := 0
+	if r16 := im.rows16[tk.kind]; r16 != nil && m.Rows >= 16 {
+		done = m.Rows &^ 15
+		r16(&m.Data[0], rb, done, nb, xb, 4*m.Cols, &out[0], m.Rows)
+	}
+	if done < m.Rows {
+		im.dot[tk.kind][0](&m.Data[done*rb], rb, m.Rows-done, nb, xb, 4*m.Cols, &out[done], m.Rows)
+	}
+}
+
 // MatMul multiplies n activation rows by the transpose of m: x holds n rows of m.Cols values
 // and out receives n rows of m.Rows values, out[i*m.Rows + r] = Σ_c m[r][c]·x[i*m.Cols + c].
 // Each weight block is loaded once for all n rows, so while the weights stream from memory
@@ -125,7 +160,7 @@ func MatMul(out []float32, m Matrix, x []float32, n int) {
 		// nothing.
 		tk := kernelOf(m.Type)
 		a := prepare(im, tk.act, x, n, m.Cols)
-		p := product{out: out, m: m, tk: *tk, kern: &im.dot[tk.kind], a: a, rb: rb}
+		p := product{out: out, m: m, tk: *tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], a: a, rb: rb}
 		p.rows(n, 0, m.Rows)
 		a.release()
 		return

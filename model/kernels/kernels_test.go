@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -759,4 +760,92 @@ func TestSmallMatMulAllocs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRows16MatchesRowKernel checks that every 16-row kernel gives, bit for bit, what its
+// type's one-row kernel gives: short and long rows, a last 8-block, several groups of 16,
+// extreme values, and results that are signed zeros.
+func TestRows16MatchesRowKernel(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	tested := 0
+	for _, im := range impls {
+		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16} {
+			tk := kernelOf(typ)
+			rows16 := im.rows16[tk.kind]
+			if rows16 == nil {
+				continue
+			}
+			tested++
+			for _, cols := range []int{8, 16, 24, 40, 64, 72, 128, 256, 768, 776} {
+				for _, rows := range []int{16, 48} {
+					for _, special := range []string{"random", "zeros", "huge"} {
+						m := randomMatrix(r, typ, rows, cols)
+						x := randomActivations(r, 1, cols)
+						switch special {
+						case "zeros": // every product ±0: the sums' signs of zero must agree
+							for i := range x {
+								x[i] = float32(math.Copysign(0, float64(r.IntN(2)*2-1)))
+							}
+						case "huge": // partial sums that overflow in some orders
+							for i := range x {
+								x[i] = float32(r.NormFloat64()) * 1e36
+							}
+						}
+						want := make([]float32, rows)
+						got := make([]float32, rows)
+						nb := cols / tk.blockElems
+						im.dot[tk.kind][0](&m.Data[0], m.RowBytes(), rows, nb, (*byte)(unsafe.Pointer(&x[0])), 4*cols, &want[0], rows)
+						rows16(&m.Data[0], m.RowBytes(), rows, nb, (*byte)(unsafe.Pointer(&x[0])), 4*cols, &got[0], rows)
+						for k := range want {
+							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+								t.Fatalf("%s %v %d×%d %s: row %d: 16-row kernel %g (%#x), one-row kernel %g (%#x)",
+									im.name, typ, rows, cols, special, k, got[k], math.Float32bits(got[k]), want[k], math.Float32bits(want[k]))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if asmImpl != nil && asmImpl.name == "avx512" && tested == 0 {
+		t.Fatal("the AVX-512 kernels have no 16-row kernels")
+	}
+}
+
+// TestMatVecSerial checks MatVecSerial against MatVec, bit for bit, with every
+// implementation: float matrices of the shapes attention uses (with and without whole groups
+// of 16 rows), and the matrices it hands to MatVec (a quantised type, a float tail).
+func TestMatVecSerial(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, name := range implNames() {
+		withImpl(t, name, func() {
+			for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0} {
+				for _, rows := range []int{0, 1, 15, 16, 17, 40, 64} {
+					for _, cols := range []int{8, 16, 64, 72, 128, 20} {
+						if q := quantBlock(typ); q > 0 && cols%q != 0 || cols%8 != 0 && typ != ggml.F32 {
+							continue
+						}
+						m := randomMatrix(r, typ, rows, cols)
+						x := randomActivations(r, 1, cols)
+						want := make([]float32, rows)
+						got := make([]float32, rows)
+						MatVec(want, m, x)
+						MatVecSerial(got, m, x)
+						for k := range want {
+							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+								t.Fatalf("%s %v %d×%d: row %d: MatVecSerial %g, MatVec %g", name, typ, rows, cols, k, got[k], want[k])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MatVecSerial with a short output did not panic")
+		}
+	}()
+	m := randomMatrix(r, ggml.F32, 16, 64)
+	MatVecSerial(make([]float32, 15), m, make([]float32, 64))
 }

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"fmt"
+	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -49,29 +51,50 @@ type typeKernel struct {
 	wBlock     int // weight bytes per kernel block
 	typeBlock  int // elements per block of the storage type
 	ok         bool
+
+	// Derived by newTypeKernel, so that the per-call arithmetic of a small product (an attention
+	// block's, say) has no divisions: blockElems and typeBlock are powers of two.
+	blockShift, typeShift uint // log2 of blockElems and of typeBlock
+	blockBytes            int  // bytes of one block of the storage type
 }
 
-// typeBytes returns the bytes of one block of the storage type.
-func (tk *typeKernel) typeBytes() int { return tk.wBlock * tk.typeBlock / tk.blockElems }
+func newTypeKernel(k kind, act actKind, blockElems, wBlock, typeBlock int) typeKernel {
+	if blockElems&(blockElems-1) != 0 || typeBlock&(typeBlock-1) != 0 {
+		panic(fmt.Sprintf("kernels: block sizes %d and %d must be powers of two", blockElems, typeBlock))
+	}
+	return typeKernel{kind: k, act: act, blockElems: blockElems, wBlock: wBlock, typeBlock: typeBlock, ok: true,
+		blockShift: uint(bits.TrailingZeros(uint(blockElems))),
+		typeShift:  uint(bits.TrailingZeros(uint(typeBlock))),
+		blockBytes: wBlock * typeBlock / blockElems}
+}
+
+// rowBytes returns the bytes of a row of cols elements, 0 unless cols is a positive whole
+// number of storage blocks.
+func (tk *typeKernel) rowBytes(cols int) int {
+	if cols <= 0 || cols&(tk.typeBlock-1) != 0 {
+		return 0
+	}
+	return cols >> tk.typeShift * tk.blockBytes
+}
 
 // typeKernels is indexed by ggml.Type (an array, not a map: it is read on every call).
 var typeKernels = [ggml.BF16 + 1]typeKernel{
-	ggml.F32:  {kF32, actFloat, 8, 32, 1, true},
-	ggml.F16:  {kF16, actFloat, 8, 16, 1, true},
-	ggml.BF16: {kBF16, actFloat, 8, 16, 1, true},
-	ggml.Q8_0: {kQ8_0, act32, 128, 4 * 34, 32, true},
-	ggml.Q4_0: {kQ4_0, act32, 128, 4 * 18, 32, true},
-	ggml.Q4_K: {kQ4_K, actK, 256, 144, 256, true},
-	ggml.Q6_K: {kQ6_K, actK, 256, 210, 256, true},
+	ggml.F32:  newTypeKernel(kF32, actFloat, 8, 32, 1),
+	ggml.F16:  newTypeKernel(kF16, actFloat, 8, 16, 1),
+	ggml.BF16: newTypeKernel(kBF16, actFloat, 8, 16, 1),
+	ggml.Q8_0: newTypeKernel(kQ8_0, act32, 128, 4*34, 32),
+	ggml.Q4_0: newTypeKernel(kQ4_0, act32, 128, 4*18, 32),
+	ggml.Q4_K: newTypeKernel(kQ4_K, actK, 256, 144, 256),
+	ggml.Q6_K: newTypeKernel(kQ6_K, actK, 256, 210, 256),
 	// Their pure-Go kernels are in generic_more.go.
-	ggml.Q4_1:   {kQ4_1, act32s, 128, 4 * 20, 32, true},
-	ggml.Q5_0:   {kQ5_0, act32, 128, 4 * 22, 32, true},
-	ggml.Q5_1:   {kQ5_1, act32s, 128, 4 * 24, 32, true},
-	ggml.IQ4_NL: {kIQ4_NL, act32, 128, 4 * 18, 32, true},
-	ggml.Q2_K:   {kQ2_K, actK, 256, 84, 256, true},
-	ggml.Q3_K:   {kQ3_K, actK, 256, 110, 256, true},
-	ggml.Q5_K:   {kQ5_K, actK, 256, 176, 256, true},
-	ggml.IQ4_XS: {kIQ4_XS, actK, 256, 136, 256, true},
+	ggml.Q4_1:   newTypeKernel(kQ4_1, act32s, 128, 4*20, 32),
+	ggml.Q5_0:   newTypeKernel(kQ5_0, act32, 128, 4*22, 32),
+	ggml.Q5_1:   newTypeKernel(kQ5_1, act32s, 128, 4*24, 32),
+	ggml.IQ4_NL: newTypeKernel(kIQ4_NL, act32, 128, 4*18, 32),
+	ggml.Q2_K:   newTypeKernel(kQ2_K, actK, 256, 84, 256),
+	ggml.Q3_K:   newTypeKernel(kQ3_K, actK, 256, 110, 256),
+	ggml.Q5_K:   newTypeKernel(kQ5_K, actK, 256, 176, 256),
+	ggml.IQ4_XS: newTypeKernel(kIQ4_XS, actK, 256, 136, 256),
 }
 
 // kernelOf returns the kernel description of t, nil if t is not supported.
@@ -86,7 +109,10 @@ func kernelOf(t ggml.Type) *typeKernel {
 type impl struct {
 	name string
 	dot  [numKinds][4]dotFunc // dot[k][nx-1]
-	axpy func(a float32, x, y *float32, n int)
+	// rows16[k], where not nil, is dot[k][0] for 16 weight rows at a time (rows a multiple of
+	// 16), with the same bits: the rows' final horizontal sums are done together.
+	rows16 [numKinds]dotFunc
+	axpy   func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)
 }
@@ -189,20 +215,21 @@ func (a acts) release() {
 
 // product is one matrix of a MatMul or MatMuls call with its output.
 type product struct {
-	out  []float32
-	m    Matrix
-	tk   typeKernel
-	kern *[4]dotFunc
-	a    acts
-	rb   int
+	out    []float32
+	m      Matrix
+	tk     typeKernel
+	kern   *[4]dotFunc
+	rows16 dotFunc // nil, or the kind's 16-row kernel (used for one activation row)
+	a      acts
+	rb     int
 }
 
 // rows computes rows [r0, r1) of the product for all n activation rows.
 func (p *product) rows(n, r0, r1 int) {
 	m, a, rb := p.m, &p.a, p.rb
-	nBlocks := m.Cols / p.tk.blockElems
-	tail := m.Cols % p.tk.blockElems // float columns, or 32-element blocks past the last group
-	if nBlocks == 0 {                // only a tail, which adds to out
+	nBlocks := m.Cols >> p.tk.blockShift
+	tail := m.Cols & (p.tk.blockElems - 1) // float columns, or 32-element blocks past the last group
+	if nBlocks == 0 {                      // only a tail, which adds to out
 		for i := 0; i < n; i++ {
 			clear(p.out[i*m.Rows+r0 : i*m.Rows+r1])
 		}
@@ -213,11 +240,24 @@ func (p *product) rows(n, r0, r1 int) {
 		if n > 4 {
 			step = max(1, stepBytes/rb)
 		}
+		use16 := p.rows16 != nil && n == 1
 		for lo := r0; lo < r1; lo += step {
 			hi := min(lo+step, r1)
+			from := lo // the first row left to the multi-row kernels
+			if use16 {
+				if full := (hi - lo) &^ 15; full > 0 {
+					for i := 0; i < n; i++ {
+						p.rows16(&m.Data[lo*rb], rb, full, nBlocks, &a.b[i*a.stride], a.stride, &p.out[i*m.Rows+lo], m.Rows)
+					}
+					from += full
+				}
+			}
+			if from == hi {
+				continue
+			}
 			for g := 0; g < n; g += 4 {
 				nx := min(4, n-g)
-				p.kern[nx-1](&m.Data[lo*rb], rb, hi-lo, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+lo], m.Rows)
+				p.kern[nx-1](&m.Data[from*rb], rb, hi-from, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+from], m.Rows)
 			}
 		}
 	}
@@ -240,7 +280,7 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 			a := prepare(im, tk.act, x, n, m.Cols)
 			prepared[tk.act] = &a
 		}
-		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], a: *prepared[tk.act], rb: m.RowBytes()}
+		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], a: *prepared[tk.act], rb: m.RowBytes()}
 		total += m.Rows
 		work += m.Rows * ps[k].rb
 	}

@@ -231,7 +231,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
 			out := sc.tmp[:cnt*nr]
 			keys := sp.KHead(g)[:nr*hd*dtSize]
-			kernels.MatMul(out, kernels.Matrix{Type: dt, Rows: nr, Cols: hd, Data: keys}, sc.q[q0*hd:c1*hd], cnt)
+			matMul(out, kernels.Matrix{Type: dt, Rows: nr, Cols: hd, Data: keys}, sc.q[q0*hd:c1*hd], cnt)
 			for i := range cnt {
 				o := (q0 - c0 + i) * cEnd
 				copy(scores[o+sp.Start:o+sp.Start+nr], out[i*nr:(i+1)*nr])
@@ -276,7 +276,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 				clear(w[nr:])
 			}
 			out := sc.tmp[:cnt*hd]
-			kernels.MatMul(out, kernels.Matrix{Type: dt, Rows: hd, Cols: bs, Data: sp.VHead(g)}, weights, cnt)
+			matMul(out, kernels.Matrix{Type: dt, Rows: hd, Cols: bs, Data: sp.VHead(g)}, weights, cnt)
 			add(acc[(q0-c0)*hd:], out)
 		}
 		for i := range n {
@@ -290,6 +290,17 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			}
 		}
 	}
+}
+
+// matMul is kernels.MatMul for the products of one attention task, which run by the thousand
+// on small matrices: one query row goes through kernels.MatVecSerial (the same bits, without
+// MatMul's per-call checks and work sharing).
+func matMul(out []float32, m kernels.Matrix, x []float32, n int) {
+	if n == 1 {
+		kernels.MatVecSerial(out, m, x)
+		return
+	}
+	kernels.MatMul(out, m, x, n)
 }
 
 // parallel runs fn(task, worker) for every task in [0, n) on up to m.workers goroutines, the

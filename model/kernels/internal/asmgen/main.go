@@ -74,6 +74,12 @@ func main() {
 			VPSLLD(U8(16), z, z)
 		})
 	}
+	floatKernel512Rows16("F32", 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+	floatKernel512Rows16("F16", 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	floatKernel512Rows16("BF16", 16, func(m Mem, z VecVirtual) {
+		VPMOVZXWD(m, z)
+		VPSLLD(U8(16), z, z)
+	})
 	for nx := 1; nx <= 4; nx++ {
 		q80VNNI(nx)
 	}
@@ -454,6 +460,132 @@ func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	ADDQ(U8(4), out)
 	DECQ(nrows)
 	JMP(LabelRef(name + "_row"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// floatKernel512Rows16 is floatKernel512 with one activation row for 16 weight rows at a time
+// (rows must be a multiple of 16): each row's two chains are summed exactly as there, and the
+// 16 horizontal sums that end the rows are done together, as a transposition tree of
+// 128-bit-lane and in-lane shuffles that adds, for every row, the same pairs of partial sums
+// in the same order as floatKernel512's per-row reduction. A row's result therefore has the
+// same bits as floatKernel512's, and the horizontal sums, which dominate short rows such as
+// attention's 64-wide heads and 16-wide cache blocks, cost 15 shuffle-and-add steps for 16
+// rows instead of one reduction per row.
+func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
+	load8 := map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}[typ]
+	name := fmt.Sprintf("dot%sx1Rows16AVX512", typ)
+	TEXT(name, NOSPLIT, signature)
+	Doc(fmt.Sprintf("%s computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.", name))
+	w := Load(Param("w"), GP64())
+	nrows := Load(Param("rows"), GP64())
+	out := Load(Param("out"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	x := Load(Param("x"), GP64())
+	p, xo, cnt := GP64(), GP64(), GP64()
+	// avo's allocator gives every virtual register a register of its own where lifetimes
+	// allow reuse but its greedy order does not find it, so the registers are named once and
+	// reused: two sets of chains (a row's result stays in its first chain until its pair is
+	// combined), two results per level of the tree, one scratch.
+	wz, wy, t, h := ZMM(), YMM(), YMM(), ZMM()
+	chains := [2][2]VecVirtual{{ZMM(), ZMM()}, {ZMM(), ZMM()}}
+	levels := [3][2]VecVirtual{{ZMM(), ZMM()}, {ZMM(), ZMM()}, {ZMM(), ZMM()}}
+
+	// row emits weight row r's two chains, summed into set's first chain: the vector
+	// floatKernel512 reduces.
+	row := func(r, set int) VecVirtual {
+		lbl := fmt.Sprintf("%s_r%d", name, r)
+		if r == 0 {
+			MOVQ(w, p)
+		} else {
+			IMUL3Q(U32(r), ws, p)
+			ADDQ(w, p)
+		}
+		XORQ(xo, xo)
+		c0, c1 := chains[set][0], chains[set][1]
+		VPXORD(c0, c0, c0)
+		VPXORD(c1, c1, c1)
+		Load(Param("n"), cnt)
+		xm := func(disp int) Mem { return Mem{Base: x, Index: xo, Scale: 1, Disp: disp} }
+		block16 := func(k int, c VecVirtual) {
+			load16(Mem{Base: p, Disp: 2 * k * wBytes8}, wz)
+			VFMADD231PS(xm(64*k), wz, c)
+		}
+		Label(lbl + "_pairs")
+		CMPQ(cnt, U8(4))
+		JB(LabelRef(lbl + "_single"))
+		block16(0, c0)
+		block16(1, c1)
+		ADDQ(U32(4*wBytes8), p)
+		ADDQ(U32(128), xo)
+		SUBQ(U8(4), cnt)
+		JMP(LabelRef(lbl + "_pairs"))
+
+		Label(lbl + "_single")
+		CMPQ(cnt, U8(2))
+		JB(LabelRef(lbl + "_eight"))
+		block16(0, c0)
+		ADDQ(U32(2*wBytes8), p)
+		ADDQ(U8(64), xo)
+		SUBQ(U8(2), cnt)
+
+		Label(lbl + "_eight")
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(lbl + "_sum"))
+		load8(Mem{Base: p}, wy)
+		VMULPS(xm(0), wy, t)
+		VADDPS(t.AsZ(), c0, c0)
+
+		Label(lbl + "_sum")
+		VADDPS(c1, c0, c0)
+		return c0
+	}
+	// combine adds the two shuffles of a and b (immediates lo and hi) that pair up partial
+	// sums; lanes128 picks VSHUFF32X4 (128-bit lanes) over VSHUFPS (within lanes).
+	combine := func(a, b, l VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
+		if lanes128 {
+			VSHUFF32X4(U8(lo), b, a, l)
+			VSHUFF32X4(U8(hi), b, a, h)
+		} else {
+			VSHUFPS(U8(lo), b, a, l)
+			VSHUFPS(U8(hi), b, a, h)
+		}
+		VADDPS(h, l, l)
+		return l
+	}
+	// The tree, depth first so that few vectors are live at once. Slot t holds row
+	// 4·(t%4) + t/4, and the tree leaves slot t's sum in lane 4·(t%4) + t/4: row r in lane r.
+	//   level 1, slots a, b: [a_i + a_(i+8) | b_i + b_(i+8)], i < 8 (128-bit lanes);
+	//   level 2: y_i + y_(i+4), i < 4, one row a 128-bit lane;
+	//   level 3: x_0 + x_2 and x_1 + x_3 within each lane;
+	//   level 4: w_0 + w_1 —
+	// for every row the pairs, in the order, of floatKernel512's reduction.
+	slot := func(t int) VecVirtual { return row(4*(t%4)+t/4, t%2) }
+	level1 := func(j int) VecVirtual {
+		return combine(slot(2*j), slot(2*j+1), levels[0][j%2], 0x44, 0xee, true)
+	}
+	level2 := func(j int) VecVirtual {
+		return combine(level1(2*j), level1(2*j+1), levels[1][j%2], 0x88, 0xdd, true)
+	}
+	level3 := func(j int) VecVirtual {
+		return combine(level2(2*j), level2(2*j+1), levels[2][j%2], 0x44, 0xee, false)
+	}
+
+	Label(name + "_group")
+	CMPQ(nrows, U8(16))
+	JB(LabelRef(name + "_done"))
+	sum := combine(level3(0), level3(1), ZMM(), 0x88, 0xdd, false)
+	_ = level3
+	VMOVUPS(sum, Mem{Base: out})
+	q16 := GP64()
+	MOVQ(ws, q16)
+	SHLQ(U8(4), q16)
+	ADDQ(q16, w)
+	ADDQ(U8(64), out)
+	SUBQ(U8(16), nrows)
+	JMP(LabelRef(name + "_group"))
 
 	Label(name + "_done")
 	VZEROUPPER()
