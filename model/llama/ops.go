@@ -293,15 +293,22 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 }
 
 // matMul is kernels.MatMul for the products of one attention task, which run by the thousand
-// on small matrices: one query row goes through kernels.MatVecSerial (the same bits, without
-// MatMul's per-call checks and work sharing).
+// on small matrices: a few query rows (one, or a group sharing a key/value head) go one by one
+// through kernels.MatVecSerial, which gives the same bits without MatMul's per-call checks and
+// work sharing.
 func matMul(out []float32, m kernels.Matrix, x []float32, n int) {
-	if n == 1 {
-		kernels.MatVecSerial(out, m, x)
+	if n > serialQueries {
+		kernels.MatMul(out, m, x, n)
 		return
 	}
-	kernels.MatMul(out, m, x, n)
+	for i := range n {
+		kernels.MatVecSerial(out[i*m.Rows:(i+1)*m.Rows], m, x[i*m.Cols:(i+1)*m.Cols])
+	}
 }
+
+// serialQueries is the most query rows matMul takes one by one; more go to MatMul's kernels,
+// which read each key or value row once for four queries.
+const serialQueries = 3
 
 // parallel runs fn(task, worker) for every task in [0, n) on up to m.workers goroutines, the
 // caller being worker 0, and returns when all are done.
