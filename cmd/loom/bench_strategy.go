@@ -36,6 +36,10 @@ type strategyBench struct {
 	AcceptanceRate   float64 `json:"acceptance_rate,omitempty"`
 	// DraftK counts the strategy's steps by the number of tokens drafted (speculative only).
 	DraftK []int `json:"draft_k,omitempty"`
+	// SameAsGreedy counts the repetitions whose first sequence had exactly greedy's tokens
+	// (same seed): all of them for greedy speculation and prompt lookup, which must not change
+	// the output; by chance only for sampling and beam search.
+	SameAsGreedy int `json:"same_as_greedy"`
 }
 
 func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
@@ -109,10 +113,14 @@ func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
 			}
 			out.DraftK[k] += c
 		}
-		if _, rate, err = run(&greedy, uint64(i+1)); err != nil {
+		ref, rate, err := run(&greedy, uint64(i+1))
+		if err != nil {
 			return benchInterrupted(ctx, err)
 		}
 		out.GreedyTokensPerS = append(out.GreedyTokensPerS, rate)
+		if slices.Equal(res.Sequences[0].Tokens, ref.Sequences[0].Tokens) {
+			out.SameAsGreedy++
+		}
 	}
 	out.Speedup = median(out.StrategyTokensPerS) / median(out.GreedyTokensPerS)
 	out.ForwardsPerToken = float64(forwards) / float64(max(tokens, 1))
@@ -130,6 +138,7 @@ func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, ", %.0f%% of drafts accepted, steps by tokens drafted %v", 100*out.AcceptanceRate, out.DraftK)
 	}
 	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "  output the same as greedy's in %d of %d runs\n", out.SameAsGreedy, out.Reps)
 	return nil
 }
 

@@ -89,6 +89,10 @@ func TestBenchStrategy(t *testing.T) {
 		r.ForwardsPerToken <= 0 || r.ForwardsPerToken > 1.25 {
 		t.Errorf("result %+v", r)
 	}
+	// Greedy prompt lookup must not change the output.
+	if r.SameAsGreedy != 2 {
+		t.Errorf("output the same as greedy's in %d of 2 runs", r.SameAsGreedy)
+	}
 	steps := 0
 	for _, n := range r.DraftK {
 		steps += n
@@ -98,7 +102,8 @@ func TestBenchStrategy(t *testing.T) {
 	}
 
 	code, stdout, _ = runCLI(t, "bench", "strategy", "-n", "8", "-r", "1", "../../pipelines/beam.toml")
-	if code != 0 || !strings.Contains(stdout, "beam against greedy") || !strings.Contains(stdout, "speed-up") {
+	if code != 0 || !strings.Contains(stdout, "beam against greedy") || !strings.Contains(stdout, "speed-up") ||
+		!strings.Contains(stdout, "the same as greedy's in") {
 		t.Errorf("text output (exit %d):\n%s", code, stdout)
 	}
 	for _, c := range []struct {
