@@ -159,12 +159,13 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		if err != nil {
 			return err
 		}
+		// The verification's cost, for the cost policy, is all that the step does after the
+		// drafts: the target's forward, the rows' processing and selection, the rollback.
 		t1 := time.Now()
 		rows, err := s.ForwardAhead(q, drafts, true)
 		if err != nil {
 			return err
 		}
-		t2 := time.Now()
 		accepted, err := r.verify(drafts, rows)
 		if err != nil {
 			return err
@@ -183,7 +184,7 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		}
 		switch {
 		case tuner != nil:
-			tuner.observe(len(drafts), accepted, r.dTime, r.dForwards, t2.Sub(t1))
+			tuner.observe(len(drafts), accepted, r.dTime, r.dForwards, time.Since(t1))
 		case sp.cfg.Policy == KAcceptance && len(drafts) > 0:
 			if accepted == len(drafts) {
 				k = min(k+1, 2*sp.cfg.K)

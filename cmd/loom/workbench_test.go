@@ -93,6 +93,7 @@ type wbReport struct {
 	GutterErrors []int
 	FixedStatus  string
 	Sample       struct {
+		Ms, Frames     int
 		DistinctCounts int
 		Rows           []int
 		Text           []string
@@ -326,8 +327,11 @@ func TestWorkbenchInBrowser(t *testing.T) {
 	if len(got.Sample.Rows) != 2 || got.Sample.Rows[0] != len(sample.Sequences[0].Tokens) || got.Sample.Rows[1] != len(sample.Sequences[1].Tokens) {
 		t.Fatalf("rows of %v tokens; loom run: %d and %d", got.Sample.Rows, len(sample.Sequences[0].Tokens), len(sample.Sequences[1].Tokens))
 	}
-	if got.Sample.DistinctCounts < 3 {
-		t.Errorf("the tokens appeared in %d renderings: not streamed", got.Sample.DistinctCounts)
+	// The page renders once an animation frame: a run over in a frame or two (80 tokens of the
+	// embedded model take about 20 ms on a fast machine) cannot show more; the heavy run below
+	// checks streaming on a run long enough for any machine.
+	if got.Sample.Frames >= 6 && got.Sample.DistinctCounts < 3 {
+		t.Errorf("the tokens appeared in %d renderings over %d frames (%d ms): not streamed", got.Sample.DistinctCounts, got.Sample.Frames, got.Sample.Ms)
 	}
 	checkStep(t, got.Sample.Step, sample.Sequences[1], 3)
 	if got.Sample.AfterArrow == "" || !strings.HasPrefix(got.Sample.AfterArrow, "4/") || !strings.Contains(got.Sample.AfterArrow, "step 4") {

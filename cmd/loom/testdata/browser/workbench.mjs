@@ -122,8 +122,11 @@ try {
   // A sampling run (two samples), streamed, then one step's story.
   await pick(cases.sample.pipeline);
   await setRunFields(cases.sample);
+  const sampleStart = Date.now();
   const counts = await runAndWait({ keyboard: true });
   report.sample = {
+    ms: Date.now() - sampleStart,
+    frames: counts.length,
     distinctCounts: new Set(counts).size,
     rows: await page.$$eval("#run-A .tokens", (ts) => ts.map((t) => t.querySelectorAll(".tok").length)),
     text: await page.$$eval("#run-A .tokens", (ts) => ts.map((t) => [...t.querySelectorAll(".tok")].map((s) => s.textContent).join(""))),
