@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -89,6 +90,26 @@ func BenchmarkParallelFor(b *testing.B) {
 	var sink [64]float32
 	for b.Loop() {
 		parallelFor(64, 16, func(lo, hi int) { sink[lo]++ })
+	}
+}
+
+// BenchmarkParallelForAfterGap is a forward pass's pattern: serial work (a norm, say), then a
+// job of two 10 µs chunks. With both chunks in parallel a round costs gap + 10 µs; the
+// overhead metric is what it costs beyond that (a worker woken from parked added 12-30 µs:
+// the caller ran both chunks itself).
+func BenchmarkParallelForAfterGap(b *testing.B) {
+	busy := func(d time.Duration) {
+		for t := time.Now(); time.Since(t) < d; {
+		}
+	}
+	for _, gap := range []time.Duration{2 * time.Microsecond, 20 * time.Microsecond, 100 * time.Microsecond} {
+		b.Run(gap.String(), func(b *testing.B) {
+			for b.Loop() {
+				busy(gap)
+				parallelFor(2, 1, func(lo, hi int) { busy(10 * time.Microsecond) })
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)-float64(gap+10*time.Microsecond), "ns-overhead")
+		})
 	}
 }
 

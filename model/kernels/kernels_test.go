@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -848,4 +850,44 @@ func TestMatVecSerial(t *testing.T) {
 	}()
 	m := randomMatrix(r, ggml.F32, 16, 64)
 	MatVecSerial(make([]float32, 15), m, make([]float32, 64))
+}
+
+// TestParallel checks that Parallel runs every task exactly once, with worker numbers in
+// range and no two concurrent tasks sharing one, from several callers at once, and from
+// within a task.
+func TestParallel(t *testing.T) {
+	for _, workers := range []int{1, 2, 3, 64} {
+		var wg sync.WaitGroup
+		for caller := 0; caller < 4; caller++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				const n = 500
+				var runs [n]atomic.Int32
+				busy := make([]atomic.Int32, workers)
+				Parallel(n, workers, func(task, w int) {
+					if w < 0 || w >= workers {
+						t.Errorf("worker %d of %d", w, workers)
+						return
+					}
+					if busy[w].Add(1) != 1 {
+						t.Errorf("worker %d runs two tasks at once", w)
+					}
+					if task%100 == 0 { // a nested product, as an attention task's may be
+						m := randomMatrix(rand.New(rand.NewPCG(uint64(task), 1)), ggml.F32, 256, 256)
+						MatMul(make([]float32, 256), m, make([]float32, 256), 1)
+					}
+					runs[task].Add(1)
+					busy[w].Add(-1)
+				})
+				for i := range runs {
+					if c := runs[i].Load(); c != 1 {
+						t.Errorf("workers %d: task %d ran %d times", workers, i, c)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	Parallel(0, 2, func(int, int) { t.Error("a task of none ran") })
 }

@@ -4,44 +4,81 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// The worker pool: goroutines started once and fed jobs through a channel. The calling
-// goroutine always works on its own job too, so a job finishes even when every worker is busy
-// with another caller's job.
+// The worker pool: GOMAXPROCS-1 goroutines started once. The calling goroutine always works on
+// its own job too, so a job finishes even when every worker is busy with another caller's job.
+//
+// A forward pass of a small model is a chain of products of a few tens of microseconds with
+// serial work between them (norms, attention, activations), and waking a parked goroutine
+// takes longer than that: with workers that park after every job, a product's second half
+// was done by the caller more often than not (two 10 µs chunks took 23 µs, not 10). So a
+// worker that finishes a job spins for spinFor, watching for the next job, before it parks;
+// and a caller waits for its helpers' last chunks spinning for up to waitSpin before it parks.
+// A spinning worker yields to the scheduler as it spins, so it takes no core another of the
+// process's goroutines asked for, and spinning stops spinFor after the last job. On a machine
+// busy with other processes a helper may lose its core mid-chunk: the caller then parks
+// rather than spin against it. Spinning assumes GOMAXPROCS cores for the process, as an
+// inference engine's thread count does: on a machine where other processes keep cores busy,
+// set GOMAXPROCS to the cores that are free.
+
+const (
+	// spinFor is how long a worker watches for a new job after its last one before it parks:
+	// longer than the serial work between the products of a forward pass, short enough that
+	// an idle process soon stops spinning.
+	spinFor = 50 * time.Microsecond
+	// waitSpin is how long a caller spins for its helpers' last chunks before it parks.
+	waitSpin = 20 * time.Microsecond
+)
 
 type job struct {
-	fn    func(lo, hi int)
-	n     int
-	chunk int
-	next  atomic.Int64 // next chunk to claim
-	left  atomic.Int64 // chunks not finished
-	done  chan struct{}
+	fn      func(lo, hi, worker int)
+	n       int
+	chunk   int
+	workers int           // participants at most: worker ids are in [0, workers)
+	next    atomic.Int64  // next chunk to claim
+	left    atomic.Int64  // chunks not finished
+	ids     atomic.Int64  // worker ids handed out to helpers (the caller is 0)
+	done    chan struct{} // closed when left reaches 0
 }
 
-// work claims and runs chunks until none is left.
-func (j *job) work() {
+// work claims and runs chunks as worker id until none is left.
+func (j *job) work(id int) {
 	for {
 		c := int(j.next.Add(1) - 1)
 		lo := c * j.chunk
 		if lo >= j.n {
 			return
 		}
-		j.fn(lo, min(lo+j.chunk, j.n))
+		j.fn(lo, min(lo+j.chunk, j.n), id)
 		if j.left.Add(-1) == 0 {
 			close(j.done)
 		}
 	}
 }
 
+// help joins j as a helper, if it still has chunks to claim and a worker id to spare.
+func (j *job) help() {
+	if int(j.next.Load())*j.chunk >= j.n {
+		return
+	}
+	if id := int(j.ids.Add(1)); id < j.workers {
+		j.work(id)
+	}
+}
+
 var pool struct {
 	mu      sync.Mutex
 	started atomic.Int64
-	jobs    chan *job
+	// offer is the newest job, for spinning workers; parked workers get jobs from wake.
+	offer    atomic.Pointer[job]
+	spinning atomic.Int64
+	wake     chan *job
 }
 
 func init() {
-	pool.jobs = make(chan *job, 256)
+	pool.wake = make(chan *job, 256)
 }
 
 // workers returns the number of goroutines that share a job: GOMAXPROCS.
@@ -51,35 +88,97 @@ func startWorkers(k int) {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
 	for pool.started.Load() < int64(k) {
-		go func() {
-			for j := range pool.jobs {
-				j.work()
-			}
-		}()
+		go worker()
 		pool.started.Add(1)
+	}
+}
+
+// worker runs jobs: those it sees offered while it spins, else those sent to it parked.
+func worker() {
+	var last *job
+	for {
+		j := spin(last)
+		if j == nil {
+			j = <-pool.wake
+		}
+		j.help()
+		last = j
+	}
+}
+
+// spin watches pool.offer for a job other than last for spinFor, and returns it, or nil.
+func spin(last *job) *job {
+	pool.spinning.Add(1)
+	defer pool.spinning.Add(-1)
+	start := time.Now()
+	for i := 0; ; i++ {
+		if j := pool.offer.Load(); j != nil && j != last {
+			return j
+		}
+		if i%64 == 63 {
+			if time.Since(start) > spinFor {
+				return nil
+			}
+			runtime.Gosched()
+		}
 	}
 }
 
 // parallelFor runs fn over [0, n) in chunks of chunk, on the caller and up to GOMAXPROCS-1
 // pool goroutines, and returns when all chunks are done.
 func parallelFor(n, chunk int, fn func(lo, hi int)) {
+	run(n, chunk, workers(), func(lo, hi, _ int) { fn(lo, hi) })
+}
+
+// Parallel runs fn(task, worker) for every task in [0, n), on the calling goroutine (worker 0)
+// and on up to min(GOMAXPROCS, workers)-1 goroutines of the pool that kernels' products use,
+// each with its own worker number in [0, workers) (an index into per-worker scratch space,
+// say), and returns when all are done. Tasks are claimed one at a time, so they may differ in
+// size.
+func Parallel(n, workers int, fn func(task, worker int)) {
+	run(n, 1, workers, func(lo, hi, worker int) {
+		for t := lo; t < hi; t++ {
+			fn(t, worker)
+		}
+	})
+}
+
+// run is parallelFor and Parallel: fn(lo, hi, worker) over [0, n) in chunks, on at most
+// maxWorkers participants.
+func run(n, chunk, maxWorkers int, fn func(lo, hi, worker int)) {
+	if n <= 0 {
+		return
+	}
 	chunks := (n + chunk - 1) / chunk
-	helpers := min(workers(), chunks) - 1
+	helpers := min(workers(), chunks, maxWorkers) - 1
 	if helpers <= 0 {
-		fn(0, n)
+		fn(0, n, 0)
 		return
 	}
 	if pool.started.Load() < int64(helpers) {
 		startWorkers(helpers)
 	}
-	j := &job{fn: fn, n: n, chunk: chunk, done: make(chan struct{})}
+	j := &job{fn: fn, n: n, chunk: chunk, workers: helpers + 1, done: make(chan struct{})}
 	j.left.Store(int64(chunks))
-	for range helpers {
+	pool.offer.Store(j)
+	for range helpers - int(pool.spinning.Load()) {
 		select {
-		case pool.jobs <- j:
+		case pool.wake <- j:
 		default: // every worker is busy and the queue full: the caller does the rest
 		}
 	}
-	j.work()
-	<-j.done
+	j.work(0)
+	// The helpers are finishing their last chunks: wait for them spinning a little, then
+	// parked.
+	start := time.Now()
+	for i := 0; j.left.Load() != 0; i++ {
+		if i%64 == 63 {
+			if time.Since(start) > waitSpin {
+				<-j.done
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	pool.offer.CompareAndSwap(j, nil)
 }

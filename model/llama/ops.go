@@ -3,7 +3,6 @@ package llama
 import (
 	"math"
 	"sync"
-	"sync/atomic"
 
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/internal/fastmath"
@@ -311,33 +310,8 @@ func matMul(out []float32, m kernels.Matrix, x []float32, n int) {
 const serialQueries = 3
 
 // parallel runs fn(task, worker) for every task in [0, n) on up to m.workers goroutines, the
-// caller being worker 0, and returns when all are done.
+// caller being worker 0, and returns when all are done: on the kernels' pool, whose workers
+// are already awake between the products of a forward pass.
 func (m *Model) parallel(n int, fn func(task, worker int)) {
-	w := min(m.workers, n)
-	if w <= 1 {
-		for t := range n {
-			fn(t, 0)
-		}
-		return
-	}
-	var next atomic.Int64
-	work := func(worker int) {
-		for {
-			t := int(next.Add(1) - 1)
-			if t >= n {
-				return
-			}
-			fn(t, worker)
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Add(w - 1)
-	for k := 1; k < w; k++ {
-		go func() {
-			defer wg.Done()
-			work(k)
-		}()
-	}
-	work(0)
-	wg.Wait()
+	kernels.Parallel(n, m.workers, fn)
 }
