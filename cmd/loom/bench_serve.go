@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -42,7 +43,28 @@ type serveBench struct {
 	FirstError  string  `json:"first_error,omitempty"`
 	ModelFile   string  `json:"model"`
 	MaxTokens   int     `json:"max_tokens"`
+	Vary        float64 `json:"vary"`
 	PromptWords int     `json:"prompt_words"`
+}
+
+// serveLoad is what the clients of one level send: requests completions of tokens tokens on
+// average (each request's own count spread over [tokens·(1−vary), tokens·(1+vary)]), each with
+// a prompt of words words, streams at a time.
+type serveLoad struct {
+	streams, requests, tokens, words int
+	vary                             float64
+}
+
+// tokensOf is request i's max_tokens: the same for every engine, spread evenly over the range
+// by the golden ratio's sequence.
+func (l serveLoad) tokensOf(i int) int {
+	_, f := math.Modf(float64(i) * 0.6180339887498949)
+	return max(1, int(math.Round(float64(l.tokens)*(1-l.vary+2*l.vary*f))))
+}
+
+// maxTokens is the most tokens a request of the level asks for.
+func (l serveLoad) maxTokens() int {
+	return int(math.Ceil(float64(l.tokens) * (1 + l.vary)))
 }
 
 // defaultLlamaServer is where the llama.cpp tool kit keeps llama-server beside a checkout.
@@ -53,7 +75,8 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	modelFile := fs.String("model", "", "GGUF model to serve (default: the embedded default model, written to a temporary file)")
 	levels := fs.String("concurrency", "1,4,16", "concurrent streams, comma-separated")
 	requests := fs.Int("requests", 0, "requests per level (default: 4 × streams, at least 8)")
-	maxTokens := fs.Int("n", 64, "tokens generated per request (end of sequence ignored)")
+	maxTokens := fs.Int("n", 64, "tokens generated per request, on average (end of sequence ignored)")
+	vary := fs.Float64("vary", 0.5, "spread of the requests' lengths: each asks for n·(1±vary) tokens, so that requests started together do not all end, and start again, together (0: every request n tokens)")
 	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
 	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
@@ -69,8 +92,8 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		}
 		conc = append(conc, c)
 	}
-	if *maxTokens < 1 || *words < 1 || *requests < 0 {
-		fmt.Fprintln(stderr, "loom bench serve: -n and --prompt-words must be at least 1, --requests not negative")
+	if *maxTokens < 1 || *words < 1 || *requests < 0 || *vary < 0 || *vary >= 1 {
+		fmt.Fprintln(stderr, "loom bench serve: -n and --prompt-words must be at least 1, --requests not negative, --vary in [0, 1)")
 		return errUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -132,10 +155,11 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 			}
 			var r serveBench
 			var err error
+			load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary}
 			if eng == "loom" {
-				r, err = benchLoomServe(ctx, abs, c, n, *maxTokens, *words)
+				r, err = benchLoomServe(ctx, abs, load)
 			} else {
-				r, err = benchLlamaServer(ctx, llama, abs, c, n, *maxTokens, *words)
+				r, err = benchLlamaServer(ctx, llama, abs, load)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -143,7 +167,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 				}
 				return fmt.Errorf("%s at %d streams: %w", eng, c, err)
 			}
-			r.ModelFile, r.MaxTokens, r.PromptWords = filepath.Base(abs), *maxTokens, *words
+			r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
 			if err := report(r); err != nil {
 				return err
 			}
@@ -164,13 +188,13 @@ func freeAddr() (string, error) {
 
 // benchLoomServe serves the model with loom (greedy, end of sequence ignored, streams
 // running at once) and drives it.
-func benchLoomServe(ctx context.Context, model string, streams, requests, maxTokens, words int) (serveBench, error) {
-	src := fmt.Sprintf("[model]\npath = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, maxTokens)
+func benchLoomServe(ctx context.Context, model string, load serveLoad) (serveBench, error) {
+	src := fmt.Sprintf("[model]\npath = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.maxTokens())
 	spec, err := pipeline.Parse("bench.toml", []byte(src))
 	if err != nil {
 		return serveBench{}, err
 	}
-	s := server.New(server.Options{MaxRunning: streams, MaxQueue: requests})
+	s := server.New(server.Options{MaxRunning: load.streams, MaxQueue: load.requests})
 	defer s.Close()
 	if err := s.Add("bench", spec); err != nil {
 		return serveBench{}, err
@@ -185,22 +209,22 @@ func benchLoomServe(ctx context.Context, model string, streams, requests, maxTok
 	if err := waitReady(ctx, "http://"+addr+"/health"); err != nil {
 		return serveBench{}, err
 	}
-	r := drive(ctx, "http://"+addr, "bench", false, streams, requests, maxTokens, words)
+	r := drive(ctx, "http://"+addr, "bench", false, load)
 	r.Engine = "loom"
 	return r, nil
 }
 
 // benchLlamaServer runs llama-server on the same file with streams slots (continuous
 // batching, 2 threads) and drives it the same way.
-func benchLlamaServer(ctx context.Context, bin, model string, streams, requests, maxTokens, words int) (serveBench, error) {
+func benchLlamaServer(ctx context.Context, bin, model string, load serveLoad) (serveBench, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return serveBench{}, err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	perSlot := 4*words + maxTokens + 64
-	cmd := exec.CommandContext(ctx, bin, "-m", model, "--host", host, "--port", port, "-np", strconv.Itoa(streams), "-cb",
-		"-t", "2", "-c", strconv.Itoa(streams*perSlot))
+	perSlot := 4*load.words + load.maxTokens() + 64
+	cmd := exec.CommandContext(ctx, bin, "-m", model, "--host", host, "--port", port, "-np", strconv.Itoa(load.streams), "-cb",
+		"-t", "2", "-c", strconv.Itoa(load.streams*perSlot))
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -220,7 +244,7 @@ func benchLlamaServer(ctx context.Context, bin, model string, streams, requests,
 	if err := waitReady(ctx, "http://"+addr+"/health"); err != nil {
 		return serveBench{}, fmt.Errorf("llama-server did not start: %v\n%s", err, logs.String())
 	}
-	r := drive(ctx, "http://"+addr, "model", true, streams, requests, maxTokens, words)
+	r := drive(ctx, "http://"+addr, "model", true, load)
 	r.Engine = "llama-server"
 	return r, nil
 }
@@ -256,7 +280,8 @@ func serveBenchPrompt(i, words int) string {
 }
 
 // drive sends requests streaming completions, streams at a time, and measures them.
-func drive(ctx context.Context, url, model string, llamaExtras bool, streams, requests, maxTokens, words int) serveBench {
+func drive(ctx context.Context, url, model string, llamaExtras bool, load serveLoad) serveBench {
+	streams, requests := load.streams, load.requests
 	type result struct {
 		tokens int
 		ttft   time.Duration
@@ -272,7 +297,7 @@ func drive(ctx context.Context, url, model string, llamaExtras bool, streams, re
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				body := map[string]any{"model": model, "prompt": serveBenchPrompt(i, words), "max_tokens": maxTokens, "stream": true}
+				body := map[string]any{"model": model, "prompt": serveBenchPrompt(i, load.words), "max_tokens": load.tokensOf(i), "stream": true}
 				if llamaExtras { // greedy, end of sequence ignored, as loom's bench pipeline
 					body["ignore_eos"], body["temperature"] = true, 0
 				}

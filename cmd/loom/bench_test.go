@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,12 +131,17 @@ func TestBenchServe(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("%d lines, want one per level:\n%s", len(lines), stdout)
 	}
+	// The requests' lengths spread over 8·(1 ± 0.5) by default.
+	wantTokens := 0
+	for i := range 6 {
+		wantTokens += serveLoad{tokens: 8, vary: 0.5}.tokensOf(i)
+	}
 	for i, line := range lines {
 		var r serveBench
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Engine != "loom" || r.Streams != []int{1, 3}[i] || r.Requests != 6 || r.Errors != 0 || r.Tokens != 6*8 ||
+		if r.Engine != "loom" || r.Streams != []int{1, 3}[i] || r.Requests != 6 || r.Errors != 0 || r.Tokens != wantTokens || r.Vary != 0.5 ||
 			r.TokensPerS <= 0 || r.TTFTp50Ms <= 0 || r.TTFTp99Ms < r.TTFTp50Ms || r.ITLp99Ms < r.ITLp50Ms || r.ModelFile != "default.gguf" {
 			t.Errorf("level %d: %+v", i, r)
 		}
@@ -145,11 +151,36 @@ func TestBenchServe(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"bench", "serve", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"bench", "serve", "--vary", "1"}, "--vary in [0, 1)"},
 		{[]string{"bench", "serve", "--llama-server", "/nonexistent/llama-server", "--concurrency", "1"}, "--llama-server /nonexistent/llama-server"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.wantErr) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.wantErr)
+		}
+	}
+}
+
+// TestServeLoadLengths checks the spread of the requests' lengths: within n·(1 ± vary), with
+// a mean near n, and exactly n without spread.
+func TestServeLoadLengths(t *testing.T) {
+	for _, c := range []struct {
+		tokens int
+		vary   float64
+	}{{64, 0.5}, {8, 0.5}, {100, 0.25}, {64, 0}} {
+		l := serveLoad{tokens: c.tokens, vary: c.vary}
+		lo, hi := float64(c.tokens)*(1-c.vary), float64(c.tokens)*(1+c.vary)
+		sum := 0
+		const n = 256
+		for i := range n {
+			k := l.tokensOf(i)
+			if float64(k) < math.Floor(lo) || float64(k) > math.Ceil(hi) || k > l.maxTokens() {
+				t.Errorf("%+v: request %d asks for %d tokens, outside [%g, %g]", c, i, k, lo, hi)
+			}
+			sum += k
+		}
+		if mean := float64(sum) / n; math.Abs(mean-float64(c.tokens)) > 0.02*float64(c.tokens)+0.5 {
+			t.Errorf("%+v: mean length %.2f", c, mean)
 		}
 	}
 }
