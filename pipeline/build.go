@@ -32,6 +32,9 @@ type Options struct {
 type Overrides struct {
 	// ModelPath replaces [model] with this GGUF file (relative to the working directory).
 	ModelPath string
+	// DraftModelPath replaces [draft_model] (or adds one) with this GGUF file, keeping the
+	// table's options.
+	DraftModelPath string
 	// Temperature, TopK and TopP set the parameter of the pipeline's processor of that type,
 	// or add one (temperature first, top-k and top-p last). A temperature above zero turns a
 	// greedy strategy into sampling.
@@ -301,6 +304,18 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 		spec.Model = ModelSpec{Path: abs, Options: spec.Model.Options, path: "model"}
 		spec.hasModel = true
 		el.flags["model"] = "--model"
+	}
+	if o.DraftModelPath != "" {
+		abs, err := filepath.Abs(o.DraftModelPath)
+		if err != nil {
+			abs = o.DraftModelPath
+		}
+		var opts map[string]any
+		if spec.DraftModel != nil {
+			opts = spec.DraftModel.Options
+		}
+		spec.DraftModel = &ModelSpec{Path: abs, Options: opts, path: "draft_model"}
+		el.flags["draft_model"] = "--draft-model"
 	}
 	if o.KVBudgetMiB != nil {
 		if v := *o.KVBudgetMiB; v < 1 || v > MaxKVBudgetMiB {

@@ -48,6 +48,8 @@ func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 128, "tokens to generate per run (max_new_tokens; end of sequence is ignored)")
 	reps := fs.Int("r", 5, "repetitions of each, alternating")
 	jsonOut := fs.Bool("json", false, "print the result as one JSON object")
+	model := fs.String("model", "", "GGUF model file (replaces the pipeline's [model], keeping its options)")
+	draftModel := fs.String("draft-model", "", "GGUF draft model file (replaces the pipeline's [draft_model], keeping its options)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -67,7 +69,9 @@ func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
 	if spec == nil {
 		return err
 	}
-	built, err := pipeline.Build(spec, pipeline.Options{StartPlugins: startPlugins})
+	opts := pipeline.Options{StartPlugins: startPlugins}
+	opts.Overrides.ModelPath, opts.Overrides.DraftModelPath = *model, *draftModel
+	built, err := pipeline.Build(spec, opts)
 	if err != nil {
 		return err
 	}

@@ -122,6 +122,36 @@ func TestBenchStrategy(t *testing.T) {
 	}
 }
 
+// TestBenchStrategyModelFlags runs a greedy speculative pipeline with its models given on the
+// command line: stories260K in F32 as target, the same weights in F16 as draft, the cost
+// policy choosing k. Greedy verification must leave every run's output exactly greedy's.
+func TestBenchStrategyModelFlags(t *testing.T) {
+	dir := t.TempDir()
+	pl := filepath.Join(dir, "spec.toml")
+	src := "[model]\nbuiltin = \"default\"\n\n[draft_model]\nbuiltin = \"draft\"\nkv_type = \"f16\"\n\n" +
+		"[strategy]\ntype = \"speculative\"\nk = 4\nk_policy = \"cost\"\ngreedy = true\n"
+	if err := os.WriteFile(pl, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	models := "../../testdata/models/"
+	code, stdout, stderr := runCLI(t, "bench", "strategy", "--json", "-n", "32", "-r", "2", "--prompt", "Once upon a time",
+		"--model", models+"stories260K-f32.gguf", "--draft-model", models+"stories260K-f16.gguf", pl)
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	var r strategyBench
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if r.Strategy != "speculative" || r.SameAsGreedy != 2 || r.AcceptanceRate < 0.9 {
+		t.Errorf("result %+v: want every run the same as greedy's and nearly every draft accepted (the draft is the target in F16)", r)
+	}
+	code, _, stderr = runCLI(t, "bench", "strategy", "--draft-model", "/nonexistent/d.gguf", pl)
+	if code == 0 || !strings.Contains(stderr, "--draft-model") {
+		t.Errorf("a missing draft model: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestBenchServe(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,3", "--requests", "6", "-n", "8", "--prompt-words", "5", "--llama-server", "none", "--json")
 	if code != 0 {

@@ -119,7 +119,7 @@ func (o *optionalSeed) Set(s string) error {
 }
 
 type runFlags struct {
-	model, prompt, promptFile                   string
+	model, draftModel, prompt, promptFile       string
 	jsonSchema, regex, grammar                  optionalString
 	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
 	seed                                        optionalSeed
@@ -131,6 +131,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	fs := newFlagSet("run", "[flags] [PIPELINE.toml]", stderr)
 	fs.StringVar(&f.model, "model", "", "GGUF model file (replaces the pipeline's [model])")
+	fs.StringVar(&f.draftModel, "draft-model", "", "GGUF draft model file for speculative decoding (replaces the pipeline's [draft_model], keeping its options)")
 	fs.StringVar(&f.prompt, "prompt", "", "prompt text")
 	fs.StringVar(&f.promptFile, "prompt-file", "", "read the prompt from this file (- for standard input)")
 	fs.Var(&f.maxNew, "max-new-tokens", "tokens to generate at most per sequence, in [0, 16777216]")
@@ -181,7 +182,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	// A spec with errors goes on to Build, which reports them with the rest.
 	opts := pipeline.Options{StartPlugins: startPlugins}
 	o := &opts.Overrides
-	o.ModelPath, o.Seed = f.model, f.seed.v
+	o.ModelPath, o.DraftModelPath, o.Seed = f.model, f.draftModel, f.seed.v
 	o.Temperature, o.TopP, o.TopK = f.temperature.v, f.topP.v, f.topK.v
 	o.MaxNewTokens, o.N, o.TopLogprobs, o.Trace, o.KVBudgetMiB = f.maxNew.v, f.n.v, f.topLogprobs.v, f.trace.v, f.kvBudg.v
 	o.JSONSchemaFile, o.Regex, o.GrammarFile = f.jsonSchema.v, f.regex.v, f.grammar.v
