@@ -104,8 +104,9 @@ func ewma(old, x float64) float64 {
 }
 
 // observe records a step: n drafts proposed, of which accepted were kept; draftForwards of the
-// draft model's forwards, each proposing one token, took draftTime; and the target's forward of
-// n+1 rows took verifyTime. A draft forward that first caught up with many tokens the draft
+// draft model's forwards, each proposing one token, took draftTime; and what the step did after
+// the drafts (the target's forward of n+1 rows, their processing and selection, the rollback)
+// took verifyTime. A draft forward that first caught up with many tokens the draft
 // had not seen (the prompt, or the tokens of steps that drafted nothing) is left out of
 // draftTime and draftForwards: that cost is paid once per switch from plain decoding to
 // drafting, not per drafted token, and charging it to the step's drafts made a memory-bound
