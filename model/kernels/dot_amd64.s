@@ -24,6 +24,24 @@ DATA permPack<>+24(SB)/4, $0x00000003
 DATA permPack<>+28(SB)/4, $0x00000007
 GLOBL permPack<>(SB), RODATA|NOPTR, $32
 
+DATA permRows16<>+0(SB)/4, $0x00000000
+DATA permRows16<>+4(SB)/4, $0x00000004
+DATA permRows16<>+8(SB)/4, $0x00000008
+DATA permRows16<>+12(SB)/4, $0x0000000c
+DATA permRows16<>+16(SB)/4, $0x00000001
+DATA permRows16<>+20(SB)/4, $0x00000005
+DATA permRows16<>+24(SB)/4, $0x00000009
+DATA permRows16<>+28(SB)/4, $0x0000000d
+DATA permRows16<>+32(SB)/4, $0x00000002
+DATA permRows16<>+36(SB)/4, $0x00000006
+DATA permRows16<>+40(SB)/4, $0x0000000a
+DATA permRows16<>+44(SB)/4, $0x0000000e
+DATA permRows16<>+48(SB)/4, $0x00000003
+DATA permRows16<>+52(SB)/4, $0x00000007
+DATA permRows16<>+56(SB)/4, $0x0000000b
+DATA permRows16<>+60(SB)/4, $0x0000000f
+GLOBL permRows16<>(SB), RODATA|NOPTR, $64
+
 DATA shiftHigh4<>+0(SB)/4, $0x00000000
 DATA shiftHigh4<>+4(SB)/4, $0x00000000
 DATA shiftHigh4<>+8(SB)/4, $0x00000000
@@ -11512,140 +11530,20 @@ dotF32x1Rows16AVX512_r0_eight:
 
 dotF32x1Rows16AVX512_r0_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000004, BX, DI
+	IMUL3Q $0x00000001, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
-
-dotF32x1Rows16AVX512_r4_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r4_single
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000080, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r4_pairs
-
-dotF32x1Rows16AVX512_r4_single:
-	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r4_eight
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF32x1Rows16AVX512_r4_eight:
-	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r4_sum
-	VMOVUPS (DI), Y0
-	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z4, Z4
-
-dotF32x1Rows16AVX512_r4_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z6
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x00000008, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotF32x1Rows16AVX512_r8_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r8_single
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000080, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r8_pairs
-
-dotF32x1Rows16AVX512_r8_single:
-	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r8_eight
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF32x1Rows16AVX512_r8_eight:
-	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r8_sum
-	VMOVUPS (DI), Y0
-	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z2, Z2
-
-dotF32x1Rows16AVX512_r8_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000c, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotF32x1Rows16AVX512_r12_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r12_single
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000080, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r12_pairs
-
-dotF32x1Rows16AVX512_r12_single:
-	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r12_eight
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF32x1Rows16AVX512_r12_eight:
-	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r12_sum
-	VMOVUPS (DI), Y0
-	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z4, Z4
-
-dotF32x1Rows16AVX512_r12_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z7
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z7, Z7
-	IMUL3Q     $0x00000001, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
 
 dotF32x1Rows16AVX512_r1_pairs:
 	CMPQ        R9, $0x04
 	JB          dotF32x1Rows16AVX512_r1_single
 	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
 	ADDQ        $0x00000080, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -11655,7 +11553,7 @@ dotF32x1Rows16AVX512_r1_single:
 	CMPQ        R9, $0x02
 	JB          dotF32x1Rows16AVX512_r1_eight
 	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -11665,9 +11563,129 @@ dotF32x1Rows16AVX512_r1_eight:
 	JZ      dotF32x1Rows16AVX512_r1_sum
 	VMOVUPS (DI), Y0
 	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z2, Z2
+	VADDPS  Z1, Z4, Z4
 
 dotF32x1Rows16AVX512_r1_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000002, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r2_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r2_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r2_pairs
+
+dotF32x1Rows16AVX512_r2_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r2_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r2_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r2_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r2_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000003, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r3_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r3_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r3_pairs
+
+dotF32x1Rows16AVX512_r3_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r3_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r3_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r3_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r3_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000004, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r4_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r4_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r4_pairs
+
+dotF32x1Rows16AVX512_r4_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r4_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r4_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r4_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r4_sum:
 	VADDPS Z3, Z2, Z2
 	IMUL3Q $0x00000005, BX, DI
 	ADDQ   AX, DI
@@ -11709,16 +11727,16 @@ dotF32x1Rows16AVX512_r5_sum:
 	VSHUFF32X4 $0x44, Z4, Z2, Z6
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
 	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x00000009, BX, DI
+	IMUL3Q     $0x00000006, BX, DI
 	ADDQ       AX, DI
 	XORQ       R8, R8
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
 	MOVQ       n+24(FP), R9
 
-dotF32x1Rows16AVX512_r9_pairs:
+dotF32x1Rows16AVX512_r6_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r9_single
+	JB          dotF32x1Rows16AVX512_r6_single
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	VMOVUPS     64(DI), Z0
@@ -11726,36 +11744,36 @@ dotF32x1Rows16AVX512_r9_pairs:
 	ADDQ        $0x00000080, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r9_pairs
+	JMP         dotF32x1Rows16AVX512_r6_pairs
 
-dotF32x1Rows16AVX512_r9_single:
+dotF32x1Rows16AVX512_r6_single:
 	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r9_eight
+	JB          dotF32x1Rows16AVX512_r6_eight
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF32x1Rows16AVX512_r9_eight:
+dotF32x1Rows16AVX512_r6_eight:
 	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r9_sum
+	JZ      dotF32x1Rows16AVX512_r6_sum
 	VMOVUPS (DI), Y0
 	VMULPS  (SI)(R8*1), Y0, Y1
 	VADDPS  Z1, Z2, Z2
 
-dotF32x1Rows16AVX512_r9_sum:
+dotF32x1Rows16AVX512_r6_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000d, BX, DI
+	IMUL3Q $0x00000007, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
 
-dotF32x1Rows16AVX512_r13_pairs:
+dotF32x1Rows16AVX512_r7_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r13_single
+	JB          dotF32x1Rows16AVX512_r7_single
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VMOVUPS     64(DI), Z0
@@ -11763,25 +11781,25 @@ dotF32x1Rows16AVX512_r13_pairs:
 	ADDQ        $0x00000080, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r13_pairs
+	JMP         dotF32x1Rows16AVX512_r7_pairs
 
-dotF32x1Rows16AVX512_r13_single:
+dotF32x1Rows16AVX512_r7_single:
 	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r13_eight
+	JB          dotF32x1Rows16AVX512_r7_eight
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF32x1Rows16AVX512_r13_eight:
+dotF32x1Rows16AVX512_r7_eight:
 	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r13_sum
+	JZ      dotF32x1Rows16AVX512_r7_sum
 	VMOVUPS (DI), Y0
 	VMULPS  (SI)(R8*1), Y0, Y1
 	VADDPS  Z1, Z4, Z4
 
-dotF32x1Rows16AVX512_r13_sum:
+dotF32x1Rows16AVX512_r7_sum:
 	VADDPS     Z5, Z4, Z4
 	VSHUFF32X4 $0x44, Z4, Z2, Z9
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
@@ -11792,16 +11810,16 @@ dotF32x1Rows16AVX512_r13_sum:
 	VSHUFPS    $0x44, Z10, Z7, Z8
 	VSHUFPS    $0xee, Z10, Z7, Z0
 	VADDPS     Z0, Z8, Z8
-	IMUL3Q     $0x00000002, BX, DI
+	IMUL3Q     $0x00000008, BX, DI
 	ADDQ       AX, DI
 	XORQ       R8, R8
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
 	MOVQ       n+24(FP), R9
 
-dotF32x1Rows16AVX512_r2_pairs:
+dotF32x1Rows16AVX512_r8_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r2_single
+	JB          dotF32x1Rows16AVX512_r8_single
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	VMOVUPS     64(DI), Z0
@@ -11809,36 +11827,36 @@ dotF32x1Rows16AVX512_r2_pairs:
 	ADDQ        $0x00000080, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r2_pairs
+	JMP         dotF32x1Rows16AVX512_r8_pairs
 
-dotF32x1Rows16AVX512_r2_single:
+dotF32x1Rows16AVX512_r8_single:
 	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r2_eight
+	JB          dotF32x1Rows16AVX512_r8_eight
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF32x1Rows16AVX512_r2_eight:
+dotF32x1Rows16AVX512_r8_eight:
 	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r2_sum
+	JZ      dotF32x1Rows16AVX512_r8_sum
 	VMOVUPS (DI), Y0
 	VMULPS  (SI)(R8*1), Y0, Y1
 	VADDPS  Z1, Z2, Z2
 
-dotF32x1Rows16AVX512_r2_sum:
+dotF32x1Rows16AVX512_r8_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000006, BX, DI
+	IMUL3Q $0x00000009, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
 
-dotF32x1Rows16AVX512_r6_pairs:
+dotF32x1Rows16AVX512_r9_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r6_single
+	JB          dotF32x1Rows16AVX512_r9_single
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VMOVUPS     64(DI), Z0
@@ -11846,25 +11864,25 @@ dotF32x1Rows16AVX512_r6_pairs:
 	ADDQ        $0x00000080, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r6_pairs
+	JMP         dotF32x1Rows16AVX512_r9_pairs
 
-dotF32x1Rows16AVX512_r6_single:
+dotF32x1Rows16AVX512_r9_single:
 	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r6_eight
+	JB          dotF32x1Rows16AVX512_r9_eight
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF32x1Rows16AVX512_r6_eight:
+dotF32x1Rows16AVX512_r9_eight:
 	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r6_sum
+	JZ      dotF32x1Rows16AVX512_r9_sum
 	VMOVUPS (DI), Y0
 	VMULPS  (SI)(R8*1), Y0, Y1
 	VADDPS  Z1, Z4, Z4
 
-dotF32x1Rows16AVX512_r6_sum:
+dotF32x1Rows16AVX512_r9_sum:
 	VADDPS     Z5, Z4, Z4
 	VSHUFF32X4 $0x44, Z4, Z2, Z6
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
@@ -11906,140 +11924,20 @@ dotF32x1Rows16AVX512_r10_eight:
 
 dotF32x1Rows16AVX512_r10_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000e, BX, DI
+	IMUL3Q $0x0000000b, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
-
-dotF32x1Rows16AVX512_r14_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r14_single
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000080, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r14_pairs
-
-dotF32x1Rows16AVX512_r14_single:
-	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r14_eight
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF32x1Rows16AVX512_r14_eight:
-	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r14_sum
-	VMOVUPS (DI), Y0
-	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z4, Z4
-
-dotF32x1Rows16AVX512_r14_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z7
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z7, Z7
-	IMUL3Q     $0x00000003, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotF32x1Rows16AVX512_r3_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r3_single
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000080, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r3_pairs
-
-dotF32x1Rows16AVX512_r3_single:
-	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r3_eight
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF32x1Rows16AVX512_r3_eight:
-	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r3_sum
-	VMOVUPS (DI), Y0
-	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z2, Z2
-
-dotF32x1Rows16AVX512_r3_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000007, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotF32x1Rows16AVX512_r7_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF32x1Rows16AVX512_r7_single
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000080, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF32x1Rows16AVX512_r7_pairs
-
-dotF32x1Rows16AVX512_r7_single:
-	CMPQ        R9, $0x02
-	JB          dotF32x1Rows16AVX512_r7_eight
-	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF32x1Rows16AVX512_r7_eight:
-	TESTQ   R9, R9
-	JZ      dotF32x1Rows16AVX512_r7_sum
-	VMOVUPS (DI), Y0
-	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z4, Z4
-
-dotF32x1Rows16AVX512_r7_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z6
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x0000000b, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
 
 dotF32x1Rows16AVX512_r11_pairs:
 	CMPQ        R9, $0x04
 	JB          dotF32x1Rows16AVX512_r11_single
 	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VMOVUPS     64(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
 	ADDQ        $0x00000080, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -12049,7 +11947,7 @@ dotF32x1Rows16AVX512_r11_single:
 	CMPQ        R9, $0x02
 	JB          dotF32x1Rows16AVX512_r11_eight
 	VMOVUPS     (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -12059,9 +11957,129 @@ dotF32x1Rows16AVX512_r11_eight:
 	JZ      dotF32x1Rows16AVX512_r11_sum
 	VMOVUPS (DI), Y0
 	VMULPS  (SI)(R8*1), Y0, Y1
-	VADDPS  Z1, Z2, Z2
+	VADDPS  Z1, Z4, Z4
 
 dotF32x1Rows16AVX512_r11_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x0000000c, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r12_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r12_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r12_pairs
+
+dotF32x1Rows16AVX512_r12_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r12_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r12_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r12_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r12_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000d, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF32x1Rows16AVX512_r13_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r13_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r13_pairs
+
+dotF32x1Rows16AVX512_r13_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r13_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r13_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r13_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z4, Z4
+
+dotF32x1Rows16AVX512_r13_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000e, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF32x1Rows16AVX512_r14_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF32x1Rows16AVX512_r14_single
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VMOVUPS     64(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF32x1Rows16AVX512_r14_pairs
+
+dotF32x1Rows16AVX512_r14_single:
+	CMPQ        R9, $0x02
+	JB          dotF32x1Rows16AVX512_r14_eight
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF32x1Rows16AVX512_r14_eight:
+	TESTQ   R9, R9
+	JZ      dotF32x1Rows16AVX512_r14_sum
+	VMOVUPS (DI), Y0
+	VMULPS  (SI)(R8*1), Y0, Y1
+	VADDPS  Z1, Z2, Z2
+
+dotF32x1Rows16AVX512_r14_sum:
 	VADDPS Z3, Z2, Z2
 	IMUL3Q $0x0000000f, BX, DI
 	ADDQ   AX, DI
@@ -12112,6 +12130,8 @@ dotF32x1Rows16AVX512_r15_sum:
 	VSHUFPS    $0x88, Z6, Z8, Z7
 	VSHUFPS    $0xdd, Z6, Z8, Z0
 	VADDPS     Z0, Z7, Z7
+	VMOVUPS    permRows16<>+0(SB), Z0
+	VPERMPS    Z7, Z0, Z7
 	VMOVUPS    Z7, (DX)
 	MOVQ       BX, DI
 	SHLQ       $0x04, DI
@@ -12172,140 +12192,20 @@ dotF16x1Rows16AVX512_r0_eight:
 
 dotF16x1Rows16AVX512_r0_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000004, BX, DI
+	IMUL3Q $0x00000001, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
-
-dotF16x1Rows16AVX512_r4_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r4_single
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r4_pairs
-
-dotF16x1Rows16AVX512_r4_single:
-	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r4_eight
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF16x1Rows16AVX512_r4_eight:
-	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r4_sum
-	VCVTPH2PS (DI), Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotF16x1Rows16AVX512_r4_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z6
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x00000008, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotF16x1Rows16AVX512_r8_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r8_single
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r8_pairs
-
-dotF16x1Rows16AVX512_r8_single:
-	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r8_eight
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF16x1Rows16AVX512_r8_eight:
-	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r8_sum
-	VCVTPH2PS (DI), Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
-
-dotF16x1Rows16AVX512_r8_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000c, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotF16x1Rows16AVX512_r12_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r12_single
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r12_pairs
-
-dotF16x1Rows16AVX512_r12_single:
-	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r12_eight
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF16x1Rows16AVX512_r12_eight:
-	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r12_sum
-	VCVTPH2PS (DI), Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotF16x1Rows16AVX512_r12_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z7
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z7, Z7
-	IMUL3Q     $0x00000001, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
 
 dotF16x1Rows16AVX512_r1_pairs:
 	CMPQ        R9, $0x04
 	JB          dotF16x1Rows16AVX512_r1_single
 	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -12315,7 +12215,7 @@ dotF16x1Rows16AVX512_r1_single:
 	CMPQ        R9, $0x02
 	JB          dotF16x1Rows16AVX512_r1_eight
 	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -12325,9 +12225,129 @@ dotF16x1Rows16AVX512_r1_eight:
 	JZ        dotF16x1Rows16AVX512_r1_sum
 	VCVTPH2PS (DI), Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
+	VADDPS    Z1, Z4, Z4
 
 dotF16x1Rows16AVX512_r1_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000002, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r2_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r2_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r2_pairs
+
+dotF16x1Rows16AVX512_r2_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r2_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r2_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r2_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r2_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000003, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r3_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r3_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r3_pairs
+
+dotF16x1Rows16AVX512_r3_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r3_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r3_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r3_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r3_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000004, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r4_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r4_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r4_pairs
+
+dotF16x1Rows16AVX512_r4_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r4_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r4_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r4_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r4_sum:
 	VADDPS Z3, Z2, Z2
 	IMUL3Q $0x00000005, BX, DI
 	ADDQ   AX, DI
@@ -12369,16 +12389,16 @@ dotF16x1Rows16AVX512_r5_sum:
 	VSHUFF32X4 $0x44, Z4, Z2, Z6
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
 	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x00000009, BX, DI
+	IMUL3Q     $0x00000006, BX, DI
 	ADDQ       AX, DI
 	XORQ       R8, R8
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
 	MOVQ       n+24(FP), R9
 
-dotF16x1Rows16AVX512_r9_pairs:
+dotF16x1Rows16AVX512_r6_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r9_single
+	JB          dotF16x1Rows16AVX512_r6_single
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	VCVTPH2PS   32(DI), Z0
@@ -12386,36 +12406,36 @@ dotF16x1Rows16AVX512_r9_pairs:
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r9_pairs
+	JMP         dotF16x1Rows16AVX512_r6_pairs
 
-dotF16x1Rows16AVX512_r9_single:
+dotF16x1Rows16AVX512_r6_single:
 	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r9_eight
+	JB          dotF16x1Rows16AVX512_r6_eight
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF16x1Rows16AVX512_r9_eight:
+dotF16x1Rows16AVX512_r6_eight:
 	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r9_sum
+	JZ        dotF16x1Rows16AVX512_r6_sum
 	VCVTPH2PS (DI), Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
 	VADDPS    Z1, Z2, Z2
 
-dotF16x1Rows16AVX512_r9_sum:
+dotF16x1Rows16AVX512_r6_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000d, BX, DI
+	IMUL3Q $0x00000007, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
 
-dotF16x1Rows16AVX512_r13_pairs:
+dotF16x1Rows16AVX512_r7_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r13_single
+	JB          dotF16x1Rows16AVX512_r7_single
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VCVTPH2PS   32(DI), Z0
@@ -12423,25 +12443,25 @@ dotF16x1Rows16AVX512_r13_pairs:
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r13_pairs
+	JMP         dotF16x1Rows16AVX512_r7_pairs
 
-dotF16x1Rows16AVX512_r13_single:
+dotF16x1Rows16AVX512_r7_single:
 	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r13_eight
+	JB          dotF16x1Rows16AVX512_r7_eight
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF16x1Rows16AVX512_r13_eight:
+dotF16x1Rows16AVX512_r7_eight:
 	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r13_sum
+	JZ        dotF16x1Rows16AVX512_r7_sum
 	VCVTPH2PS (DI), Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
 	VADDPS    Z1, Z4, Z4
 
-dotF16x1Rows16AVX512_r13_sum:
+dotF16x1Rows16AVX512_r7_sum:
 	VADDPS     Z5, Z4, Z4
 	VSHUFF32X4 $0x44, Z4, Z2, Z9
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
@@ -12452,16 +12472,16 @@ dotF16x1Rows16AVX512_r13_sum:
 	VSHUFPS    $0x44, Z10, Z7, Z8
 	VSHUFPS    $0xee, Z10, Z7, Z0
 	VADDPS     Z0, Z8, Z8
-	IMUL3Q     $0x00000002, BX, DI
+	IMUL3Q     $0x00000008, BX, DI
 	ADDQ       AX, DI
 	XORQ       R8, R8
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
 	MOVQ       n+24(FP), R9
 
-dotF16x1Rows16AVX512_r2_pairs:
+dotF16x1Rows16AVX512_r8_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r2_single
+	JB          dotF16x1Rows16AVX512_r8_single
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	VCVTPH2PS   32(DI), Z0
@@ -12469,36 +12489,36 @@ dotF16x1Rows16AVX512_r2_pairs:
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r2_pairs
+	JMP         dotF16x1Rows16AVX512_r8_pairs
 
-dotF16x1Rows16AVX512_r2_single:
+dotF16x1Rows16AVX512_r8_single:
 	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r2_eight
+	JB          dotF16x1Rows16AVX512_r8_eight
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF16x1Rows16AVX512_r2_eight:
+dotF16x1Rows16AVX512_r8_eight:
 	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r2_sum
+	JZ        dotF16x1Rows16AVX512_r8_sum
 	VCVTPH2PS (DI), Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
 	VADDPS    Z1, Z2, Z2
 
-dotF16x1Rows16AVX512_r2_sum:
+dotF16x1Rows16AVX512_r8_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000006, BX, DI
+	IMUL3Q $0x00000009, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
 
-dotF16x1Rows16AVX512_r6_pairs:
+dotF16x1Rows16AVX512_r9_pairs:
 	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r6_single
+	JB          dotF16x1Rows16AVX512_r9_single
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VCVTPH2PS   32(DI), Z0
@@ -12506,25 +12526,25 @@ dotF16x1Rows16AVX512_r6_pairs:
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r6_pairs
+	JMP         dotF16x1Rows16AVX512_r9_pairs
 
-dotF16x1Rows16AVX512_r6_single:
+dotF16x1Rows16AVX512_r9_single:
 	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r6_eight
+	JB          dotF16x1Rows16AVX512_r9_eight
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
 
-dotF16x1Rows16AVX512_r6_eight:
+dotF16x1Rows16AVX512_r9_eight:
 	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r6_sum
+	JZ        dotF16x1Rows16AVX512_r9_sum
 	VCVTPH2PS (DI), Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
 	VADDPS    Z1, Z4, Z4
 
-dotF16x1Rows16AVX512_r6_sum:
+dotF16x1Rows16AVX512_r9_sum:
 	VADDPS     Z5, Z4, Z4
 	VSHUFF32X4 $0x44, Z4, Z2, Z6
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
@@ -12566,140 +12586,20 @@ dotF16x1Rows16AVX512_r10_eight:
 
 dotF16x1Rows16AVX512_r10_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000e, BX, DI
+	IMUL3Q $0x0000000b, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
-
-dotF16x1Rows16AVX512_r14_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r14_single
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r14_pairs
-
-dotF16x1Rows16AVX512_r14_single:
-	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r14_eight
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF16x1Rows16AVX512_r14_eight:
-	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r14_sum
-	VCVTPH2PS (DI), Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotF16x1Rows16AVX512_r14_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z7
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z7, Z7
-	IMUL3Q     $0x00000003, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotF16x1Rows16AVX512_r3_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r3_single
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r3_pairs
-
-dotF16x1Rows16AVX512_r3_single:
-	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r3_eight
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF16x1Rows16AVX512_r3_eight:
-	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r3_sum
-	VCVTPH2PS (DI), Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
-
-dotF16x1Rows16AVX512_r3_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000007, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotF16x1Rows16AVX512_r7_pairs:
-	CMPQ        R9, $0x04
-	JB          dotF16x1Rows16AVX512_r7_single
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotF16x1Rows16AVX512_r7_pairs
-
-dotF16x1Rows16AVX512_r7_single:
-	CMPQ        R9, $0x02
-	JB          dotF16x1Rows16AVX512_r7_eight
-	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotF16x1Rows16AVX512_r7_eight:
-	TESTQ     R9, R9
-	JZ        dotF16x1Rows16AVX512_r7_sum
-	VCVTPH2PS (DI), Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotF16x1Rows16AVX512_r7_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z6
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x0000000b, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
 
 dotF16x1Rows16AVX512_r11_pairs:
 	CMPQ        R9, $0x04
 	JB          dotF16x1Rows16AVX512_r11_single
 	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VCVTPH2PS   32(DI), Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -12709,7 +12609,7 @@ dotF16x1Rows16AVX512_r11_single:
 	CMPQ        R9, $0x02
 	JB          dotF16x1Rows16AVX512_r11_eight
 	VCVTPH2PS   (DI), Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -12719,9 +12619,129 @@ dotF16x1Rows16AVX512_r11_eight:
 	JZ        dotF16x1Rows16AVX512_r11_sum
 	VCVTPH2PS (DI), Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
+	VADDPS    Z1, Z4, Z4
 
 dotF16x1Rows16AVX512_r11_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x0000000c, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r12_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r12_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r12_pairs
+
+dotF16x1Rows16AVX512_r12_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r12_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r12_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r12_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r12_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000d, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotF16x1Rows16AVX512_r13_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r13_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r13_pairs
+
+dotF16x1Rows16AVX512_r13_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r13_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r13_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r13_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotF16x1Rows16AVX512_r13_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000e, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotF16x1Rows16AVX512_r14_pairs:
+	CMPQ        R9, $0x04
+	JB          dotF16x1Rows16AVX512_r14_single
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VCVTPH2PS   32(DI), Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotF16x1Rows16AVX512_r14_pairs
+
+dotF16x1Rows16AVX512_r14_single:
+	CMPQ        R9, $0x02
+	JB          dotF16x1Rows16AVX512_r14_eight
+	VCVTPH2PS   (DI), Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotF16x1Rows16AVX512_r14_eight:
+	TESTQ     R9, R9
+	JZ        dotF16x1Rows16AVX512_r14_sum
+	VCVTPH2PS (DI), Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotF16x1Rows16AVX512_r14_sum:
 	VADDPS Z3, Z2, Z2
 	IMUL3Q $0x0000000f, BX, DI
 	ADDQ   AX, DI
@@ -12772,6 +12792,8 @@ dotF16x1Rows16AVX512_r15_sum:
 	VSHUFPS    $0x88, Z6, Z8, Z7
 	VSHUFPS    $0xdd, Z6, Z8, Z0
 	VADDPS     Z0, Z7, Z7
+	VMOVUPS    permRows16<>+0(SB), Z0
+	VPERMPS    Z7, Z0, Z7
 	VMOVUPS    Z7, (DX)
 	MOVQ       BX, DI
 	SHLQ       $0x04, DI
@@ -12836,154 +12858,22 @@ dotBF16x1Rows16AVX512_r0_eight:
 
 dotBF16x1Rows16AVX512_r0_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000004, BX, DI
+	IMUL3Q $0x00000001, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r4_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r4_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r4_pairs
-
-dotBF16x1Rows16AVX512_r4_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r4_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r4_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r4_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotBF16x1Rows16AVX512_r4_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z6
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x00000008, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r8_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r8_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r8_pairs
-
-dotBF16x1Rows16AVX512_r8_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r8_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r8_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r8_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
-
-dotBF16x1Rows16AVX512_r8_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000c, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r12_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r12_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r12_pairs
-
-dotBF16x1Rows16AVX512_r12_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r12_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r12_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r12_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotBF16x1Rows16AVX512_r12_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z7
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z7, Z7
-	IMUL3Q     $0x00000001, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
 
 dotBF16x1Rows16AVX512_r1_pairs:
 	CMPQ        R9, $0x04
 	JB          dotBF16x1Rows16AVX512_r1_single
 	VPMOVZXWD   (DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VPMOVZXWD   32(DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -12994,7 +12884,7 @@ dotBF16x1Rows16AVX512_r1_single:
 	JB          dotBF16x1Rows16AVX512_r1_eight
 	VPMOVZXWD   (DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -13005,9 +12895,141 @@ dotBF16x1Rows16AVX512_r1_eight:
 	VPMOVZXWD (DI), Y0
 	VPSLLD    $0x10, Y0, Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
+	VADDPS    Z1, Z4, Z4
 
 dotBF16x1Rows16AVX512_r1_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x00000002, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r2_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r2_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r2_pairs
+
+dotBF16x1Rows16AVX512_r2_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r2_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r2_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r2_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r2_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000003, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r3_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r3_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r3_pairs
+
+dotBF16x1Rows16AVX512_r3_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r3_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r3_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r3_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r3_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x00000004, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r4_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r4_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r4_pairs
+
+dotBF16x1Rows16AVX512_r4_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r4_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r4_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r4_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r4_sum:
 	VADDPS Z3, Z2, Z2
 	IMUL3Q $0x00000005, BX, DI
 	ADDQ   AX, DI
@@ -13053,154 +13075,22 @@ dotBF16x1Rows16AVX512_r5_sum:
 	VSHUFF32X4 $0x44, Z4, Z2, Z6
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
 	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x00000009, BX, DI
+	IMUL3Q     $0x00000006, BX, DI
 	ADDQ       AX, DI
 	XORQ       R8, R8
 	VPXORD     Z2, Z2, Z2
 	VPXORD     Z3, Z3, Z3
 	MOVQ       n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r9_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r9_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r9_pairs
-
-dotBF16x1Rows16AVX512_r9_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r9_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r9_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r9_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
-
-dotBF16x1Rows16AVX512_r9_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000d, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r13_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r13_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r13_pairs
-
-dotBF16x1Rows16AVX512_r13_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r13_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r13_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r13_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotBF16x1Rows16AVX512_r13_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z10
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z10, Z10
-	VSHUFPS    $0x44, Z10, Z7, Z8
-	VSHUFPS    $0xee, Z10, Z7, Z0
-	VADDPS     Z0, Z8, Z8
-	IMUL3Q     $0x00000002, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r2_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r2_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r2_pairs
-
-dotBF16x1Rows16AVX512_r2_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r2_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r2_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r2_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
-
-dotBF16x1Rows16AVX512_r2_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000006, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
 
 dotBF16x1Rows16AVX512_r6_pairs:
 	CMPQ        R9, $0x04
 	JB          dotBF16x1Rows16AVX512_r6_single
 	VPMOVZXWD   (DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VFMADD231PS (SI)(R8*1), Z0, Z2
 	VPMOVZXWD   32(DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -13211,7 +13101,7 @@ dotBF16x1Rows16AVX512_r6_single:
 	JB          dotBF16x1Rows16AVX512_r6_eight
 	VPMOVZXWD   (DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -13222,9 +13112,141 @@ dotBF16x1Rows16AVX512_r6_eight:
 	VPMOVZXWD (DI), Y0
 	VPSLLD    $0x10, Y0, Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
+	VADDPS    Z1, Z2, Z2
 
 dotBF16x1Rows16AVX512_r6_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000007, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r7_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r7_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r7_pairs
+
+dotBF16x1Rows16AVX512_r7_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r7_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r7_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r7_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r7_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z10
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z10, Z10
+	VSHUFPS    $0x44, Z10, Z7, Z8
+	VSHUFPS    $0xee, Z10, Z7, Z0
+	VADDPS     Z0, Z8, Z8
+	IMUL3Q     $0x00000008, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r8_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r8_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r8_pairs
+
+dotBF16x1Rows16AVX512_r8_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r8_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r8_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r8_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r8_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x00000009, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r9_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r9_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r9_pairs
+
+dotBF16x1Rows16AVX512_r9_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r9_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r9_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r9_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r9_sum:
 	VADDPS     Z5, Z4, Z4
 	VSHUFF32X4 $0x44, Z4, Z2, Z6
 	VSHUFF32X4 $0xee, Z4, Z2, Z0
@@ -13270,154 +13292,22 @@ dotBF16x1Rows16AVX512_r10_eight:
 
 dotBF16x1Rows16AVX512_r10_sum:
 	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x0000000e, BX, DI
+	IMUL3Q $0x0000000b, BX, DI
 	ADDQ   AX, DI
 	XORQ   R8, R8
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	MOVQ   n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r14_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r14_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r14_pairs
-
-dotBF16x1Rows16AVX512_r14_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r14_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r14_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r14_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotBF16x1Rows16AVX512_r14_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z9
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z9, Z9
-	VSHUFF32X4 $0x88, Z9, Z6, Z7
-	VSHUFF32X4 $0xdd, Z9, Z6, Z0
-	VADDPS     Z0, Z7, Z7
-	IMUL3Q     $0x00000003, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r3_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r3_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r3_pairs
-
-dotBF16x1Rows16AVX512_r3_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r3_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r3_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r3_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
-
-dotBF16x1Rows16AVX512_r3_sum:
-	VADDPS Z3, Z2, Z2
-	IMUL3Q $0x00000007, BX, DI
-	ADDQ   AX, DI
-	XORQ   R8, R8
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	MOVQ   n+24(FP), R9
-
-dotBF16x1Rows16AVX512_r7_pairs:
-	CMPQ        R9, $0x04
-	JB          dotBF16x1Rows16AVX512_r7_single
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	VPMOVZXWD   32(DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z5
-	ADDQ        $0x00000040, DI
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x04, R9
-	JMP         dotBF16x1Rows16AVX512_r7_pairs
-
-dotBF16x1Rows16AVX512_r7_single:
-	CMPQ        R9, $0x02
-	JB          dotBF16x1Rows16AVX512_r7_eight
-	VPMOVZXWD   (DI), Z0
-	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z4
-	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x02, R9
-
-dotBF16x1Rows16AVX512_r7_eight:
-	TESTQ     R9, R9
-	JZ        dotBF16x1Rows16AVX512_r7_sum
-	VPMOVZXWD (DI), Y0
-	VPSLLD    $0x10, Y0, Y0
-	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z4, Z4
-
-dotBF16x1Rows16AVX512_r7_sum:
-	VADDPS     Z5, Z4, Z4
-	VSHUFF32X4 $0x44, Z4, Z2, Z6
-	VSHUFF32X4 $0xee, Z4, Z2, Z0
-	VADDPS     Z0, Z6, Z6
-	IMUL3Q     $0x0000000b, BX, DI
-	ADDQ       AX, DI
-	XORQ       R8, R8
-	VPXORD     Z2, Z2, Z2
-	VPXORD     Z3, Z3, Z3
-	MOVQ       n+24(FP), R9
 
 dotBF16x1Rows16AVX512_r11_pairs:
 	CMPQ        R9, $0x04
 	JB          dotBF16x1Rows16AVX512_r11_single
 	VPMOVZXWD   (DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	VPMOVZXWD   32(DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
 	ADDQ        $0x00000040, DI
 	ADDQ        $0x00000080, R8
 	SUBQ        $0x04, R9
@@ -13428,7 +13318,7 @@ dotBF16x1Rows16AVX512_r11_single:
 	JB          dotBF16x1Rows16AVX512_r11_eight
 	VPMOVZXWD   (DI), Z0
 	VPSLLD      $0x10, Z0, Z0
-	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x40, R8
 	SUBQ        $0x02, R9
@@ -13439,9 +13329,141 @@ dotBF16x1Rows16AVX512_r11_eight:
 	VPMOVZXWD (DI), Y0
 	VPSLLD    $0x10, Y0, Y0
 	VMULPS    (SI)(R8*1), Y0, Y1
-	VADDPS    Z1, Z2, Z2
+	VADDPS    Z1, Z4, Z4
 
 dotBF16x1Rows16AVX512_r11_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z9
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z9, Z9
+	VSHUFF32X4 $0x88, Z9, Z6, Z7
+	VSHUFF32X4 $0xdd, Z9, Z6, Z0
+	VADDPS     Z0, Z7, Z7
+	IMUL3Q     $0x0000000c, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r12_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r12_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r12_pairs
+
+dotBF16x1Rows16AVX512_r12_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r12_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r12_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r12_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r12_sum:
+	VADDPS Z3, Z2, Z2
+	IMUL3Q $0x0000000d, BX, DI
+	ADDQ   AX, DI
+	XORQ   R8, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r13_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r13_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r13_pairs
+
+dotBF16x1Rows16AVX512_r13_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r13_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z4
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r13_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r13_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z4, Z4
+
+dotBF16x1Rows16AVX512_r13_sum:
+	VADDPS     Z5, Z4, Z4
+	VSHUFF32X4 $0x44, Z4, Z2, Z6
+	VSHUFF32X4 $0xee, Z4, Z2, Z0
+	VADDPS     Z0, Z6, Z6
+	IMUL3Q     $0x0000000e, BX, DI
+	ADDQ       AX, DI
+	XORQ       R8, R8
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       n+24(FP), R9
+
+dotBF16x1Rows16AVX512_r14_pairs:
+	CMPQ        R9, $0x04
+	JB          dotBF16x1Rows16AVX512_r14_single
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	VPMOVZXWD   32(DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS 64(SI)(R8*1), Z0, Z3
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x04, R9
+	JMP         dotBF16x1Rows16AVX512_r14_pairs
+
+dotBF16x1Rows16AVX512_r14_single:
+	CMPQ        R9, $0x02
+	JB          dotBF16x1Rows16AVX512_r14_eight
+	VPMOVZXWD   (DI), Z0
+	VPSLLD      $0x10, Z0, Z0
+	VFMADD231PS (SI)(R8*1), Z0, Z2
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x02, R9
+
+dotBF16x1Rows16AVX512_r14_eight:
+	TESTQ     R9, R9
+	JZ        dotBF16x1Rows16AVX512_r14_sum
+	VPMOVZXWD (DI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMULPS    (SI)(R8*1), Y0, Y1
+	VADDPS    Z1, Z2, Z2
+
+dotBF16x1Rows16AVX512_r14_sum:
 	VADDPS Z3, Z2, Z2
 	IMUL3Q $0x0000000f, BX, DI
 	ADDQ   AX, DI
@@ -13496,6 +13518,8 @@ dotBF16x1Rows16AVX512_r15_sum:
 	VSHUFPS    $0x88, Z6, Z8, Z7
 	VSHUFPS    $0xdd, Z6, Z8, Z0
 	VADDPS     Z0, Z7, Z7
+	VMOVUPS    permRows16<>+0(SB), Z0
+	VPERMPS    Z7, Z0, Z7
 	VMOVUPS    Z7, (DX)
 	MOVQ       BX, DI
 	SHLQ       $0x04, DI

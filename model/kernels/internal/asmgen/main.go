@@ -94,6 +94,9 @@ var (
 	permLo2, permHi2 Mem
 
 	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, f1, shiftHigh4 Mem
+	// permRows16 puts the 16-row kernels' sums in row order: lane r takes the tree's lane
+	// 4·(r%4) + r/4.
+	permRows16 Mem
 
 	// mask10 is 0x10 in every byte; iq4nlValues the 16 values of IQ4_NL and IQ4_XS.
 	mask10, iq4nlValues Mem
@@ -115,6 +118,10 @@ func constants() {
 	permPack = GLOBL("permPack", RODATA|NOPTR)
 	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
 		DATA(4*i, U32(v))
+	}
+	permRows16 = GLOBL("permRows16", RODATA|NOPTR)
+	for r := 0; r < 16; r++ {
+		DATA(4*r, U32(uint32(4*(r%4)+r/4)))
 	}
 	shiftHigh4 = GLOBL("shiftHigh4", RODATA|NOPTR)
 	for i := 0; i < 8; i++ {
@@ -555,14 +562,15 @@ func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual))
 		VADDPS(h, l, l)
 		return l
 	}
-	// The tree, depth first so that few vectors are live at once. Slot t holds row
-	// 4·(t%4) + t/4, and the tree leaves slot t's sum in lane 4·(t%4) + t/4: row r in lane r.
-	//   level 1, slots a, b: [a_i + a_(i+8) | b_i + b_(i+8)], i < 8 (128-bit lanes);
+	// The tree, depth first so that few vectors are live at once, over the rows in order (so
+	// that the weights stream from memory in order):
+	//   level 1, rows a, b: [a_i + a_(i+8) | b_i + b_(i+8)], i < 8 (128-bit lanes);
 	//   level 2: y_i + y_(i+4), i < 4, one row a 128-bit lane;
 	//   level 3: x_0 + x_2 and x_1 + x_3 within each lane;
 	//   level 4: w_0 + w_1 —
-	// for every row the pairs, in the order, of floatKernel512's reduction.
-	slot := func(t int) VecVirtual { return row(4*(t%4)+t/4, t%2) }
+	// for every row the pairs, in the order, of floatKernel512's reduction. It leaves row r's
+	// sum in lane 4·(r%4) + r/4; permRows16 puts it in lane r.
+	slot := func(r int) VecVirtual { return row(r, r%2) }
 	level1 := func(j int) VecVirtual {
 		return combine(slot(2*j), slot(2*j+1), levels[0][j%2], 0x44, 0xee, true)
 	}
@@ -577,7 +585,9 @@ func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual))
 	CMPQ(nrows, U8(16))
 	JB(LabelRef(name + "_done"))
 	sum := combine(level3(0), level3(1), ZMM(), 0x88, 0xdd, false)
-	_ = level3
+	perm := ZMM()
+	VMOVUPS(permRows16, perm)
+	VPERMPS(sum, perm, sum)
 	VMOVUPS(sum, Mem{Base: out})
 	q16 := GP64()
 	MOVQ(ws, q16)
