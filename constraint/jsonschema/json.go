@@ -309,11 +309,21 @@ func (o *orderer) order(schema, doc any, depth int) any {
 				extra = s.Values["additionalProperties"]
 			}
 		}
-		var sub func(k string) any
-		sub = func(k string) any {
+		var patterns *Object
+		if s != nil {
+			patterns, _ = s.Values["patternProperties"].(*Object)
+		}
+		sub := func(k string) any {
 			if props != nil {
 				if v, ok := props.Values[k]; ok {
 					return v
+				}
+			}
+			if patterns != nil {
+				for _, p := range patterns.Keys {
+					if d, err := patternDFA(p, ""); err == nil && d.Match(k) {
+						return patterns.Values[p]
+					}
 				}
 			}
 			return extra

@@ -40,7 +40,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
+
 	"math"
 	"net/url"
 	"reflect"
@@ -229,8 +229,9 @@ var (
 		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id")
 	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
-		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref")
-	unsupported = set("if", "then", "else", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
+		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
+		"patternProperties", "propertyNames")
+	unsupported = set("if", "then", "else", "contains", "minContains", "maxContains",
 		"dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
 		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
@@ -904,13 +905,41 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			}
 		}
 	}
-	var extra grammar.Expr = c.baseRule("value")
-	if v, ok := s.Get("additionalProperties"); ok {
-		e, err := c.schema(v, ptr+"/additionalProperties")
-		if err != nil {
+	patterns, err := c.patternProps(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	names, allNames := (*regex.DFA)(nil), true
+	if v, ok := s.Get("propertyNames"); ok {
+		if names, allNames, err = c.stringDFA(v, ptr+"/propertyNames", "propertyNames"); err != nil {
 			return nil, err
 		}
-		extra = e
+	}
+	// allowed reports whether propertyNames allows the name k.
+	allowed := func(k string) bool { return allNames || names != nil && names.Match(k) }
+	// matching are the schemas of the patterns that match k, with their pointers.
+	matching := func(k string) ([]any, []string) {
+		var schemas []any
+		var ptrs []string
+		for _, p := range patterns {
+			if p.dfa.Match(k) {
+				schemas = append(schemas, p.schema)
+				ptrs = append(ptrs, p.ptr)
+			}
+		}
+		return schemas, ptrs
+	}
+	extraNode, ok := s.Get("additionalProperties")
+	if !ok {
+		extraNode = true
+	}
+	extraPtr := ptr + "/additionalProperties"
+	simple := len(patterns) == 0 && allNames
+	var extra grammar.Expr
+	if simple {
+		if extra, err = c.schema(extraNode, extraPtr); err != nil {
+			return nil, err
+		}
 	}
 	var members []member
 	listed := map[string]bool{}
@@ -921,9 +950,14 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 		}
 		for _, k := range props.Keys {
 			listed[k] = true
-			e, err := c.schema(props.Values[k], ptr+"/properties/"+escapePointer(k))
-			if err != nil {
-				return nil, err
+			schemas, ptrs := matching(k)
+			schemas = append([]any{props.Values[k]}, schemas...)
+			ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
+			var e grammar.Expr
+			if allowed(k) {
+				if e, err = c.valueOf(schemas, ptrs); err != nil {
+					return nil, err
+				}
 			}
 			req := slices.Contains(required, k)
 			if e == nil {
@@ -939,10 +973,44 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 		if listed[k] {
 			continue
 		}
-		if extra == nil {
-			return nil, nil // required, not listed, and no other property allowed
+		value := extra
+		if !simple {
+			value = nil
+			if allowed(k) {
+				schemas, ptrs := matching(k)
+				if len(schemas) == 0 {
+					schemas, ptrs = []any{extraNode}, []string{extraPtr}
+				}
+				if value, err = c.valueOf(schemas, ptrs); err != nil {
+					return nil, err
+				}
+			}
 		}
-		members = append(members, member{key: k, value: extra, required: true})
+		if value == nil {
+			return nil, nil // required, not listed, and not allowed
+		}
+		members = append(members, member{key: k, value: value, required: true})
+	}
+	// Other properties: any name but the listed ones.
+	var others []string
+	for k := range listed {
+		others = append(others, k)
+	}
+	for _, m := range members {
+		if !listed[m.key] {
+			others = append(others, m.key)
+		}
+	}
+	slices.Sort(others)
+	ws := c.baseRule("ws")
+	var extraKV grammar.Expr
+	switch {
+	case !simple:
+		if extraKV, err = c.otherMembers(others, names, allNames, patterns, extraNode, extraPtr); err != nil {
+			return nil, err
+		}
+	case extra != nil:
+		extraKV = seq(c.otherKey(others), ws, lit(":"), ws, extra)
 	}
 	nReq := 0
 	for _, m := range members {
@@ -966,28 +1034,15 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 		if !ok || err != nil || f < 0 {
 			return nil, errAt(ptr+"/maxProperties", "must be a non-negative integer")
 		}
-		if extra != nil || int(f) < len(members) {
+		if extraKV != nil || int(f) < len(members) {
 			if int(f) < nReq {
 				return nil, nil
 			}
 			return nil, errAt(ptr+"/maxProperties", "maxProperties below the number of properties an object may have is not supported")
 		}
 	}
-	ws := c.baseRule("ws")
 	comma := seq(ws, lit(","), ws)
 	kv := func(m member) grammar.Expr { return seq(lit(quote(m.key)), ws, lit(":"), ws, m.value) }
-	var extraKV grammar.Expr
-	if extra != nil {
-		// Other properties: any name but the listed ones.
-		names := slices.Collect(maps.Keys(listed))
-		for _, m := range members {
-			if !listed[m.key] {
-				names = append(names, m.key)
-			}
-		}
-		slices.Sort(names)
-		extraKV = seq(c.otherKey(names), ws, lit(":"), ws, extra)
-	}
 	// rest(i): members from i on, each after a comma, then other properties.
 	rests := make([]grammar.Expr, len(members)+1)
 	if extraKV != nil {
@@ -1132,7 +1187,7 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 				}
 				// additionalProperties does not see the properties of another part.
 				switch k {
-				case "properties":
+				case "properties", "patternProperties":
 					if extraFrom >= 0 && extraFrom != i {
 						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
 					}
@@ -1185,6 +1240,23 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		return a, true
 	}
 	switch k {
+	case "type":
+		// The types both allow.
+		ta, err1 := typesOf(&Object{Keys: []string{"type"}, Values: map[string]any{"type": a}}, "")
+		tb, err2 := typesOf(&Object{Keys: []string{"type"}, Values: map[string]any{"type": b}}, "")
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		out := []any{}
+		for _, t := range ta {
+			switch {
+			case slices.Contains(tb, t):
+				out = append(out, t)
+			case t == "integer" && slices.Contains(tb, "number"), t == "number" && slices.Contains(tb, "integer"):
+				out = append(out, "integer")
+			}
+		}
+		return out, true
 	case "required":
 		la, ok1 := a.([]any)
 		lb, ok2 := b.([]any)
