@@ -48,6 +48,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/grammar"
 	"github.com/loomlm/loom/constraint/regex"
 )
@@ -230,8 +231,8 @@ var (
 	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
-		"patternProperties", "propertyNames")
-	unsupported = set("if", "then", "else", "contains", "minContains", "maxContains",
+		"patternProperties", "propertyNames", "if", "then", "else")
+	unsupported = set("contains", "minContains", "maxContains",
 		"dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
 		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
@@ -282,13 +283,20 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		return nil, errAt(ptr, "uniqueItems true is not supported")
 	}
 	if _, ok := s.Get("unevaluatedProperties"); ok || s.Values["unevaluatedItems"] != nil {
-		// What an anyOf or oneOf branch, a not or a contains evaluates depends on which
-		// branches match: not held by the rewrite in unevaluated.
-		for _, k := range []string{"anyOf", "oneOf", "not", "contains"} {
+		// What an anyOf or oneOf branch, a not, an if or a contains evaluates depends on
+		// which branches match: not held by the rewrite in unevaluated.
+		for _, k := range unevaluatedApplicators {
 			if _, ok := s.Get(k); ok {
 				return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
 			}
 		}
+	}
+	if _, ok := s.Get("if"); ok {
+		node, err := c.conditional(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(node, ptr)
 	}
 	if _, ok := s.Get("not"); ok {
 		node, err := c.negate(s, ptr)
@@ -397,7 +405,7 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 	if !hasUP && !hasUI {
 		return nil, false, nil
 	}
-	for _, k := range []string{"anyOf", "oneOf", "not", "contains"} {
+	for _, k := range unevaluatedApplicators {
 		if _, ok := s.Get(k); ok {
 			return nil, false, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
 		}
@@ -418,6 +426,57 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 		}
 	}
 	return out, true, nil
+}
+
+// unevaluatedApplicators are the keywords beside which unevaluatedProperties and
+// unevaluatedItems are refused.
+var unevaluatedApplicators = []string{"anyOf", "oneOf", "not", "contains", "if"}
+
+// conditional rewrites if/then/else as the union (if ∧ then) ∨ (¬if ∧ else), with ¬if the
+// union complement gives (refused where it cannot be written); a missing then or else is
+// true. The union becomes the schema's anyOf, so the other keywords hold in every branch.
+func (c *compiler) conditional(s *Object, ptr string) (any, error) {
+	cond := s.Values["if"]
+	rest := without(without(without(s, "if"), "then"), "else")
+	then, ok := s.Get("then")
+	if !ok {
+		then = true
+	}
+	els, ok := s.Get("else")
+	if !ok {
+		els = true
+	}
+	notCond, err := c.complement(cond, ptr+"/if")
+	if err != nil {
+		return nil, err
+	}
+	var branches []any
+	first, err := c.merge([]any{cond, then}, ptr+"/then")
+	if err != nil {
+		return nil, err
+	}
+	branches = append(branches, first)
+	for _, n := range notCond {
+		b, err := c.merge([]any{n, els}, ptr+"/else")
+		if err != nil {
+			return nil, err
+		}
+		branches = append(branches, b)
+	}
+	return withBranches(rest, branches, ptr)
+}
+
+// withBranches is s with an anyOf of branches (s must not have one already).
+func withBranches(s *Object, branches []any, ptr string) (any, error) {
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if _, ok := s.Get(k); ok {
+			return nil, errAt(ptr, "%s beside a rewritten not or if/then/else is not supported", k)
+		}
+	}
+	out := without(s, "anyOf")
+	out.Keys = append(out.Keys, "anyOf")
+	out.Values["anyOf"] = branches
+	return out, nil
 }
 
 // negate rewrites a schema with "not" as one without it, for the negations a grammar can
@@ -453,7 +512,12 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 				case slices.Contains(excluded, t),
 					t == "integer" && slices.Contains(excluded, "number"):
 				case t == "number" && slices.Contains(excluded, "integer"):
-					return nil, errAt(ptr+"/not", "not integer among numbers (the numbers with a fraction) is not supported")
+					if _, ok := rest.Get("multipleOf"); !ok {
+						keep = append(keep, t)
+						rest = without(rest, notIntegers)
+						rest.Keys = append(rest.Keys, notIntegers)
+						rest.Values[notIntegers] = true
+					}
 				default:
 					keep = append(keep, t)
 				}
@@ -466,7 +530,14 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 			out.Values["type"] = keep
 			return out, nil
 		}
-		return nil, errAt(ptr+"/not", "not with keywords other than type (or another not) is not supported")
+		bad, err := c.complement(n, ptr+"/not")
+		if err != nil {
+			return nil, err
+		}
+		if len(bad) == 0 {
+			return false, nil
+		}
+		return withBranches(rest, bad, ptr)
 	}
 	return nil, errAt(ptr+"/not", "must be a schema")
 }
@@ -513,10 +584,19 @@ func typesOf(s *Object, ptr string) ([]string, error) {
 // values is an enum or const: the listed values of the allowed types, each written in
 // canonical form.
 func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, error) {
-	for _, k := range s.Keys {
-		if k != kw && k != "type" && !annotations[k] {
-			return nil, errAt(ptr, "%s together with %q is not supported", kw, k)
+	if rest := without(s, kw); !onlyAnnotations(without(rest, "type")) {
+		// Other keywords: keep the values the rest of the schema accepts.
+		ok, err := c.admits(rest, ptr, list)
+		if err != nil {
+			return nil, err
 		}
+		var kept []any
+		for i, v := range list {
+			if ok[i] {
+				kept = append(kept, v)
+			}
+		}
+		list = kept
 	}
 	types, err := typesOf(s, ptr)
 	if err != nil {
@@ -541,6 +621,45 @@ func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, 
 		alts = append(alts, lit(string(b)))
 	}
 	return alt(alts...), nil
+}
+
+// admits reports which values the schema s accepts: s is compiled alone and each value,
+// written in the grammar's form, is run through it.
+func (c *compiler) admits(s *Object, ptr string, values []any) ([]bool, error) {
+	sub := &compiler{root: c.root, opt: c.opt, refs: map[string]string{}, base: map[string]bool{}, depth: c.depth}
+	body, err := sub.schema(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(values))
+	if body == nil {
+		return out, nil
+	}
+	rules := append([]grammar.Rule{{Name: "root", Body: body}}, sub.rules...)
+	for i := range rules {
+		rules[i].Pos = grammar.Pos{Line: 1, Col: 1}
+	}
+	cfg, err := grammar.Compile(&grammar.Grammar{Rules: rules}, "root")
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	o := orderer{root: c.root}
+	for i, v := range values {
+		doc, err := Marshal(o.order(s, v, 0))
+		if err != nil {
+			return nil, errAt(ptr, "%v", err)
+		}
+		m := earley.New(cfg)
+		ok := true
+		for _, b := range doc {
+			if !m.Advance(b) {
+				ok = false
+				break
+			}
+		}
+		out[i] = ok && m.IsAccepting()
+	}
+	return out, nil
 }
 
 // typed is the expression of one type with the keywords that apply to it.
@@ -608,6 +727,23 @@ func exactBounds(s *Object, ptr string) (lo, hi bound, err error) {
 }
 
 func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, error) {
+	if _, ok := s.Get(notIntegers); ok {
+		for _, k := range []string{"multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if _, ok := s.Get(k); ok && !integer {
+				return nil, errAt(ptr, "%s on the numbers with a fraction (the complement of integer) is not supported", k)
+			}
+		}
+		if integer {
+			return nil, nil
+		}
+		// A plain decimal whose fraction does not end in 0, or a mantissa times a negative
+		// power of ten: never an integer.
+		digits := class(false, '0', '9')
+		nonzero := class(false, '1', '9')
+		plain := seq(c.baseRule("uint"), lit("."), rep(digits, 0, 39), nonzero)
+		tiny := seq(nonzero, rep(seq(lit("."), rep(digits, 0, 39), nonzero), 0, 1), lit("e-"), rep(digits, 0, 1), nonzero)
+		return c.addRule("fraction", seq(rep(lit("-"), 0, 1), alt(plain, tiny))), nil
+	}
 	if v, ok := s.Get("multipleOf"); ok {
 		n, ok := v.(json.Number)
 		f, err := n.Float64()
@@ -719,8 +855,25 @@ func (c *compiler) str(s *Object, ptr string) (grammar.Expr, error) {
 		hasFormat = false
 	}
 	lengths := minL > 0 || maxL >= 0
-	if hasPattern && (hasFormat || lengths) {
-		return nil, errAt(ptr, "pattern together with format, minLength or maxLength is not supported")
+	if _, neg := s.Get(notStrings); neg || (hasPattern || hasFormat) && (lengths || hasPattern && hasFormat) {
+		// Several string languages at once: the intersection of their automata.
+		part := schemaOf("type", "string")
+		for _, k := range []string{"minLength", "maxLength", "pattern", "format", notStrings} {
+			if v, ok := s.Get(k); ok && (k != "format" || hasFormat) {
+				part.Keys = append(part.Keys, k)
+				part.Values[k] = v
+			}
+		}
+		d, all, err := c.stringDFA(part, ptr, "a string schema")
+		switch {
+		case err != nil:
+			return nil, err
+		case all:
+			return c.baseRule("string"), nil
+		case d == nil:
+			return nil, nil
+		}
+		return c.stringExpr(d), nil
 	}
 	if hasFormat {
 		f, ok := format.(string)
@@ -1150,7 +1303,9 @@ func (c *compiler) resolve(v any, ptr string) (any, string, error) {
 // schema that is a bare $ref is followed. Anything else is refused.
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
-	propsFrom, extraFrom := -1, -1
+	extraFrom := -1
+	var extraPart *Object
+	var listers []*Object // the parts with properties or patternProperties
 	prefixFrom, itemsFrom := -1, -1
 	for i, p := range parts {
 		for hops := 0; ; hops++ {
@@ -1188,15 +1343,13 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 				// additionalProperties does not see the properties of another part.
 				switch k {
 				case "properties", "patternProperties":
-					if extraFrom >= 0 && extraFrom != i {
-						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
-					}
-					propsFrom = i
+					listers = append(listers, v)
 				case "additionalProperties":
-					if propsFrom >= 0 && propsFrom != i {
-						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
+					if extraFrom >= 0 {
+						return nil, errAt(ptr, "allOf with keyword %q in two parts (part %d) is not supported", k, i)
 					}
 					extraFrom = i
+					extraPart = v
 				// unevaluated* of a part does not see what its sibling parts evaluate (that of
 				// the schema itself, part 0, does).
 				case "unevaluatedProperties", "unevaluatedItems":
@@ -1230,6 +1383,29 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			}
 		default:
 			return nil, errAt(ptr, "a schema must be an object or a boolean")
+		}
+	}
+	// additionalProperties does not see the properties of another part: allowed when the
+	// other parts list only names its own part lists.
+	if extraPart != nil {
+		own, _ := extraPart.Values["properties"].(*Object)
+		for _, l := range listers {
+			if l == extraPart {
+				continue
+			}
+			_, pp := l.Get("patternProperties")
+			props, _ := l.Values["properties"].(*Object)
+			ok := !pp
+			if props != nil {
+				for _, k := range props.Keys {
+					if own == nil || own.Values[k] == nil {
+						ok = false
+					}
+				}
+			}
+			if !ok {
+				return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
+			}
 		}
 	}
 	return out, nil
@@ -1282,8 +1458,13 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		}
 		for _, k := range pb.Keys {
 			if old, dup := out.Values[k]; dup {
-				if !reflect.DeepEqual(old, pb.Values[k]) {
-					return nil, false
+				// The value must match both schemas.
+				switch nv := pb.Values[k]; {
+				case reflect.DeepEqual(old, nv), nv == true, old == false:
+				case old == true, nv == false:
+					out.Values[k] = nv
+				default:
+					out.Values[k] = schemaOf("allOf", []any{old, nv})
 				}
 				continue
 			}

@@ -42,11 +42,11 @@ func patternDFA(v any, ptr string) (*regex.DFA, error) {
 }
 
 // stringKeywords are the keywords stringDFA reads.
-var stringKeywords = set("type", "minLength", "maxLength", "pattern", "const", "enum", "format")
+var stringKeywords = set("type", "minLength", "maxLength", "pattern", "const", "enum", "format", notStrings)
 
 // stringDFA is the automaton of the strings a schema accepts, for schemas whose keywords are
-// string keywords (type, minLength, maxLength, pattern, const, enum; format only as an
-// annotation) and annotations; all reports a schema that accepts every string (d is nil then)
+// string keywords (type, minLength, maxLength, pattern, format, const, enum, and the
+// complements a notStrings lists) and annotations; all reports a schema that accepts every string (d is nil then)
 // and d is nil with all false when it accepts none. Other keywords are refused.
 func (c *compiler) stringDFA(node any, ptr, kw string) (d *regex.DFA, all bool, err error) {
 	switch v := node.(type) {
@@ -58,8 +58,8 @@ func (c *compiler) stringDFA(node any, ptr, kw string) (d *regex.DFA, all bool, 
 			if annotations[k] {
 				continue
 			}
-			if !stringKeywords[k] || k == "format" && !c.opt.FormatAnnotation {
-				return nil, false, errAt(ptr, "%s with keyword %q is not supported (only type, minLength, maxLength, pattern, const and enum)", kw, k)
+			if !stringKeywords[k] {
+				return nil, false, errAt(ptr, "%s with keyword %q is not supported (only type, minLength, maxLength, pattern, format, const and enum)", kw, k)
 			}
 		}
 		types, err := typesOf(v, ptr)
@@ -105,6 +105,40 @@ func (c *compiler) stringDFA(node any, ptr, kw string) (d *regex.DFA, all bool, 
 				return nil, false, err
 			}
 			parts = append(parts, pd)
+		}
+		if f, ok := v.Get("format"); ok && !c.opt.FormatAnnotation {
+			name, _ := f.(string)
+			re, ok := formats[name]
+			if !ok {
+				return nil, false, errAt(ptr+"/format", "format %v is not supported (supported: date, time, date-time, uuid, email, ipv4)", f)
+			}
+			fd, err := regex.DFAOf(re)
+			if err != nil {
+				return nil, false, errAt(ptr+"/format", "%v", err)
+			}
+			parts = append(parts, fd)
+		}
+		if x, ok := v.Get(notStrings); ok {
+			for _, n := range x.([]any) {
+				nd, nall, err := c.stringDFA(n, ptr, kw)
+				if err != nil {
+					return nil, false, err
+				}
+				if nall {
+					return nil, false, nil
+				}
+				if nd == nil {
+					continue
+				}
+				cd, err := regex.Complement(nd)
+				if err != nil {
+					return nil, false, errAt(ptr, "%s: %v", kw, err)
+				}
+				if cd == nil {
+					return nil, false, nil
+				}
+				parts = append(parts, cd)
+			}
 		}
 		for _, k := range []string{"const", "enum"} {
 			x, ok := v.Get(k)

@@ -1,0 +1,291 @@
+package jsonschema
+
+import (
+	"encoding/json"
+	"math/big"
+	"slices"
+	"strconv"
+)
+
+// notStrings is a keyword that Decode never writes (its name is not valid UTF-8, and Decode's
+// keys are): its value lists schemas of strings, and a string must match none of them. It is
+// how a complement says "the strings but these", which no keyword of JSON Schema says.
+const notStrings = "\xffnot-strings"
+
+// notIntegers is a keyword Decode never writes (see notStrings): true on a number schema
+// means the numbers with a fraction, written as plain decimals or, below 10⁻⁶, with a
+// negative exponent (as CanonicalNumber writes them).
+const notIntegers = "\xffnot-integers"
+
+// MaxComplement bounds the number of schemas a complement (not, the else branch of if) is the
+// union of.
+const MaxComplement = 64
+
+// complement returns schemas whose union holds exactly the JSON values node does not accept,
+// for the schemas where that union can be written with the keywords the compiler supports:
+// booleans; the other types; bounds (the opposite bound); lengths, patterns, formats and the
+// string values of const and enum (the strings outside their language); the numbers between
+// the numeric values of const and enum, the booleans and null they leave out; required
+// (objects without the property); properties (objects whose property has a value in the
+// complement of its schema); minItems and maxItems; not (its schema); allOf and $ref (the
+// union of their parts' complements). Anything else is refused with an error naming the
+// keyword, as is a union larger than MaxComplement.
+func (c *compiler) complement(node any, ptr string) ([]any, error) {
+	c.depth++
+	defer func() { c.depth-- }()
+	if c.depth > 200 {
+		return nil, errAt(ptr, "schemas nest deeper than 200")
+	}
+	var out []any
+	switch s := node.(type) {
+	case bool:
+		if s {
+			return nil, nil
+		}
+		return []any{true}, nil
+	case *Object:
+		rest := &Object{Values: map[string]any{}}
+		for _, k := range s.Keys {
+			v := s.Values[k]
+			var part []any
+			var err error
+			switch k {
+			case "$ref":
+				target, tptr, err := c.resolve(v, ptr)
+				if err != nil {
+					return nil, err
+				}
+				part, err = c.complement(target, tptr)
+				if err != nil {
+					return nil, err
+				}
+			case "allOf":
+				list, ok := v.([]any)
+				if !ok || len(list) == 0 {
+					return nil, errAt(ptr+"/allOf", "must be a non-empty array of schemas")
+				}
+				for i, p := range list {
+					ps, err := c.complement(p, ptr+"/allOf/"+strconv.Itoa(i))
+					if err != nil {
+						return nil, err
+					}
+					part = append(part, ps...)
+				}
+			case "not":
+				part = []any{v}
+			default:
+				rest.Keys = append(rest.Keys, k)
+				rest.Values[k] = v
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, part...)
+		}
+		ps, err := c.complementKeywords(rest, ptr)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
+	default:
+		return nil, errAt(ptr, "a schema must be an object or a boolean")
+	}
+	if len(out) > MaxComplement {
+		return nil, errAt(ptr, "the complement of this schema is a union of more than %d schemas", MaxComplement)
+	}
+	return out, nil
+}
+
+// schemaOf builds a schema object from keys and values.
+func schemaOf(kv ...any) *Object {
+	o := &Object{Values: map[string]any{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i].(string)
+		o.Keys = append(o.Keys, k)
+		o.Values[k] = kv[i+1]
+	}
+	return o
+}
+
+// complementKeywords is the complement of a schema without applicators: the values of
+// another type, and for each keyword the values of its type that fail it.
+func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
+	types, err := typesOf(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	has := func(t string) bool { return slices.Contains(types, t) }
+	numeric := ""
+	switch {
+	case has("number"):
+		numeric = "number"
+	case has("integer"):
+		numeric = "integer"
+	}
+	var out []any
+	if len(types) < len(allTypes) {
+		if has("integer") {
+			out = append(out, schemaOf("type", "number", notIntegers, true))
+		}
+		var others []any
+		for _, t := range allTypes {
+			if !has(t) {
+				others = append(others, t)
+			}
+		}
+		out = append(out, schemaOf("type", others))
+	}
+	strKeys := &Object{Values: map[string]any{}}
+	values, hasValues := []any(nil), false
+	for _, k := range s.Keys {
+		v := s.Values[k]
+		if annotations[k] {
+			continue
+		}
+		switch k {
+		case "type", "uniqueItems":
+			if k == "uniqueItems" && v != false {
+				return nil, errAt(ptr, "the complement of uniqueItems true is not supported")
+			}
+		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+			if numeric == "" {
+				continue
+			}
+			if _, ok := v.(json.Number); !ok {
+				return nil, errAt(ptr+"/"+k, "must be a number")
+			}
+			opposite := map[string]string{"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+				"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
+			out = append(out, schemaOf("type", numeric, opposite, v))
+		case "minLength", "maxLength", "pattern", "format", notStrings:
+			if k == "format" && c.opt.FormatAnnotation {
+				continue
+			}
+			strKeys.Keys = append(strKeys.Keys, k)
+			strKeys.Values[k] = v
+		case "const":
+			values, hasValues = []any{v}, true
+		case "enum":
+			list, ok := v.([]any)
+			if !ok || len(list) == 0 {
+				return nil, errAt(ptr+"/enum", "must be a non-empty array")
+			}
+			values, hasValues = list, true
+		case "required":
+			if !has("object") {
+				continue
+			}
+			list, _ := v.([]any)
+			for _, x := range list {
+				name, ok := x.(string)
+				if !ok {
+					return nil, errAt(ptr+"/required", "must be an array of property names")
+				}
+				out = append(out, schemaOf("type", "object", "properties", schemaOf(name, false)))
+			}
+		case "properties":
+			if !has("object") {
+				continue
+			}
+			props, ok := v.(*Object)
+			if !ok {
+				return nil, errAt(ptr+"/properties", "must be an object of schemas")
+			}
+			for _, name := range props.Keys {
+				bad, err := c.complement(props.Values[name], ptr+"/properties/"+escapePointer(name))
+				if err != nil {
+					return nil, err
+				}
+				for _, b := range bad {
+					out = append(out, schemaOf("type", "object", "required", []any{name}, "properties", schemaOf(name, b)))
+				}
+			}
+		case "minItems", "maxItems":
+			if !has("array") {
+				continue
+			}
+			n, ok := v.(json.Number)
+			i, err := n.Int64()
+			if !ok || err != nil || i < 0 {
+				return nil, errAt(ptr+"/"+k, "must be a non-negative integer")
+			}
+			if k == "minItems" && i > 0 {
+				out = append(out, schemaOf("type", "array", "maxItems", json.Number(strconv.FormatInt(i-1, 10))))
+			} else if k == "maxItems" {
+				out = append(out, schemaOf("type", "array", "minItems", json.Number(strconv.FormatInt(i+1, 10))))
+			}
+		default:
+			if supported[k] || unsupported[k] {
+				return nil, errAt(ptr, "the complement of a schema with %q is not supported (not, or the else branch of if)", k)
+			}
+		}
+	}
+	if has("string") && (len(strKeys.Keys) > 0 || hasValues) {
+		if hasValues {
+			strKeys.Keys = append(strKeys.Keys, "enum")
+			strKeys.Values["enum"] = values
+		}
+		out = append(out, schemaOf("type", "string", notStrings, []any{strKeys}))
+	}
+	if hasValues {
+		for _, t := range []string{"null", "boolean", "object", "array"} {
+			if !has(t) {
+				continue
+			}
+			var listed []any
+			for _, v := range values {
+				if jsonType(v) == t {
+					listed = append(listed, v)
+				}
+			}
+			switch {
+			case len(listed) == 0:
+				out = append(out, schemaOf("type", t))
+			case t == "boolean":
+				for _, b := range []bool{false, true} {
+					if !slices.Contains(listed, any(b)) {
+						out = append(out, schemaOf("const", b))
+					}
+				}
+			case t == "object" || t == "array":
+				return nil, errAt(ptr, "the complement of an %s value in const or enum is not supported", t)
+			}
+		}
+		if numeric != "" {
+			out = append(out, numbersBetween(values, numeric)...)
+		}
+	}
+	return out, nil
+}
+
+// numbersBetween are the numbers of type t (number or integer) other than the numeric values
+// listed: the open intervals between them.
+func numbersBetween(values []any, t string) []any {
+	var nums []*big.Rat
+	var text []json.Number
+	for _, v := range values {
+		n, ok := v.(json.Number)
+		if !ok {
+			continue
+		}
+		r, ok := new(big.Rat).SetString(string(n))
+		if !ok {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(nums, r, func(a, b *big.Rat) int { return a.Cmp(b) })
+		if found {
+			continue
+		}
+		nums = slices.Insert(nums, i, r)
+		text = slices.Insert(text, i, n)
+	}
+	if len(nums) == 0 {
+		return []any{schemaOf("type", t)}
+	}
+	out := []any{schemaOf("type", t, "exclusiveMaximum", text[0])}
+	for i := 1; i < len(text); i++ {
+		out = append(out, schemaOf("type", t, "exclusiveMinimum", text[i-1], "exclusiveMaximum", text[i]))
+	}
+	return append(out, schemaOf("type", t, "exclusiveMinimum", text[len(text)-1]))
+}
