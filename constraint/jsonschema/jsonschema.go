@@ -231,8 +231,8 @@ var (
 	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
-		"patternProperties", "propertyNames", "if", "then", "else")
-	unsupported = set("contains", "minContains", "maxContains",
+		"patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains")
+	unsupported = set(
 		"dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
 		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
@@ -931,6 +931,9 @@ func (c *compiler) pattern(re, ptr string) (grammar.Expr, error) {
 }
 
 func (c *compiler) array(s *Object, ptr string) (grammar.Expr, error) {
+	if _, ok := s.Get("contains"); ok {
+		return c.containsArray(s, ptr)
+	}
 	minN, maxN := 0, -1
 	for _, kw := range []string{"minItems", "maxItems"} {
 		v, ok := s.Get(kw)

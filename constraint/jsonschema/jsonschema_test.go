@@ -74,6 +74,12 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`{}`, `{"b":1}`}, []string{`{"a":1}`, `{"b":1,"a":1}`}},
 		{"pattern with lengths and format", `{"type": "string", "pattern": "^2026", "format": "date", "maxLength": 10}`,
 			[]string{`"2026-01-31"`}, []string{`"2025-01-31"`, `"2026-13-01"`, `"2026"`}},
+		{"contains", `{"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}, "minContains": 2}`,
+			[]string{`[5,6]`, `[1,5,2,7,3]`, `[9,9,9]`}, []string{`[]`, `[5]`, `[1,2,5]`, `[5,6,"x"]`}},
+		{"maxContains", `{"type": "array", "contains": {"const": "a"}, "maxContains": 2, "maxItems": 4}`,
+			[]string{`["a"]`, `["a","b","a"]`, `[1,"a",{},[]]`}, []string{`[]`, `["b"]`, `["a","a","a"]`, `["a",1,2,3,4]`}},
+		{"contains after prefixItems", `{"prefixItems": [{"type": "string"}], "contains": {"type": "string"}, "minContains": 2, "maxContains": 2}`,
+			[]string{`["a","b"]`, `["a",1,"b"]`}, []string{`["a"]`, `["a","b","c"]`, `[1,"a","b"]`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
