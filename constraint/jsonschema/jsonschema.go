@@ -1125,6 +1125,7 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			members = append(members, member{key: k, value: e, required: req})
 		}
 	}
+	var unlisted []member
 	for _, k := range required {
 		if listed[k] {
 			continue
@@ -1145,17 +1146,15 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 		if value == nil {
 			return nil, nil // required, not listed, and not allowed
 		}
-		members = append(members, member{key: k, value: value, required: true})
+		unlisted = append(unlisted, member{key: k, value: value, required: true})
 	}
 	// Other properties: any name but the listed ones.
 	var others []string
 	for k := range listed {
 		others = append(others, k)
 	}
-	for _, m := range members {
-		if !listed[m.key] {
-			others = append(others, m.key)
-		}
+	for _, m := range unlisted {
+		others = append(others, m.key)
 	}
 	slices.Sort(others)
 	ws := c.baseRule("ws")
@@ -1168,35 +1167,37 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 	case extra != nil:
 		extraKV = seq(c.otherKey(others), ws, lit(":"), ws, extra)
 	}
-	nReq := 0
+	nReq := len(unlisted)
 	for _, m := range members {
 		if m.required {
 			nReq++
 		}
 	}
-	if v, ok := s.Get("minProperties"); ok {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil || f < 0 {
-			return nil, errAt(ptr+"/minProperties", "must be a non-negative integer")
-		}
-		if int(f) > nReq {
-			return nil, errAt(ptr+"/minProperties", "minProperties above the number of required properties (%d) is not supported", nReq)
-		}
+	minP, err := count(s, "minProperties", ptr)
+	if err != nil {
+		return nil, err
 	}
-	if v, ok := s.Get("maxProperties"); ok {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil || f < 0 {
-			return nil, errAt(ptr+"/maxProperties", "must be a non-negative integer")
-		}
-		if extraKV != nil || int(f) < len(members) {
-			if int(f) < nReq {
-				return nil, nil
-			}
-			return nil, errAt(ptr+"/maxProperties", "maxProperties below the number of properties an object may have is not supported")
-		}
+	maxP, err := count(s, "maxProperties", ptr)
+	if err != nil {
+		return nil, err
 	}
+	if maxP >= 0 && maxP < nReq {
+		return nil, nil
+	}
+	// The counts decide nothing when the required properties reach minProperties and no
+	// more properties than maxProperties can be written.
+	counted := minP > nReq || maxP >= 0 && (extraKV != nil || maxP < len(members)+len(unlisted))
+	if counted || len(unlisted) > 0 && len(unlisted) <= MaxUnlisted {
+		if !counted {
+			minP, maxP = 0, -1
+		}
+		body, err := c.members(members, unlisted, extraKV, minP, maxP, ptr)
+		if body == nil || err != nil {
+			return nil, err
+		}
+		return seq(lit("{"), ws, body, lit("}")), nil
+	}
+	members = append(members, unlisted...)
 	comma := seq(ws, lit(","), ws)
 	kv := func(m member) grammar.Expr { return seq(lit(quote(m.key)), ws, lit(":"), ws, m.value) }
 	// rest(i): members from i on, each after a comma, then other properties.

@@ -80,6 +80,10 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`["a"]`, `["a","b","a"]`, `[1,"a",{},[]]`}, []string{`[]`, `["b"]`, `["a","a","a"]`, `["a",1,2,3,4]`}},
 		{"contains after prefixItems", `{"prefixItems": [{"type": "string"}], "contains": {"type": "string"}, "minContains": 2, "maxContains": 2}`,
 			[]string{`["a","b"]`, `["a",1,"b"]`}, []string{`["a"]`, `["a","b","c"]`, `[1,"a","b"]`}},
+		{"minProperties and maxProperties", `{"properties": {"a": {}, "b": {}}, "minProperties": 2, "maxProperties": 3}`,
+			[]string{`{"a":1,"b":2}`, `{"a":1,"c":2}`, `{"c":1,"d":2,"e":3}`, `{"a":1,"b":2,"c":3}`}, []string{`{}`, `{"a":1}`, `{"c":1}`, `{"a":1,"b":2,"c":3,"d":4}`}},
+		{"required properties not listed, in any order", `{"properties": {"a": {"type": "integer"}}, "required": ["y", "x"], "additionalProperties": {"type": "string"}}`,
+			[]string{`{"x":"1","y":"2"}`, `{"y":"1","x":"2"}`, `{"a":1,"x":"1","z":"3","y":"2"}`}, []string{`{"x":"1"}`, `{"x":"1","y":"2","x":"3"}`, `{"x":1,"y":"2"}`, `{"x":"1","y":"2","a":1}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
