@@ -304,9 +304,14 @@ func (o *orderer) order(schema, doc any, depth int) any {
 			if c := sameKeys(s, d); c != nil { // a const or enum object: its order
 				props = &Object{Keys: c.Keys, Values: c.Values}
 			} else {
+				deps, _ := s.Values["dependentSchemas"].(*Object)
 				s = o.branch(s, d.Keys, 0)
 				props, _ = s.Values["properties"].(*Object)
 				extra = s.Values["additionalProperties"]
+				// The schemas of present dependentSchemas list their properties after these.
+				if deps != nil {
+					props = o.withDependencies(props, deps, d)
+				}
 			}
 		}
 		var patterns *Object
@@ -362,6 +367,34 @@ func (o *orderer) order(schema, doc any, depth int) any {
 		return out
 	}
 	return doc
+}
+
+// withDependencies is props followed by the properties the dependentSchemas of the keys
+// present in d list, as the compiled schema orders them.
+func (o *orderer) withDependencies(props, deps, d *Object) *Object {
+	out := &Object{Values: map[string]any{}}
+	add := func(p *Object) {
+		for _, k := range p.Keys {
+			if _, dup := out.Values[k]; !dup {
+				out.Keys = append(out.Keys, k)
+				out.Values[k] = p.Values[k]
+			}
+		}
+	}
+	if props != nil {
+		add(props)
+	}
+	for _, k := range deps.Keys {
+		if _, ok := d.Values[k]; !ok {
+			continue
+		}
+		if dep := o.resolve(deps.Values[k]); dep != nil {
+			if p, ok := dep.Values["properties"].(*Object); ok {
+				add(p)
+			}
+		}
+	}
+	return out
 }
 
 // sameKeys returns the const or enum object of s that has exactly d's keys, if any.

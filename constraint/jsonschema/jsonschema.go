@@ -231,9 +231,10 @@ var (
 	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
-		"patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains")
+		"patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains",
+		"dependentRequired", "dependentSchemas")
 	unsupported = set(
-		"dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
+		"dependencies", "$dynamicRef",
 		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
 )
@@ -331,6 +332,11 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 			return nil, err
 		}
 		return c.schema(merged, ptr)
+	}
+	if node, ok, err := c.dependencies(s, ptr); err != nil {
+		return nil, err
+	} else if ok {
+		return c.schema(node, ptr)
 	}
 	for _, kw := range []string{"anyOf", "oneOf"} {
 		v, ok := s.Get(kw)
@@ -1402,7 +1408,8 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			ok := !pp
 			if props != nil {
 				for _, k := range props.Keys {
-					if own == nil || own.Values[k] == nil {
+					// A property that may not appear changes nothing.
+					if (own == nil || own.Values[k] == nil) && props.Values[k] != false {
 						ok = false
 					}
 				}

@@ -84,6 +84,10 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`{"a":1,"b":2}`, `{"a":1,"c":2}`, `{"c":1,"d":2,"e":3}`, `{"a":1,"b":2,"c":3}`}, []string{`{}`, `{"a":1}`, `{"c":1}`, `{"a":1,"b":2,"c":3,"d":4}`}},
 		{"required properties not listed, in any order", `{"properties": {"a": {"type": "integer"}}, "required": ["y", "x"], "additionalProperties": {"type": "string"}}`,
 			[]string{`{"x":"1","y":"2"}`, `{"y":"1","x":"2"}`, `{"a":1,"x":"1","z":"3","y":"2"}`}, []string{`{"x":"1"}`, `{"x":"1","y":"2","x":"3"}`, `{"x":1,"y":"2"}`, `{"x":"1","y":"2","a":1}`}},
+		{"dependentRequired", `{"properties": {"a": {}}, "dependentRequired": {"a": ["b"], "c": ["d", "e"]}}`,
+			[]string{`{}`, `{"a":1,"b":2}`, `{"b":1}`, `{"e":1,"c":2,"d":3}`, `{"a":1,"d":1,"b":2}`}, []string{`{"a":1}`, `{"c":1,"d":2}`, `{"a":1,"c":1,"d":2,"e":3}`}},
+		{"dependentSchemas", `{"type": "object", "dependentSchemas": {"card": {"properties": {"billing": {"type": "string"}}, "required": ["billing"]}}}`,
+			[]string{`{}`, `{"billing":1}`, `{"billing":"x","card":1}`}, []string{`{"card":1}`, `{"card":1,"billing":2}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
@@ -153,4 +157,31 @@ func TestMarshalAndOrder(t *testing.T) {
 	if want := `{"b":null,"a":{"y":"\u2028<&>","x":1},"c":[100,0.5]}`; string(got) != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
+}
+
+func TestOrderListsDependentSchemasProperties(t *testing.T) {
+	schema, _ := jsonschema.Decode([]byte(`{"properties": {"a": {}}, "dependentSchemas": {"card": {"properties": {"billing": {}, "zip": {}}}}}`))
+	doc, _ := jsonschema.Decode([]byte(`{"zip": 1, "card": 2, "x": 3, "billing": 4, "a": 5}`))
+	got, err := jsonschema.Marshal(jsonschema.Order(schema, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":5,"billing":4,"zip":1,"card":2,"x":3}`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	cfg, err := jsonschema.Compile(schema2bytes(t, schema), jsonschema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !accepts(earley.New(cfg), got) {
+		t.Errorf("the grammar rejects %s", got)
+	}
+}
+
+func schema2bytes(t *testing.T, v any) []byte {
+	b, err := jsonschema.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

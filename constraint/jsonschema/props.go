@@ -2,6 +2,7 @@ package jsonschema
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/loomlm/loom/constraint/grammar"
 )
@@ -143,4 +144,96 @@ func (c *compiler) members(listed, unlisted []member, extraKV grammar.Expr, minP
 		c.rules = append(c.rules, grammar.Rule{Name: names[s], Body: alt(alts...)})
 	}
 	return ref(names[start]), nil
+}
+
+// MaxDependencies bounds the properties that dependentRequired and dependentSchemas name
+// together: the object's schema becomes the union over which of them are present (2ⁿ
+// branches).
+const MaxDependencies = 6
+
+// dependencies rewrites dependentRequired and dependentSchemas as a union over the presence
+// of the properties they name: where a property is present, its dependencies are required
+// and its schema holds; where absent, it may not appear. It reports whether it rewrote s.
+func (c *compiler) dependencies(s *Object, ptr string) (any, bool, error) {
+	dr, hasDR := s.Get("dependentRequired")
+	ds, hasDS := s.Get("dependentSchemas")
+	if !hasDR && !hasDS {
+		return nil, false, nil
+	}
+	rest := without(without(s, "dependentRequired"), "dependentSchemas")
+	var required []any
+	if list, ok := rest.Values["required"].([]any); ok {
+		required = list
+	}
+	// The parts that hold where each named property is present, in the order they are named.
+	var names []string
+	present := map[string][]any{}
+	add := func(name string, part any) {
+		if _, ok := present[name]; !ok {
+			names = append(names, name)
+		}
+		present[name] = append(present[name], part)
+	}
+	if hasDR {
+		o, ok := dr.(*Object)
+		if !ok {
+			return nil, false, errAt(ptr+"/dependentRequired", "must be an object of arrays of property names")
+		}
+		for _, k := range o.Keys {
+			list, ok := o.Values[k].([]any)
+			if !ok {
+				return nil, false, errAt(ptr+"/dependentRequired/"+escapePointer(k), "must be an array of property names")
+			}
+			for _, x := range list {
+				if _, ok := x.(string); !ok {
+					return nil, false, errAt(ptr+"/dependentRequired/"+escapePointer(k), "must be an array of property names")
+				}
+			}
+			if len(list) > 0 {
+				add(k, schemaOf("required", list))
+			}
+		}
+	}
+	if hasDS {
+		o, ok := ds.(*Object)
+		if !ok {
+			return nil, false, errAt(ptr+"/dependentSchemas", "must be an object of schemas")
+		}
+		for _, k := range o.Keys {
+			if v := o.Values[k]; v != true {
+				add(k, v)
+			}
+		}
+	}
+	if len(names) > MaxDependencies {
+		return nil, false, errAt(ptr, "dependentRequired and dependentSchemas naming more than %d properties are not supported", MaxDependencies)
+	}
+	var branches []any
+	for mask := 0; mask < 1<<len(names); mask++ {
+		parts := []any{rest}
+		skip := false
+		for i, name := range names {
+			if mask&(1<<i) != 0 {
+				parts = append(parts, schemaOf("required", []any{name}))
+				parts = append(parts, present[name]...)
+			} else {
+				if slices.Contains(required, any(name)) {
+					skip = true // a required property is never absent
+				}
+				parts = append(parts, schemaOf("properties", schemaOf(name, false)))
+			}
+		}
+		if skip {
+			continue
+		}
+		b, err := c.merge(parts, ptr)
+		if err != nil {
+			return nil, false, err
+		}
+		branches = append(branches, b)
+	}
+	if len(branches) == 0 {
+		return false, true, nil
+	}
+	return schemaOf("anyOf", branches), true, nil
 }
