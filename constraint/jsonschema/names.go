@@ -178,8 +178,7 @@ func (c *compiler) stringDFA(node any, ptr, kw string) (d *regex.DFA, all bool, 
 // become rules, their classes written as JSON writes them (escapeJSON).
 func (c *compiler) stringExpr(d *regex.DFA) grammar.Expr {
 	c.n++
-	prefix := fmt.Sprintf("dfa-%d-", c.n)
-	rules := d.Grammar(func(i int) string { return fmt.Sprintf("%s%d", prefix, i) })
+	rules := d.Grammar(fmt.Sprintf("dfa-%d-", c.n))
 	for i := range rules {
 		rules[i].Body = escapeJSON(rules[i].Body)
 	}

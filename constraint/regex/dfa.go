@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
+	"strconv"
 
 	"github.com/loomlm/loom/constraint/grammar"
 )
@@ -128,6 +128,8 @@ func (d *DFA) Match(s string) bool {
 type nfa struct {
 	eps   [][]int
 	edges [][]nfaEdge
+	rules map[string]grammar.Expr
+	depth int
 }
 
 type nfaEdge struct {
@@ -192,6 +194,16 @@ func (n *nfa) build(e grammar.Expr, from int) (int, error) {
 			n.eps[s] = append(n.eps[s], end)
 		}
 		return end, nil
+	case *grammar.Ref:
+		body, ok := n.rules[e.Name]
+		if !ok {
+			return 0, fmt.Errorf("rule %s is not defined", e.Name)
+		}
+		if n.depth++; n.depth > 100 {
+			return 0, fmt.Errorf("rule %s refers to itself", e.Name)
+		}
+		defer func() { n.depth-- }()
+		return n.build(body, from)
 	case *grammar.Repeat:
 		s := from
 		for range e.Min {
@@ -282,36 +294,47 @@ func intersectRanges(a, b []grammar.RuneRange) []grammar.RuneRange {
 
 // DFAOfExpr returns the DFA of a grammar expression without references (as Parse returns).
 func DFAOfExpr(e grammar.Expr) (*DFA, error) {
-	n := &nfa{}
+	return DFAOfRules(e, nil)
+}
+
+// DFAOfRules returns the DFA of a grammar expression whose references name rules of a
+// regular grammar (no rule refers back to itself, directly or not); rules gives their bodies.
+func DFAOfRules(e grammar.Expr, rules map[string]grammar.Expr) (*DFA, error) {
+	n := &nfa{rules: rules}
 	start, _ := n.state()
 	end, err := n.build(e, start)
 	if err != nil {
 		return nil, err
 	}
+	mark := make([]int, len(n.eps))
+	gen := 0
+	var stack []int
 	closure := func(set []int) []int {
-		seen := map[int]bool{}
-		stack := slices.Clone(set)
+		gen++
+		var out []int
+		stack = stack[:0]
 		for _, s := range set {
-			seen[s] = true
+			if mark[s] != gen {
+				mark[s] = gen
+				stack = append(stack, s)
+				out = append(out, s)
+			}
 		}
 		for len(stack) > 0 {
 			s := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			for _, t := range n.eps[s] {
-				if !seen[t] {
-					seen[t] = true
+				if mark[t] != gen {
+					mark[t] = gen
 					stack = append(stack, t)
+					out = append(out, t)
 				}
 			}
-		}
-		out := make([]int, 0, len(seen))
-		for s := range seen {
-			out = append(out, s)
 		}
 		slices.Sort(out)
 		return out
 	}
-	key := func(set []int) string { return fmt.Sprint(set) }
+	key := func(set []int) string { return string(encodeInts(nil, set)) }
 	d := &DFA{}
 	index := map[string]int{}
 	var sets [][]int
@@ -413,20 +436,13 @@ func Product(ds []*DFA, accept func(set uint64) bool) (*DFA, error) {
 	if len(ds) > 64 {
 		return nil, errors.New("more than 64 automata in one product")
 	}
-	type tuple = string
-	enc := func(t []int) tuple {
-		var b strings.Builder
-		for _, s := range t {
-			fmt.Fprintf(&b, "%d,", s)
-		}
-		return b.String()
-	}
 	out := &DFA{}
-	index := map[tuple]int{}
+	index := map[string]int{}
 	var tuples [][]int
+	var buf []byte
 	add := func(t []int) (int, error) {
-		k := enc(t)
-		if i, ok := index[k]; ok {
+		buf = encodeInts(buf[:0], t)
+		if i, ok := index[string(buf)]; ok {
 			return i, nil
 		}
 		if len(out.States) >= MaxStates {
@@ -438,52 +454,71 @@ func Product(ds []*DFA, accept func(set uint64) bool) (*DFA, error) {
 				set |= 1 << i
 			}
 		}
-		index[k] = len(out.States)
+		index[string(buf)] = len(out.States)
 		out.States = append(out.States, State{Accept: accept(set)})
-		tuples = append(tuples, t)
+		tuples = append(tuples, slices.Clone(t))
 		return len(out.States) - 1, nil
 	}
-	start := make([]int, len(ds))
-	if _, err := add(start); err != nil {
+	if _, err := add(make([]int, len(ds))); err != nil {
 		return nil, err
 	}
+	var cuts []rune
+	pos := make([]int, len(ds))
+	next := make([]int, len(ds))
 	for i := 0; i < len(tuples); i++ {
-		// Every code point moves the tuple: the parts are each automaton's edges and the
-		// whole alphabet (a code point no automaton reads leads to the all-dead tuple).
-		var parts [][]grammar.RuneRange
-		var owner []int
-		var target []int
+		// Every code point moves the tuple (one no automaton reads leads to the all-dead
+		// tuple): cut the alphabet where any automaton's edges begin or end, and sweep.
+		cuts = cuts[:0]
+		for _, u := range universe {
+			cuts = append(cuts, u.Lo, u.Hi+1)
+		}
 		for k, s := range tuples[i] {
 			if s < 0 {
 				continue
 			}
 			for _, e := range ds[k].States[s].Edges {
-				parts = append(parts, []grammar.RuneRange{{Lo: e.Lo, Hi: e.Hi}})
-				owner = append(owner, k)
-				target = append(target, e.To)
+				cuts = append(cuts, e.Lo, e.Hi+1)
 			}
 		}
-		parts = append(parts, universe)
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		clear(pos)
 		var edges []Edge
-		for _, iv := range split(parts) {
-			next := make([]int, len(ds))
-			for k := range next {
-				next[k] = -1
+		for j := 0; j+1 < len(cuts); j++ {
+			lo, hi := cuts[j], cuts[j+1]-1
+			if lo >= 0xD800 && hi <= 0xDFFF {
+				continue
 			}
-			for _, p := range iv.parts {
-				if p < len(owner) {
-					next[owner[p]] = target[p]
+			for k, s := range tuples[i] {
+				next[k] = -1
+				if s < 0 {
+					continue
+				}
+				es := ds[k].States[s].Edges
+				for pos[k] < len(es) && es[pos[k]].Hi < lo {
+					pos[k]++
+				}
+				if pos[k] < len(es) && es[pos[k]].Lo <= lo {
+					next[k] = es[pos[k]].To
 				}
 			}
 			to, err := add(next)
 			if err != nil {
 				return nil, err
 			}
-			edges = appendEdge(edges, Edge{Lo: iv.lo, Hi: iv.hi, To: to})
+			edges = appendEdge(edges, Edge{Lo: lo, Hi: hi, To: to})
 		}
 		out.States[i].Edges = edges
 	}
 	return out.trim(), nil
+}
+
+// encodeInts appends the ints of t to buf, four bytes each.
+func encodeInts(buf []byte, t []int) []byte {
+	for _, v := range t {
+		buf = append(buf, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	}
+	return buf
 }
 
 // trim drops the states from which no accepting state is reached; nil when the start is one.
@@ -550,29 +585,65 @@ func Complement(d *DFA) (*DFA, error) {
 	return Product([]*DFA{d}, func(set uint64) bool { return set == 0 })
 }
 
-// Grammar returns the rules of a trimmed DFA, one per state, named by name(i), each a choice
-// of a code point class followed by the next state's rule (and the empty string where the
-// state accepts); the language is that of the rule of state 0.
-func (d *DFA) Grammar(name func(state int) string) []grammar.Rule {
+// Grammar returns the rules of a trimmed DFA, one per state, named prefix and the state's
+// number, each a choice of a code point class followed by the next state's rule (and the
+// empty string where the state accepts); the language is that of the first rule. A large
+// class that several states read is a rule of its own (prefix, "c" and a number), so that
+// it is compiled once.
+func (d *DFA) Grammar(prefix string) []grammar.Rule {
+	name := func(i int) string { return prefix + strconv.Itoa(i) }
+	type class struct {
+		ranges []grammar.RuneRange
+		uses   int
+	}
+	var classes []*class
+	byKey := map[string]*class{}
+	perState := make([][]*class, len(d.States))
+	targets := make([][]int, len(d.States))
+	for i, s := range d.States {
+		byTarget := map[int][]grammar.RuneRange{}
+		for _, e := range s.Edges {
+			if _, ok := byTarget[e.To]; !ok {
+				targets[i] = append(targets[i], e.To)
+			}
+			byTarget[e.To] = append(byTarget[e.To], grammar.RuneRange{Lo: e.Lo, Hi: e.Hi})
+		}
+		for _, t := range targets[i] {
+			rs := byTarget[t]
+			var key []byte
+			for _, r := range rs {
+				key = encodeInts(key, []int{int(r.Lo), int(r.Hi)})
+			}
+			c, ok := byKey[string(key)]
+			if !ok {
+				c = &class{ranges: rs}
+				byKey[string(key)] = c
+				classes = append(classes, c)
+			}
+			c.uses++
+			perState[i] = append(perState[i], c)
+		}
+	}
 	rules := make([]grammar.Rule, len(d.States))
+	shared := map[*class]string{}
+	for _, c := range classes {
+		if c.uses > 1 && len(c.ranges) > 4 {
+			shared[c] = prefix + "c" + strconv.Itoa(len(shared))
+			rules = append(rules, grammar.Rule{Name: shared[c], Body: &grammar.Class{Ranges: c.ranges}})
+		}
+	}
 	for i, s := range d.States {
 		var alts []grammar.Expr
 		if s.Accept {
 			alts = append(alts, &grammar.Seq{})
 		}
-		byTarget := map[int]*grammar.Class{}
-		var order []int
-		for _, e := range s.Edges {
-			c, ok := byTarget[e.To]
-			if !ok {
-				c = &grammar.Class{}
-				byTarget[e.To] = c
-				order = append(order, e.To)
+		for j, t := range targets[i] {
+			c := perState[i][j]
+			var item grammar.Expr = &grammar.Class{Ranges: c.ranges}
+			if n, ok := shared[c]; ok {
+				item = &grammar.Ref{Name: n}
 			}
-			c.Ranges = append(c.Ranges, grammar.RuneRange{Lo: e.Lo, Hi: e.Hi})
-		}
-		for _, t := range order {
-			alts = append(alts, &grammar.Seq{Items: []grammar.Expr{byTarget[t], &grammar.Ref{Name: name(t)}}})
+			alts = append(alts, &grammar.Seq{Items: []grammar.Expr{item, &grammar.Ref{Name: name(t)}}})
 		}
 		var body grammar.Expr = &grammar.Alt{Alts: alts}
 		if len(alts) == 1 {
