@@ -42,6 +42,7 @@ import (
 	"fmt"
 
 	"math"
+	"math/big"
 	"net/url"
 	"reflect"
 	"slices"
@@ -751,10 +752,22 @@ func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, er
 		return c.addRule("fraction", seq(rep(lit("-"), 0, 1), alt(plain, tiny))), nil
 	}
 	if v, ok := s.Get("multipleOf"); ok {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil || f != 1 {
-			return nil, errAt(ptr+"/multipleOf", "only multipleOf 1 is supported")
+		m, err := multipleOf(v, ptr)
+		if err != nil {
+			return nil, err
+		}
+		if m.Cmp(big.NewRat(1, 1)) != 0 {
+			rest := without(s, "multipleOf")
+			var base grammar.Expr // nil: no bounds
+			for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+				if _, ok := s.Get(k); ok {
+					if base, err = c.number(rest, integer, ptr); base == nil || err != nil {
+						return nil, err
+					}
+					break
+				}
+			}
+			return c.multiples(base, m, integer, ptr)
 		}
 		integer = true
 	}
@@ -1347,7 +1360,7 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 				return nil, errAt(ptr, "allOf (or $ref beside other keywords) with a $ref that has keywords of its own is not supported")
 			}
 			for _, k := range v.Keys {
-				if annotations[k] {
+				if annotations[k] || inert(v, k) {
 					continue
 				}
 				// additionalProperties does not see the properties of another part.
@@ -1422,11 +1435,43 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	return out, nil
 }
 
+// inert reports whether keyword k of s has no effect alone, and would take one from another
+// part of allOf if merged: then and else without if, if without then or else, minContains
+// and maxContains without contains.
+func inert(s *Object, k string) bool {
+	has := func(k string) bool { _, ok := s.Get(k); return ok }
+	switch k {
+	case "then", "else":
+		return !has("if")
+	case "if":
+		return !has("then") && !has("else")
+	case "minContains", "maxContains":
+		return !has("contains")
+	}
+	return false
+}
+
 func mergeKeyword(k string, a, b any) (any, bool) {
 	if reflect.DeepEqual(a, b) {
 		return a, true
 	}
 	switch k {
+	case "multipleOf":
+		// The multiples of both: of their least common multiple.
+		ma, err1 := multipleOf(a, "")
+		mb, err2 := multipleOf(b, "")
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		num := new(big.Int).GCD(nil, nil, ma.Num(), mb.Num())
+		num.Quo(new(big.Int).Mul(ma.Num(), mb.Num()), num)
+		den := new(big.Int).GCD(nil, nil, ma.Denom(), mb.Denom())
+		l := new(big.Rat).SetFrac(num, den)
+		_, e, ok := decimalScale(l)
+		if !ok {
+			return nil, false
+		}
+		return json.Number(l.FloatString(e)), true
 	case "type":
 		// The types both allow.
 		ta, err1 := typesOf(&Object{Keys: []string{"type"}, Values: map[string]any{"type": a}}, "")
