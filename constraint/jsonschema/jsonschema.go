@@ -1326,10 +1326,7 @@ func (c *compiler) resolve(v any, ptr string) (any, string, error) {
 // schema that is a bare $ref is followed. Anything else is refused.
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
-	extraFrom := -1
-	var extraPart *Object
-	var listers []*Object // the parts with properties or patternProperties
-	prefixFrom, itemsFrom := -1, -1
+	var objParts, arrParts []*Object // parts with keywords on properties, on items
 	for i, p := range parts {
 		for hops := 0; ; hops++ {
 			o, ok := p.(*Object)
@@ -1349,6 +1346,15 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			}
 			p = t
 		}
+		if v, ok := p.(*Object); ok && i > 0 {
+			// unevaluated* of a part sees only what the part evaluates (that of the schema
+			// itself, part 0, sees every part): the part's own rewrite, first.
+			local, err := c.localUnevaluated(v, ptr)
+			if err != nil {
+				return nil, err
+			}
+			p = local
+		}
 		switch v := p.(type) {
 		case bool:
 			if !v {
@@ -1359,37 +1365,18 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			if _, ok := v.Get("$ref"); ok {
 				return nil, errAt(ptr, "allOf (or $ref beside other keywords) with a $ref that has keywords of its own is not supported")
 			}
+			objHas, arrHas := false, false
 			for _, k := range v.Keys {
 				if annotations[k] || inert(v, k) {
 					continue
 				}
-				// additionalProperties does not see the properties of another part.
 				switch k {
-				case "properties", "patternProperties":
-					listers = append(listers, v)
-				case "additionalProperties":
-					if extraFrom >= 0 {
-						return nil, errAt(ptr, "allOf with keyword %q in two parts (part %d) is not supported", k, i)
-					}
-					extraFrom = i
-					extraPart = v
-				// unevaluated* of a part does not see what its sibling parts evaluate (that of
-				// the schema itself, part 0, does).
-				case "unevaluatedProperties", "unevaluatedItems":
-					if i > 0 {
-						return nil, errAt(ptr, "%s inside a part of allOf (or a $ref target beside other keywords) is not supported", k)
-					}
-				// Nor does items see the prefixItems of another part.
-				case "prefixItems":
-					if itemsFrom >= 0 && itemsFrom != i {
-						return nil, errAt(ptr, "items beside prefixItems listed in another part of allOf is not supported")
-					}
-					prefixFrom = i
-				case "items":
-					if prefixFrom >= 0 && prefixFrom != i {
-						return nil, errAt(ptr, "items beside prefixItems listed in another part of allOf is not supported")
-					}
-					itemsFrom = i
+				case "properties", "patternProperties", "additionalProperties":
+					objHas = true
+					continue
+				case "prefixItems", "items":
+					arrHas = true
+					continue
 				}
 				val := v.Values[k]
 				old, dup := out.Values[k]
@@ -1404,35 +1391,200 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 				}
 				out.Values[k] = merged
 			}
+			if objHas {
+				objParts = append(objParts, v)
+			}
+			if arrHas {
+				arrParts = append(arrParts, v)
+			}
 		default:
 			return nil, errAt(ptr, "a schema must be an object or a boolean")
 		}
 	}
-	// additionalProperties does not see the properties of another part: allowed when the
-	// other parts list only names its own part lists.
-	if extraPart != nil {
-		own, _ := extraPart.Values["properties"].(*Object)
-		for _, l := range listers {
-			if l == extraPart {
-				continue
+	if err := mergeProperties(out, objParts, ptr); err != nil {
+		return nil, err
+	}
+	mergeItems(out, arrParts)
+	return out, nil
+}
+
+// localUnevaluated rewrites the unevaluated* of a part of allOf (after merging its own allOf)
+// as additionalProperties and items, as unevaluated does; a part with other applicators
+// beside unevaluated* is refused.
+func (c *compiler) localUnevaluated(v *Object, ptr string) (any, error) {
+	_, up := v.Get("unevaluatedProperties")
+	_, ui := v.Get("unevaluatedItems")
+	if !up && !ui {
+		return v, nil
+	}
+	var node any = v
+	if list, ok := v.Values["allOf"].([]any); ok {
+		m, err := c.merge(append([]any{without(v, "allOf")}, list...), ptr)
+		if err != nil {
+			return nil, err
+		}
+		node = m
+	}
+	o, ok := node.(*Object)
+	if !ok {
+		return node, nil
+	}
+	for _, k := range []string{"$ref", "dependentSchemas", "allOf"} {
+		if _, ok := o.Get(k); ok {
+			return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s inside a part of allOf (or a $ref target beside other keywords) is not supported", k)
+		}
+	}
+	out, _, err := unevaluated(o, ptr)
+	return out, err
+}
+
+// allOfSchemas is the schema that holds when all of list hold.
+func allOfSchemas(list []any) any {
+	switch len(list) {
+	case 0:
+		return true
+	case 1:
+		return list[0]
+	}
+	return schemaOf("allOf", list)
+}
+
+// mergeProperties writes into out the properties, patternProperties and additionalProperties
+// of parts that must all hold. additionalProperties sees only its own part's properties: a
+// name another part lists takes, from each part, that part's schema for it or its
+// additionalProperties; the others take every part's additionalProperties.
+// patternProperties in two parts, or beside another part's additionalProperties, are refused.
+func mergeProperties(out *Object, parts []*Object, ptr string) error {
+	set := func(k string, v any) {
+		out.Keys = append(out.Keys, k)
+		out.Values[k] = v
+	}
+	if len(parts) == 1 {
+		for _, k := range []string{"properties", "patternProperties", "additionalProperties"} {
+			if v, ok := parts[0].Get(k); ok && !inert(parts[0], k) {
+				set(k, v)
 			}
-			_, pp := l.Get("patternProperties")
-			props, _ := l.Values["properties"].(*Object)
-			ok := !pp
-			if props != nil {
-				for _, k := range props.Keys {
-					// A property that may not appear changes nothing.
-					if (own == nil || own.Values[k] == nil) && props.Values[k] != false {
-						ok = false
-					}
+		}
+		return nil
+	}
+	var patternsPart *Object
+	extras := 0
+	for _, p := range parts {
+		if _, ok := p.Get("patternProperties"); ok {
+			if patternsPart != nil {
+				return errAt(ptr, "allOf with keyword \"patternProperties\" in two parts is not supported")
+			}
+			patternsPart = p
+		}
+		if _, ok := p.Get("additionalProperties"); ok {
+			extras++
+		}
+	}
+	if patternsPart != nil {
+		if _, own := patternsPart.Get("additionalProperties"); extras > 1 || extras == 1 && !own {
+			return errAt(ptr, "additionalProperties beside patternProperties of another part of allOf is not supported")
+		}
+		set("patternProperties", patternsPart.Values["patternProperties"])
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range parts {
+		if props, ok := p.Values["properties"].(*Object); ok {
+			for _, k := range props.Keys {
+				if !seen[k] {
+					seen[k] = true
+					names = append(names, k)
 				}
-			}
-			if !ok {
-				return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
 			}
 		}
 	}
-	return out, nil
+	if len(names) > 0 {
+		merged := &Object{Values: map[string]any{}}
+		for _, k := range names {
+			var list []any
+			for _, p := range parts {
+				props, _ := p.Values["properties"].(*Object)
+				if props != nil && props.Values[k] != nil {
+					list = append(list, props.Values[k])
+				} else if extra, ok := p.Get("additionalProperties"); ok && p != patternsPart {
+					list = append(list, extra)
+				} else if ok {
+					// The part with patterns: a name they match takes their schemas instead.
+					pats, _ := p.Values["patternProperties"].(*Object)
+					matched := false
+					for _, pat := range pats.Keys {
+						if d, err := patternDFA(pat, ptr); err == nil && d.Match(k) {
+							matched = true
+						}
+					}
+					if !matched {
+						list = append(list, extra)
+					}
+				}
+			}
+			merged.Keys = append(merged.Keys, k)
+			merged.Values[k] = allOfSchemas(list)
+		}
+		set("properties", merged)
+	}
+	var extraList []any
+	for _, p := range parts {
+		if extra, ok := p.Get("additionalProperties"); ok {
+			extraList = append(extraList, extra)
+		}
+	}
+	if len(extraList) > 0 {
+		set("additionalProperties", allOfSchemas(extraList))
+	}
+	return nil
+}
+
+// mergeItems writes into out the prefixItems and items of parts that must all hold: the item
+// at each position takes, from each part, that part's prefixItems schema there or its items.
+func mergeItems(out *Object, parts []*Object) {
+	set := func(k string, v any) {
+		out.Keys = append(out.Keys, k)
+		out.Values[k] = v
+	}
+	if len(parts) == 1 {
+		for _, k := range []string{"prefixItems", "items"} {
+			if v, ok := parts[0].Get(k); ok {
+				set(k, v)
+			}
+		}
+		return
+	}
+	n := 0
+	for _, p := range parts {
+		if list, ok := p.Values["prefixItems"].([]any); ok {
+			n = max(n, len(list))
+		}
+	}
+	if n > 0 {
+		prefix := make([]any, n)
+		for i := range n {
+			var list []any
+			for _, p := range parts {
+				pl, _ := p.Values["prefixItems"].([]any)
+				if i < len(pl) {
+					list = append(list, pl[i])
+				} else if items, ok := p.Get("items"); ok {
+					list = append(list, items)
+				}
+			}
+			prefix[i] = allOfSchemas(list)
+		}
+		set("prefixItems", prefix)
+	}
+	var items []any
+	for _, p := range parts {
+		if v, ok := p.Get("items"); ok {
+			items = append(items, v)
+		}
+	}
+	if len(items) > 0 {
+		set("items", allOfSchemas(items))
+	}
 }
 
 // inert reports whether keyword k of s has no effect alone, and would take one from another
@@ -1500,32 +1652,6 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 			if !slices.Contains(out, x) {
 				out = append(out, x)
 			}
-		}
-		return out, true
-	case "properties":
-		pa, ok1 := a.(*Object)
-		pb, ok2 := b.(*Object)
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		out := &Object{Keys: slices.Clone(pa.Keys), Values: map[string]any{}}
-		for k, v := range pa.Values {
-			out.Values[k] = v
-		}
-		for _, k := range pb.Keys {
-			if old, dup := out.Values[k]; dup {
-				// The value must match both schemas.
-				switch nv := pb.Values[k]; {
-				case reflect.DeepEqual(old, nv), nv == true, old == false:
-				case old == true, nv == false:
-					out.Values[k] = nv
-				default:
-					out.Values[k] = schemaOf("allOf", []any{old, nv})
-				}
-				continue
-			}
-			out.Keys = append(out.Keys, k)
-			out.Values[k] = pb.Values[k]
 		}
 		return out, true
 	}

@@ -96,6 +96,12 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{"0", "12", "-24", "36"}, []string{"4", "6", "18"}},
 		{"if and then in different allOf parts", `{"allOf": [{"if": {"minimum": 5}}, {"then": {"const": 7}}]}`,
 			[]string{"5", "6", "7", `"x"`}, nil},
+		{"additionalProperties of another part", `{"allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": false}, {"properties": {"a": {"minimum": 2}, "b": {}}}]}`,
+			[]string{`{}`, `{"a":2}`}, []string{`{"a":1}`, `{"a":2,"b":1}`, `{"c":1}`}},
+		{"items of another part", `{"allOf": [{"prefixItems": [{"type": "string"}]}, {"items": {"maxLength": 2}}]}`,
+			[]string{`[]`, `["ab"]`, `["ab","c",1]`}, []string{`["abc"]`, `[1]`, `["a","abc"]`}},
+		{"unevaluatedProperties inside a part", `{"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}, "unevaluatedProperties": false}]}`,
+			[]string{`{}`, `{"b":1}`}, []string{`{"a":1}`, `{"c":1}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
