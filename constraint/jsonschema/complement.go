@@ -12,6 +12,11 @@ import (
 // how a complement says "the strings but these", which no keyword of JSON Schema says.
 const notStrings = "\xffnot-strings"
 
+// hiddenProperties is a keyword Decode never writes (see notStrings): properties that hold
+// as properties does but evaluate nothing (unevaluatedProperties still applies to them), as a
+// complement's must, since not and a failed if keep no annotations.
+const hiddenProperties = "\xffproperties"
+
 // notIntegers is a keyword Decode never writes (see notStrings): true on a number schema
 // means the numbers with a fraction, written as plain decimals or, below 10⁻⁶, with a
 // negative exponent (as CanonicalNumber writes them).
@@ -182,9 +187,9 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 				if !ok {
 					return nil, errAt(ptr+"/required", "must be an array of property names")
 				}
-				out = append(out, schemaOf("type", "object", "properties", schemaOf(name, false)))
+				out = append(out, schemaOf("type", "object", hiddenProperties, schemaOf(name, false)))
 			}
-		case "properties":
+		case "properties", hiddenProperties:
 			if !has("object") {
 				continue
 			}
@@ -198,7 +203,7 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 					return nil, err
 				}
 				for _, b := range bad {
-					out = append(out, schemaOf("type", "object", "required", []any{name}, "properties", schemaOf(name, b)))
+					out = append(out, schemaOf("type", "object", "required", []any{name}, hiddenProperties, schemaOf(name, b)))
 				}
 			}
 		case "minItems", "maxItems":
@@ -288,4 +293,40 @@ func numbersBetween(values []any, t string) []any {
 		out = append(out, schemaOf("type", t, "exclusiveMinimum", text[i-1], "exclusiveMaximum", text[i]))
 	}
 	return append(out, schemaOf("type", t, "exclusiveMinimum", text[len(text)-1]))
+}
+
+// hideAnnotations is a schema that holds where b holds but evaluates nothing, for the branches
+// of a complement beside unevaluatedProperties or unevaluatedItems: its properties become
+// hidden ones; any other keyword that evaluates is refused.
+func hideAnnotations(b any, ptr string) (any, error) {
+	o, ok := b.(*Object)
+	if !ok {
+		return b, nil
+	}
+	out := &Object{Values: map[string]any{}}
+	for _, k := range o.Keys {
+		v := o.Values[k]
+		switch k {
+		case "properties", hiddenProperties:
+			if old, ok := out.Get(hiddenProperties); ok {
+				v, _ = mergeKeyword(hiddenProperties, old, v)
+				out.Values[hiddenProperties] = v
+				continue
+			}
+			k = hiddenProperties
+		case "patternProperties", "additionalProperties", "prefixItems", "items", "contains", "allOf", "anyOf", "oneOf",
+			"$ref", "if", "not", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems":
+			return nil, errAt(ptr, "a negated %s beside unevaluatedProperties or unevaluatedItems is not supported", k)
+		}
+		out.Keys = append(out.Keys, k)
+		out.Values[k] = v
+	}
+	return out, nil
+}
+
+// hasUnevaluated reports whether s has unevaluatedProperties or unevaluatedItems.
+func hasUnevaluated(s *Object) bool {
+	_, up := s.Get("unevaluatedProperties")
+	_, ui := s.Get("unevaluatedItems")
+	return up || ui
 }

@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"maps"
 	"math"
 	"math/big"
 	"net/url"
@@ -284,28 +285,16 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
 		return nil, errAt(ptr, "uniqueItems true is not supported")
 	}
+	unevaluatedHere := false
 	if _, ok := s.Get("unevaluatedProperties"); ok || s.Values["unevaluatedItems"] != nil {
-		// What an anyOf or oneOf branch, a not, an if or a contains evaluates depends on
-		// which branches match: not held by the rewrite in unevaluated.
+		unevaluatedHere = true
+		// Which items a contains evaluates depends on which match: not held by the
+		// rewrite in unevaluated.
 		for _, k := range unevaluatedApplicators {
 			if _, ok := s.Get(k); ok {
 				return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
 			}
 		}
-	}
-	if _, ok := s.Get("if"); ok {
-		node, err := c.conditional(s, ptr)
-		if err != nil {
-			return nil, err
-		}
-		return c.schema(node, ptr)
-	}
-	if _, ok := s.Get("not"); ok {
-		node, err := c.negate(s, ptr)
-		if err != nil {
-			return nil, err
-		}
-		return c.schema(node, ptr)
 	}
 	// Combinators first: they distribute the sibling keywords over their branches.
 	if v, ok := s.Get("$ref"); ok {
@@ -334,6 +323,20 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		}
 		return c.schema(merged, ptr)
 	}
+	if _, ok := s.Get("not"); ok {
+		node, err := c.negate(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(node, ptr)
+	}
+	if _, ok := s.Get("if"); ok {
+		node, err := c.conditional(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(node, ptr)
+	}
 	if node, ok, err := c.dependencies(s, ptr); err != nil {
 		return nil, err
 	} else if ok {
@@ -349,6 +352,15 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 			return nil, errAt(ptr+"/"+kw, "must be a non-empty array of schemas")
 		}
 		rest := without(s, kw)
+		if kw == "anyOf" && unevaluatedHere && len(branches) > 1 {
+			// The properties and items evaluated are those of every branch that matches: one
+			// branch for each set of them, all of whose schemas hold.
+			sets, err := branchSets(branches, ptr)
+			if err != nil {
+				return nil, err
+			}
+			branches = sets
+		}
 		var alts []grammar.Expr
 		for i, b := range branches {
 			bptr := fmt.Sprintf("%s/%s/%d", ptr, kw, i)
@@ -437,7 +449,34 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 
 // unevaluatedApplicators are the keywords beside which unevaluatedProperties and
 // unevaluatedItems are refused.
-var unevaluatedApplicators = []string{"anyOf", "oneOf", "not", "contains", "if"}
+var unevaluatedApplicators = []string{"contains"}
+
+// MaxAnyOfBeside bounds the branches of an anyOf beside unevaluatedProperties or
+// unevaluatedItems: each set of branches that may match together is a branch (2ⁿ − 1).
+const MaxAnyOfBeside = 4
+
+// branchSets is, for the branches of an anyOf, one schema per non-empty set of them (all of
+// its branches as allOf).
+func branchSets(branches []any, ptr string) ([]any, error) {
+	if len(branches) > MaxAnyOfBeside {
+		return nil, errAt(ptr+"/anyOf", "anyOf of more than %d branches beside unevaluatedProperties or unevaluatedItems is not supported", MaxAnyOfBeside)
+	}
+	var out []any
+	for mask := 1; mask < 1<<len(branches); mask++ {
+		var parts []any
+		for i, b := range branches {
+			if mask&(1<<i) != 0 {
+				parts = append(parts, b)
+			}
+		}
+		if len(parts) == 1 {
+			out = append(out, parts[0])
+		} else {
+			out = append(out, schemaOf("allOf", parts))
+		}
+	}
+	return out, nil
+}
 
 // conditional rewrites if/then/else as the union (if ∧ then) ∨ (¬if ∧ else), with ¬if the
 // union complement gives (refused where it cannot be written); a missing then or else is
@@ -457,33 +496,27 @@ func (c *compiler) conditional(s *Object, ptr string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The schema's other keywords are merged into each branch (part 0, so that its
+	// unevaluated* sees what if and then, or else, evaluate; the complement evaluates nothing).
 	var branches []any
-	first, err := c.merge([]any{cond, then}, ptr+"/then")
+	first, err := c.merge([]any{rest, cond, then}, ptr+"/then")
 	if err != nil {
 		return nil, err
 	}
 	branches = append(branches, first)
 	for _, n := range notCond {
-		b, err := c.merge([]any{n, els}, ptr+"/else")
+		if hasUnevaluated(rest) {
+			if n, err = hideAnnotations(n, ptr+"/if"); err != nil {
+				return nil, err
+			}
+		}
+		b, err := c.merge([]any{rest, n, els}, ptr+"/else")
 		if err != nil {
 			return nil, err
 		}
 		branches = append(branches, b)
 	}
-	return withBranches(rest, branches, ptr)
-}
-
-// withBranches is s with an anyOf of branches (s must not have one already).
-func withBranches(s *Object, branches []any, ptr string) (any, error) {
-	for _, k := range []string{"anyOf", "oneOf"} {
-		if _, ok := s.Get(k); ok {
-			return nil, errAt(ptr, "%s beside a rewritten not or if/then/else is not supported", k)
-		}
-	}
-	out := without(s, "anyOf")
-	out.Keys = append(out.Keys, "anyOf")
-	out.Values["anyOf"] = branches
-	return out, nil
+	return schemaOf("anyOf", branches), nil
 }
 
 // negate rewrites a schema with "not" as one without it, for the negations a grammar can
@@ -503,7 +536,14 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 		case onlyAnnotations(n):
 			return false, nil
 		case onlyAnnotations(without(n, "not")):
-			return c.merge([]any{rest, n.Values["not"]}, ptr)
+			inner := n.Values["not"]
+			if hasUnevaluated(rest) {
+				var err error
+				if inner, err = hideAnnotations(inner, ptr+"/not/not"); err != nil {
+					return nil, err
+				}
+			}
+			return c.merge([]any{rest, inner}, ptr)
 		case onlyAnnotations(without(n, "type")):
 			excluded, err := typesOf(n, ptr+"/not")
 			if err != nil {
@@ -541,10 +581,23 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(bad) == 0 {
+		var branches []any
+		for _, b := range bad {
+			if hasUnevaluated(rest) {
+				if b, err = hideAnnotations(b, ptr+"/not"); err != nil {
+					return nil, err
+				}
+			}
+			m, err := c.merge([]any{rest, b}, ptr+"/not")
+			if err != nil {
+				return nil, err
+			}
+			branches = append(branches, m)
+		}
+		if len(branches) == 0 {
 			return false, nil
 		}
-		return withBranches(rest, bad, ptr)
+		return schemaOf("anyOf", branches), nil
 	}
 	return nil, errAt(ptr+"/not", "must be a schema")
 }
@@ -1116,6 +1169,13 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			return nil, err
 		}
 	}
+	hidden, _ := s.Values[hiddenProperties].(*Object)
+	if hidden == nil {
+		hidden = &Object{}
+	}
+	if len(hidden.Keys) > 0 {
+		simple = false
+	}
 	var members []member
 	listed := map[string]bool{}
 	if v, ok := s.Get("properties"); ok {
@@ -1128,6 +1188,9 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			schemas, ptrs := matching(k)
 			schemas = append([]any{props.Values[k]}, schemas...)
 			ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
+			if h, ok := hidden.Get(k); ok {
+				schemas, ptrs = append(schemas, h), append(ptrs, ptr)
+			}
 			var e grammar.Expr
 			if allowed(k) {
 				if e, err = c.valueOf(schemas, ptrs); err != nil {
@@ -1144,11 +1207,15 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			members = append(members, member{key: k, value: e, required: req})
 		}
 	}
+	// The properties not listed that are required or hidden: written among the others.
 	var unlisted []member
-	for _, k := range required {
+	var excluded []string // hidden properties that may not appear
+	for _, k := range append(slices.Clone(required), hidden.Keys...) {
 		if listed[k] {
 			continue
 		}
+		listed[k] = true
+		req := slices.Contains(required, k)
 		value := extra
 		if !simple {
 			value = nil
@@ -1157,23 +1224,30 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 				if len(schemas) == 0 {
 					schemas, ptrs = []any{extraNode}, []string{extraPtr}
 				}
+				if h, ok := hidden.Get(k); ok {
+					schemas, ptrs = append(schemas, h), append(ptrs, ptr)
+				}
 				if value, err = c.valueOf(schemas, ptrs); err != nil {
 					return nil, err
 				}
 			}
 		}
-		if value == nil {
+		switch {
+		case value == nil && req:
 			return nil, nil // required, not listed, and not allowed
+		case value == nil:
+			excluded = append(excluded, k)
+		default:
+			unlisted = append(unlisted, member{key: k, value: value, required: req})
 		}
-		unlisted = append(unlisted, member{key: k, value: value, required: true})
+	}
+	if len(hidden.Keys) > 0 && len(unlisted) > MaxUnlisted {
+		return nil, errAt(ptr, "more than %d properties that properties does not list, required or constrained by a negation, are not supported", MaxUnlisted)
 	}
 	// Other properties: any name but the listed ones.
 	var others []string
 	for k := range listed {
 		others = append(others, k)
-	}
-	for _, m := range unlisted {
-		others = append(others, m.key)
 	}
 	slices.Sort(others)
 	ws := c.baseRule("ws")
@@ -1186,8 +1260,8 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 	case extra != nil:
 		extraKV = seq(c.otherKey(others), ws, lit(":"), ws, extra)
 	}
-	nReq := len(unlisted)
-	for _, m := range members {
+	nReq := 0
+	for _, m := range append(slices.Clone(members), unlisted...) {
 		if m.required {
 			nReq++
 		}
@@ -1206,7 +1280,7 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 	// The counts decide nothing when the required properties reach minProperties and no
 	// more properties than maxProperties can be written.
 	counted := minP > nReq || maxP >= 0 && (extraKV != nil || maxP < len(members)+len(unlisted))
-	if counted || len(unlisted) > 0 && len(unlisted) <= MaxUnlisted {
+	if counted || len(hidden.Keys) > 0 || len(unlisted) > 0 && len(unlisted) <= MaxUnlisted {
 		if !counted {
 			minP, maxP = 0, -1
 		}
@@ -1608,6 +1682,22 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		return a, true
 	}
 	switch k {
+	case hiddenProperties:
+		pa, ok1 := a.(*Object)
+		pb, ok2 := b.(*Object)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := &Object{Keys: slices.Clone(pa.Keys), Values: maps.Clone(pa.Values)}
+		for _, k := range pb.Keys {
+			if old, dup := out.Values[k]; dup {
+				out.Values[k] = allOfSchemas([]any{old, pb.Values[k]})
+				continue
+			}
+			out.Keys = append(out.Keys, k)
+			out.Values[k] = pb.Values[k]
+		}
+		return out, true
 	case "multipleOf":
 		// The multiples of both: of their least common multiple.
 		ma, err1 := multipleOf(a, "")

@@ -102,6 +102,12 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`[]`, `["ab"]`, `["ab","c",1]`}, []string{`["abc"]`, `[1]`, `["a","abc"]`}},
 		{"unevaluatedProperties inside a part", `{"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}, "unevaluatedProperties": false}]}`,
 			[]string{`{}`, `{"b":1}`}, []string{`{"a":1}`, `{"c":1}`}},
+		{"unevaluatedProperties beside anyOf", `{"anyOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]}, {"properties": {"b": {}}, "required": ["b"]}], "unevaluatedProperties": false}`,
+			[]string{`{"a":1}`, `{"b":1}`, `{"a":1,"b":2}`}, []string{`{}`, `{"a":1,"c":2}`, `{"a":"x","b":1,"c":2}`}},
+		{"unevaluatedProperties beside if", `{"if": {"properties": {"k": {"const": "x"}}, "required": ["k"]}, "then": {"properties": {"t": {}}}, "else": {"properties": {"e": {}}}, "unevaluatedProperties": false}`,
+			[]string{`{"k":"x"}`, `{"k":"x","t":1}`, `{"e":1}`, `{}`}, []string{`{"k":"y"}`, `{"k":"x","e":1}`, `{"t":1}`, `{"k":"y","e":1}`}},
+		{"unevaluatedProperties beside not", `{"properties": {"a": {}}, "not": {"properties": {"b": {"type": "string"}}, "required": ["b"]}, "unevaluatedProperties": {"type": "integer"}}`,
+			[]string{`{"a":"s"}`, `{"b":1}`, `{"a":"s","c":2}`}, []string{`{"b":"s"}`, `{"c":"s"}`, `{"b":"s","a":1}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
@@ -137,7 +143,8 @@ func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 	for _, c := range []struct{ name, schema, want string }{
 		{"not JSON", `{"type": `, "not valid JSON"},
 		{"unsupported keyword", `{"properties": {"a": {"$dynamicRef": "#x"}}}`, `json schema at /properties/a: keyword "$dynamicRef" is not supported`},
-		{"unevaluated beside anyOf", `{"anyOf": [{"properties": {"a": {}}}], "unevaluatedProperties": false}`, "unevaluatedProperties or unevaluatedItems beside anyOf"},
+		{"unevaluated beside contains", `{"contains": {"type": "string"}, "unevaluatedItems": false}`, "json schema at (root): unevaluatedProperties or unevaluatedItems beside contains is not supported"},
+		{"unevaluated beside a large anyOf", `{"anyOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}, {"required": ["d"]}, {"required": ["e"]}], "unevaluatedProperties": false}`, "json schema at /anyOf: anyOf of more than 4 branches beside unevaluatedProperties or unevaluatedItems is not supported"},
 		{"not of anyOf", `{"not": {"anyOf": [{"type": "string"}, {"minimum": 2}]}}`, `json schema at /not: the complement of a schema with "anyOf" is not supported`},
 		{"else of items", `{"if": {"items": {"type": "string"}}, "else": {"maxItems": 2}}`, `json schema at /if: the complement of a schema with "items" is not supported`},
 		{"remote ref", `{"$ref": "https://example.com/s.json"}`, "refers to another document"},

@@ -22,14 +22,19 @@ type propsState struct {
 
 // members is the body of an object, between its braces, as an automaton over its
 // properties: the listed members in their order (each required or optional), then, in any
-// order, the unlisted required ones (each once) and other properties (extraKV, nil when none
+// order, the unlisted ones (each at most once, the required ones once) and other properties (extraKV, nil when none
 // may appear), with minP to maxP properties in all (maxP < 0: no bound). nil when no object
 // satisfies it.
 func (c *compiler) members(listed, unlisted []member, extraKV grammar.Expr, minP, maxP int, ptr string) (grammar.Expr, error) {
 	ws := c.baseRule("ws")
 	comma := seq(ws, lit(","), ws)
 	kv := func(m member) grammar.Expr { return seq(lit(quote(m.key)), ws, lit(":"), ws, m.value) }
-	all := 1<<len(unlisted) - 1
+	all := 0 // the unlisted properties that are required
+	for j, m := range unlisted {
+		if m.required {
+			all |= 1 << j
+		}
+	}
 	nCap := minP
 	if maxP >= 0 {
 		nCap = maxP
@@ -90,7 +95,7 @@ func (c *compiler) members(listed, unlisted []member, extraKV grammar.Expr, minP
 		}
 		moves[s] = ms
 	}
-	ends := func(s propsState) bool { return s.next == len(listed) && s.seen == all && s.n >= minP }
+	ends := func(s propsState) bool { return s.next == len(listed) && s.seen&all == all && s.n >= minP }
 	live := map[propsState]bool{}
 	for changed := true; changed; {
 		changed = false
