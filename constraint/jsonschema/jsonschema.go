@@ -1682,6 +1682,21 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		return a, true
 	}
 	switch k {
+	case "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+		"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains":
+		// Both bounds: the tighter.
+		na, ok1 := a.(json.Number)
+		nb, ok2 := b.(json.Number)
+		ra, ok3 := new(big.Rat).SetString(string(na))
+		rb, ok4 := new(big.Rat).SetString(string(nb))
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, false
+		}
+		lower := strings.HasPrefix(k, "min") || k == "exclusiveMinimum"
+		if ra.Cmp(rb) < 0 == lower {
+			return nb, true
+		}
+		return na, true
 	case hiddenProperties:
 		pa, ok1 := a.(*Object)
 		pb, ok2 := b.(*Object)

@@ -108,6 +108,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`{"k":"x"}`, `{"k":"x","t":1}`, `{"e":1}`, `{}`}, []string{`{"k":"y"}`, `{"k":"x","e":1}`, `{"t":1}`, `{"k":"y","e":1}`}},
 		{"unevaluatedProperties beside not", `{"properties": {"a": {}}, "not": {"properties": {"b": {"type": "string"}}, "required": ["b"]}, "unevaluatedProperties": {"type": "integer"}}`,
 			[]string{`{"a":"s"}`, `{"b":1}`, `{"a":"s","c":2}`}, []string{`{"b":"s"}`, `{"c":"s"}`, `{"b":"s","a":1}`}},
+		{"bounds in two allOf parts", `{"allOf": [{"minimum": 2, "maxLength": 3}, {"minimum": 5, "maxLength": 1}]}`,
+			[]string{"5", "7", `"a"`}, []string{"4", "2", `"ab"`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
