@@ -7,34 +7,44 @@
 // them (a listed property that is not required may be left out), then, where the schema allows
 // them, other properties; numbers in their canonical form (see CanonicalNumber), with at most
 // 40 digits before the point and 40 after it and an exponent of at most two digits, so that
-// every number fits a float64. A valid
+// every number fits a float64 (the multiples of a multipleOf other than 1, without bounds,
+// have no limit on their digits). A valid
 // document written in another order or with other whitespace is still valid JSON for the
 // schema, but not a sentence of the grammar: Marshal writes a decoded document in the
 // grammar's form.
 //
-// Supported keywords: type (a name or a list), enum, const, properties, required,
-// additionalProperties (true, false or a schema; other properties are those with a name the
-// schema does not list), minProperties and maxProperties where the
-// listed properties already decide them, items, prefixItems, minItems, maxItems, uniqueItems
-// false, minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says),
-// format (date, time, date-time, uuid, ipv4, and email with a local part of at most three
-// dot-separated words of 20 characters and at most four domain labels of 31; other formats are refused), minimum, maximum,
-// exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the plain
-// decimals — no exponent — within the bounds' exact decimal values), multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
-// allOf whose parts constrain different keywords, unevaluatedProperties and unevaluatedItems
-// once $ref and allOf are merged (as additionalProperties and items), not (of a boolean, of annotations only, of
-// another not, or of types alone), $ref to "#" or a JSON pointer in the same
-// document (recursion included), $defs and definitions. Annotations (title, description,
-// $comment, default, examples, deprecated, readOnly, writeOnly, a root $id, the content*
-// keywords, $schema naming draft 2020-12) are accepted and change nothing.
+// Supported keywords: type (a name or a list), enum, const (beside other keywords, the values
+// the rest of the schema accepts), properties, required (required properties that properties
+// does not list are written among the other properties, in any order), additionalProperties
+// (true, false or a schema; other properties are those with a name the schema does not
+// list), patternProperties and propertyNames (names as regular languages: automata of the
+// patterns, the listed names and propertyNames' string keywords), minProperties and
+// maxProperties (by counting), items, prefixItems, minItems, maxItems, contains with
+// minContains and maxContains (by counting the items that match), uniqueItems false,
+// minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says; with a
+// length or a format, the intersection of their automata), format (date, time, date-time,
+// uuid, ipv4, and email with a local part of at most three dot-separated words of 20
+// characters and at most four domain labels of 31; other formats are refused), minimum,
+// maximum, exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the
+// plain decimals — no exponent — within the bounds' exact decimal values), multipleOf (any
+// decimal, by the digits' remainder), anyOf, oneOf (as anyOf: a document matching two
+// branches is not rejected), allOf (its parts merged), not and if/then/else (where the
+// complement of the negated schema can be written as a union of supported schemas; see
+// complement), dependentRequired and dependentSchemas (a union over the presence of the
+// properties they name), unevaluatedProperties and unevaluatedItems once $ref and allOf are
+// merged (as additionalProperties and items; in each branch of anyOf, oneOf, if and not),
+// $ref to "#" or a JSON pointer in the same document (recursion included), $defs and
+// definitions. Annotations (title, description, $comment, default, examples, deprecated,
+// readOnly, writeOnly, a root $id, the content* keywords, $schema naming draft 2020-12) are
+// accepted and change nothing. Expansions are bounded (MaxComplement, MaxDependencies,
+// MaxPatternProperties, MaxAnyOfBeside, MaxCountStates, regex.MaxStates): beyond a bound the
+// schema is refused.
 //
-// Every other keyword of JSON Schema — not beyond types, if/then/else, contains, patternProperties,
-// propertyNames, dependentRequired, dependentSchemas, unevaluated* beside anyOf, oneOf, not or
-// contains (or inside a part of allOf), $dynamicRef, $anchor,
-// uniqueItems true, $ref to another document — and any combination this compiler cannot
-// enforce exactly (a fractional multipleOf, pattern together with a length, enum together
-// with other constraints, another meta-schema, …) is an error naming the keyword and the JSON pointer of
-// its schema: a constraint is never silently dropped.
+// Every other keyword of JSON Schema — uniqueItems true, $dynamicRef, $anchor, $id in a
+// subschema, $ref to another document — and any combination this compiler cannot enforce
+// exactly (the complement of items, contains or anyOf, unevaluatedItems beside contains, two
+// patternProperties in allOf, another meta-schema, …) is an error naming the keyword and the
+// JSON pointer of its schema: a constraint is never silently dropped.
 package jsonschema
 
 import (
