@@ -56,7 +56,7 @@ func (c *compiler) complement(node any, ptr string) ([]any, error) {
 			var err error
 			switch k {
 			case "$ref":
-				target, tptr, err := c.resolve(v, ptr)
+				target, tptr, err := c.resolve(s, ptr)
 				if err != nil {
 					return nil, err
 				}

@@ -208,11 +208,14 @@ func jsonType(v any) string {
 // lists all of an object's keys (or else the first branch) decides. Marshal(Order(schema,
 // doc)) is the form in which a valid document is a sentence of the grammar.
 func Order(schema, doc any) any {
-	o := orderer{root: schema}
+	o := orderer{root: schema, res: newResources(schema)}
 	return o.order(schema, doc, 0)
 }
 
-type orderer struct{ root any }
+type orderer struct {
+	root any
+	res  *resources
+}
 
 // resolve follows $ref (within the document) and returns the schema object, or nil.
 func (o *orderer) resolve(s any) *Object {
@@ -226,19 +229,9 @@ func (o *orderer) resolve(s any) *Object {
 			return obj
 		}
 		str, _ := r.(string)
-		if !strings.HasPrefix(str, "#") {
+		node, _, err := o.res.resolve(obj, str)
+		if err != nil {
 			return obj
-		}
-		node := o.root
-		if frag := strings.TrimPrefix(str, "#"); frag != "" {
-			for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-				tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-				n, ok := node.(*Object)
-				if !ok {
-					return obj
-				}
-				node = n.Values[tok]
-			}
 		}
 		if len(obj.Keys) > 1 { // $ref beside other keywords: those list the properties too
 			if _, has := obj.Get("properties"); has {

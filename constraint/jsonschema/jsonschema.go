@@ -33,15 +33,16 @@
 // complement), dependentRequired and dependentSchemas (a union over the presence of the
 // properties they name), unevaluatedProperties and unevaluatedItems once $ref and allOf are
 // merged (as additionalProperties and items; in each branch of anyOf, oneOf, if and not),
-// $ref to "#" or a JSON pointer in the same document (recursion included), $defs and
-// definitions. Annotations (title, description, $comment, default, examples, deprecated,
-// readOnly, writeOnly, a root $id, the content* keywords, $schema naming draft 2020-12) are
-// accepted and change nothing. Expansions are bounded (MaxComplement, MaxDependencies,
+// $ref within the document (recursion included: "#", JSON pointers, and the URIs of
+// subschemas with an $id, $anchor or $dynamicAnchor, resolved against the base URI the $ids
+// set), $defs and definitions. Annotations (title, description, $comment, default, examples,
+// deprecated, readOnly, writeOnly, $id, $anchor, $dynamicAnchor, the content* keywords,
+// $schema naming draft 2020-12) are accepted and change nothing. Expansions are bounded (MaxComplement, MaxDependencies,
 // MaxPatternProperties, MaxAnyOfBeside, MaxCountStates, regex.MaxStates): beyond a bound the
 // schema is refused.
 //
-// Every other keyword of JSON Schema — uniqueItems true, $dynamicRef, $anchor, $id in a
-// subschema, $ref to another document — and any combination this compiler cannot enforce
+// Every other keyword of JSON Schema — uniqueItems true, $dynamicRef, $ref to another
+// document — and any combination this compiler cannot enforce
 // exactly (the complement of items, contains or anyOf, unevaluatedItems beside contains, two
 // patternProperties in allOf, another meta-schema, …) is an error naming the keyword and the
 // JSON pointer of its schema: a constraint is never silently dropped.
@@ -54,10 +55,8 @@ import (
 	"maps"
 	"math"
 	"math/big"
-	"net/url"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/loomlm/loom/constraint/earley"
@@ -117,7 +116,7 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 	if err != nil {
 		return nil, &Error{Msg: "not valid JSON: " + err.Error()}
 	}
-	c := &compiler{root: root, opt: opt, refs: map[string]string{}, base: map[string]bool{}}
+	c := &compiler{root: root, res: newResources(root), opt: opt, refs: map[string]string{}, base: map[string]bool{}}
 	body, err := c.schema(root, "")
 	if err != nil {
 		return nil, err
@@ -134,6 +133,7 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 
 type compiler struct {
 	root  any
+	res   *resources
 	opt   Options
 	rules []grammar.Rule
 	refs  map[string]string // JSON pointer → rule of the schema there
@@ -239,7 +239,7 @@ const draft202012 = "https://json-schema.org/draft/2020-12/schema"
 // Keywords.
 var (
 	annotations = set("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
-		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id")
+		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id", "$anchor", "$dynamicAnchor")
 	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
@@ -247,7 +247,7 @@ var (
 		"dependentRequired", "dependentSchemas")
 	unsupported = set(
 		"dependencies", "$dynamicRef",
-		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
+		"$recursiveRef", "$recursiveAnchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
 )
 
@@ -283,8 +283,6 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		switch {
 		case unsupported[k]:
 			return nil, errAt(ptr, "keyword %q is not supported", k)
-		case k == "$id" && ptr != "":
-			return nil, errAt(ptr, "$id in a subschema is not supported (it changes the base of $ref)")
 		case k == "$schema":
 			// Another meta-schema may switch vocabularies off (and so keywords' meaning).
 			if v, _ := s.Get(k); v != draft202012 && v != draft202012+"#" {
@@ -307,8 +305,8 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		}
 	}
 	// Combinators first: they distribute the sibling keywords over their branches.
-	if v, ok := s.Get("$ref"); ok {
-		target, tptr, err := c.resolve(v, ptr)
+	if _, ok := s.Get("$ref"); ok {
+		target, tptr, err := c.resolve(s, ptr)
 		if err != nil {
 			return nil, err
 		}
@@ -696,7 +694,7 @@ func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, 
 // admits reports which values the schema s accepts: s is compiled alone and each value,
 // written in the grammar's form, is run through it.
 func (c *compiler) admits(s *Object, ptr string, values []any) ([]bool, error) {
-	sub := &compiler{root: c.root, opt: c.opt, refs: map[string]string{}, base: map[string]bool{}, depth: c.depth}
+	sub := &compiler{root: c.root, res: c.res, opt: c.opt, refs: map[string]string{}, base: map[string]bool{}, depth: c.depth}
 	body, err := sub.schema(s, ptr)
 	if err != nil {
 		return nil, err
@@ -713,7 +711,7 @@ func (c *compiler) admits(s *Object, ptr string, values []any) ([]bool, error) {
 	if err != nil {
 		return nil, errAt(ptr, "%v", err)
 	}
-	o := orderer{root: c.root}
+	o := orderer{root: c.root, res: c.res}
 	for i, v := range values {
 		doc, err := Marshal(o.order(s, v, 0))
 		if err != nil {
@@ -1364,45 +1362,17 @@ func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
 	return ref(name), nil
 }
 
-// resolve follows a $ref within the document.
-func (c *compiler) resolve(v any, ptr string) (any, string, error) {
-	s, ok := v.(string)
+// resolve follows the $ref of s within the document.
+func (c *compiler) resolve(s *Object, ptr string) (any, string, error) {
+	v, ok := s.Values["$ref"].(string)
 	if !ok {
 		return nil, "", errAt(ptr+"/$ref", "must be a string")
 	}
-	if !strings.HasPrefix(s, "#") {
-		return nil, "", errAt(ptr+"/$ref", "%q refers to another document: only references within the schema (#…) are supported", s)
-	}
-	frag, err := url.PathUnescape(s[1:])
+	node, tptr, err := c.res.resolve(s, v)
 	if err != nil {
-		return nil, "", errAt(ptr+"/$ref", "%q: %v", s, err)
+		return nil, "", errAt(ptr+"/$ref", "%v", err)
 	}
-	if frag != "" && !strings.HasPrefix(frag, "/") {
-		return nil, "", errAt(ptr+"/$ref", "%q refers to an anchor: only JSON pointers are supported", s)
-	}
-	node := c.root
-	if frag != "" {
-		for _, tok := range strings.Split(frag[1:], "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			switch n := node.(type) {
-			case *Object:
-				next, ok := n.Get(tok)
-				if !ok {
-					return nil, "", errAt(ptr+"/$ref", "%q: no %q in the schema", s, tok)
-				}
-				node = next
-			case []any:
-				i, err := strconv.Atoi(tok)
-				if err != nil || i < 0 || i >= len(n) {
-					return nil, "", errAt(ptr+"/$ref", "%q: no item %q", s, tok)
-				}
-				node = n[i]
-			default:
-				return nil, "", errAt(ptr+"/$ref", "%q: cannot step into a %s", s, jsonType(node))
-			}
-		}
-	}
-	return node, frag, nil
+	return node, tptr, nil
 }
 
 // merge combines schemas that must all hold into one, when their keywords do not overlap
@@ -1417,14 +1387,14 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			if !ok {
 				break
 			}
-			r, ok := o.Get("$ref")
+			_, ok = o.Get("$ref")
 			if !ok || !onlyAnnotations(without(o, "$ref")) {
 				break
 			}
 			if hops > 20 {
 				return nil, errAt(ptr, "allOf through more than 20 $refs")
 			}
-			t, _, err := c.resolve(r, ptr)
+			t, _, err := c.resolve(o, ptr)
 			if err != nil {
 				return nil, err
 			}

@@ -110,6 +110,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`{"a":"s"}`, `{"b":1}`, `{"a":"s","c":2}`}, []string{`{"b":"s"}`, `{"c":"s"}`, `{"b":"s","a":1}`}},
 		{"bounds in two allOf parts", `{"allOf": [{"minimum": 2, "maxLength": 3}, {"minimum": 5, "maxLength": 1}]}`,
 			[]string{"5", "7", `"a"`}, []string{"4", "2", `"ab"`}},
+		{"$ref to an $id and an $anchor", `{"$id": "https://example.com/root.json", "properties": {"a": {"$ref": "item.json"}, "b": {"$ref": "#num"}, "c": {"$ref": "item.json#/$defs/small"}}, "$defs": {"item": {"$id": "item.json", "type": "string", "$defs": {"small": {"maxLength": 1}}}, "n": {"$anchor": "num", "type": "number"}}}`,
+			[]string{`{"a":"x","b":1.5,"c":"y"}`}, []string{`{"a":1}`, `{"b":"x"}`, `{"c":"yz"}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
@@ -150,6 +152,7 @@ func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 		{"not of anyOf", `{"not": {"anyOf": [{"type": "string"}, {"minimum": 2}]}}`, `json schema at /not: the complement of a schema with "anyOf" is not supported`},
 		{"else of items", `{"if": {"items": {"type": "string"}}, "else": {"maxItems": 2}}`, `json schema at /if: the complement of a schema with "items" is not supported`},
 		{"remote ref", `{"$ref": "https://example.com/s.json"}`, "refers to another document"},
+		{"missing anchor", `{"$defs": {"a": {"$anchor": "x"}}, "$ref": "#y"}`, `json schema at /$ref: "#y": no $anchor "y" in the schema`},
 		{"missing ref", `{"$ref": "#/$defs/nope"}`, `no "$defs" in the schema`},
 		{"unknown format", `{"type": "string", "format": "hostname"}`, `format "hostname" is not supported`},
 		{"multipleOf with too many remainders", `{"type": "integer", "multipleOf": 0.123456789}`, `json schema at /multipleOf: multipleOf 123456789/1000000000 needs more than 4000 states`},
