@@ -32,7 +32,8 @@
 // complement of the negated schema can be written as a union of supported schemas; see
 // complement), dependentRequired and dependentSchemas (a union over the presence of the
 // properties they name), unevaluatedProperties and unevaluatedItems once $ref and allOf are
-// merged (as additionalProperties and items; in each branch of anyOf, oneOf, if and not),
+// merged (as additionalProperties and items, the items contains matches evaluated too; in
+// each branch of anyOf, oneOf, if and not),
 // $ref within the document (recursion included: "#", JSON pointers, and the URIs of
 // subschemas with an $id, $anchor or $dynamicAnchor, resolved against the base URI the $ids
 // set), $defs and definitions. Annotations (title, description, $comment, default, examples,
@@ -293,17 +294,7 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
 		return nil, errAt(ptr, "uniqueItems true is not supported")
 	}
-	unevaluatedHere := false
-	if _, ok := s.Get("unevaluatedProperties"); ok || s.Values["unevaluatedItems"] != nil {
-		unevaluatedHere = true
-		// Which items a contains evaluates depends on which match: not held by the
-		// rewrite in unevaluated.
-		for _, k := range unevaluatedApplicators {
-			if _, ok := s.Get(k); ok {
-				return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
-			}
-		}
-	}
+	unevaluatedHere := hasUnevaluated(s)
 	// Combinators first: they distribute the sibling keywords over their branches.
 	if _, ok := s.Get("$ref"); ok {
 		target, tptr, err := c.resolve(s, ptr)
@@ -432,11 +423,6 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 	if !hasUP && !hasUI {
 		return nil, false, nil
 	}
-	for _, k := range unevaluatedApplicators {
-		if _, ok := s.Get(k); ok {
-			return nil, false, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
-		}
-	}
 	out := s
 	if hasUP {
 		out = without(out, "unevaluatedProperties")
@@ -448,16 +434,16 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 	if hasUI {
 		out = without(out, "unevaluatedItems")
 		if _, ok := out.Get("items"); !ok {
+			// The items contains matches are evaluated too (whatever minContains says).
+			if c, ok := out.Get("contains"); ok {
+				ui = schemaOf("anyOf", []any{c, ui})
+			}
 			out.Keys = append(out.Keys, "items")
 			out.Values["items"] = ui
 		}
 	}
 	return out, true, nil
 }
-
-// unevaluatedApplicators are the keywords beside which unevaluatedProperties and
-// unevaluatedItems are refused.
-var unevaluatedApplicators = []string{"contains"}
 
 // MaxAnyOfBeside bounds the branches of an anyOf beside unevaluatedProperties or
 // unevaluatedItems: each set of branches that may match together is a branch (2ⁿ − 1).

@@ -112,6 +112,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{"5", "7", `"a"`}, []string{"4", "2", `"ab"`}},
 		{"$ref to an $id and an $anchor", `{"$id": "https://example.com/root.json", "properties": {"a": {"$ref": "item.json"}, "b": {"$ref": "#num"}, "c": {"$ref": "item.json#/$defs/small"}}, "$defs": {"item": {"$id": "item.json", "type": "string", "$defs": {"small": {"maxLength": 1}}}, "n": {"$anchor": "num", "type": "number"}}}`,
 			[]string{`{"a":"x","b":1.5,"c":"y"}`}, []string{`{"a":1}`, `{"b":"x"}`, `{"c":"yz"}`}},
+		{"unevaluatedItems beside contains", `{"prefixItems": [true], "contains": {"type": "string"}, "minContains": 0, "unevaluatedItems": {"type": "integer"}}`,
+			[]string{`[]`, `[null]`, `[null,"a",1]`, `[null,2]`}, []string{`[null,true]`, `[null,"a",1.5]`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
@@ -147,7 +149,6 @@ func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 	for _, c := range []struct{ name, schema, want string }{
 		{"not JSON", `{"type": `, "not valid JSON"},
 		{"unsupported keyword", `{"properties": {"a": {"$dynamicRef": "#x"}}}`, `json schema at /properties/a: keyword "$dynamicRef" is not supported`},
-		{"unevaluated beside contains", `{"contains": {"type": "string"}, "unevaluatedItems": false}`, "json schema at (root): unevaluatedProperties or unevaluatedItems beside contains is not supported"},
 		{"unevaluated beside a large anyOf", `{"anyOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}, {"required": ["d"]}, {"required": ["e"]}], "unevaluatedProperties": false}`, "json schema at /anyOf: anyOf of more than 4 branches beside unevaluatedProperties or unevaluatedItems is not supported"},
 		{"not of anyOf", `{"not": {"anyOf": [{"type": "string"}, {"minimum": 2}]}}`, `json schema at /not: the complement of a schema with "anyOf" is not supported`},
 		{"else of items", `{"if": {"items": {"type": "string"}}, "else": {"maxItems": 2}}`, `json schema at /if: the complement of a schema with "items" is not supported`},
