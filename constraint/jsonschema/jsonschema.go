@@ -20,7 +20,8 @@
 // list), patternProperties and propertyNames (names as regular languages: automata of the
 // patterns, the listed names and propertyNames' string keywords), minProperties and
 // maxProperties (by counting), items, prefixItems, minItems, maxItems, contains with
-// minContains and maxContains (by counting the items that match), uniqueItems false,
+// minContains and maxContains (by counting the items that match), uniqueItems (true over at
+// most one item, or over a bounded number of items drawn from a few scalar values),
 // minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says; with a
 // length or a format, the intersection of their automata), format (date, time, date-time,
 // uuid, ipv4, and email with a local part of at most three dot-separated words of 20
@@ -42,8 +43,8 @@
 // MaxPatternProperties, MaxAnyOfBeside, MaxCountStates, regex.MaxStates): beyond a bound the
 // schema is refused.
 //
-// Every other keyword of JSON Schema — uniqueItems true, $dynamicRef, $ref to another
-// document — and any combination this compiler cannot enforce
+// Every other keyword of JSON Schema — uniqueItems true elsewhere, $dynamicRef, $ref to
+// another document — and any combination this compiler cannot enforce
 // exactly (the complement of items, contains or anyOf, unevaluatedItems beside contains, two
 // patternProperties in allOf, another meta-schema, …) is an error naming the keyword and the
 // JSON pointer of its schema: a constraint is never silently dropped.
@@ -290,9 +291,6 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 				return nil, errAt(ptr+"/$schema", "meta-schema %v is not supported (only %s)", v, draft202012)
 			}
 		}
-	}
-	if v, ok := s.Get("uniqueItems"); ok && v != false {
-		return nil, errAt(ptr, "uniqueItems true is not supported")
 	}
 	unevaluatedHere := hasUnevaluated(s)
 	// Combinators first: they distribute the sibling keywords over their branches.
@@ -997,6 +995,9 @@ func (c *compiler) pattern(re, ptr string) (grammar.Expr, error) {
 }
 
 func (c *compiler) array(s *Object, ptr string) (grammar.Expr, error) {
+	if v, ok := s.Get("uniqueItems"); ok && v != false {
+		return c.unique(s, ptr)
+	}
 	if _, ok := s.Get("contains"); ok {
 		return c.containsArray(s, ptr)
 	}
@@ -1663,6 +1664,8 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 			return nb, true
 		}
 		return na, true
+	case "uniqueItems":
+		return a == true || b == true, true
 	case hiddenProperties:
 		pa, ok1 := a.(*Object)
 		pb, ok2 := b.(*Object)

@@ -114,6 +114,10 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`{"a":"x","b":1.5,"c":"y"}`}, []string{`{"a":1}`, `{"b":"x"}`, `{"c":"yz"}`}},
 		{"unevaluatedItems beside contains", `{"prefixItems": [true], "contains": {"type": "string"}, "minContains": 0, "unevaluatedItems": {"type": "integer"}}`,
 			[]string{`[]`, `[null]`, `[null,"a",1]`, `[null,2]`}, []string{`[null,true]`, `[null,"a",1.5]`}},
+		{"uniqueItems over a few values", `{"type": "array", "items": {"enum": ["a", "b", 1]}, "maxItems": 2, "uniqueItems": true}`,
+			[]string{`[]`, `["a"]`, `["a","b"]`, `[1,"a"]`}, []string{`["a","a"]`, `[1,1]`, `["a","b",1]`, `["c"]`}},
+		{"uniqueItems over one item", `{"type": "array", "maxItems": 1, "uniqueItems": true}`,
+			[]string{`[]`, `[{"a":[1,1]}]`}, []string{`[1,2]`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
