@@ -17,6 +17,10 @@ const notStrings = "\xffnot-strings"
 // complement's must, since not and a failed if keep no annotations.
 const hiddenProperties = "\xffproperties"
 
+// propertyOrder is a keyword Decode never writes (see notStrings): the order in which an
+// object writes the properties it names, listed or hidden (if/then/else's branches share it).
+const propertyOrder = "\xffproperty-order"
+
 // notIntegers is a keyword Decode never writes (see notStrings): true on a number schema
 // means the numbers with a fraction, written as plain decimals or, below 10⁻⁶, with a
 // negative exponent (as CanonicalNumber writes them).
@@ -56,7 +60,7 @@ func (c *compiler) complement(node any, ptr string) ([]any, error) {
 			var err error
 			switch k {
 			case "$ref":
-				target, tptr, err := c.resolve(s, ptr)
+				target, tptr, err := c.resolve(s, ptr, "$ref")
 				if err != nil {
 					return nil, err
 				}
@@ -149,6 +153,7 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 			continue
 		}
 		switch k {
+		case propertyOrder:
 		case "type", "uniqueItems":
 			if k == "uniqueItems" && v != false {
 				return nil, errAt(ptr, "the complement of uniqueItems true is not supported")

@@ -298,9 +298,19 @@ func (o *orderer) order(schema, doc any, depth int) any {
 				props = &Object{Keys: c.Keys, Values: c.Values}
 			} else {
 				deps, _ := s.Values["dependentSchemas"].(*Object)
-				s = o.branch(s, d.Keys, 0)
-				props, _ = s.Values["properties"].(*Object)
-				extra = s.Values["additionalProperties"]
+				if _, ok := s.Get("if"); ok {
+					// Every branch of if/then/else writes the names they all list, in one order.
+					props = &Object{Values: map[string]any{}}
+					for _, k := range o.res.listedNames(s, 0) {
+						props.Keys = append(props.Keys, k)
+						props.Values[k] = o.propertySchema(s, k, 0)
+					}
+					extra = s.Values["additionalProperties"]
+				} else {
+					s = o.branch(s, d.Keys, 0)
+					props, _ = s.Values["properties"].(*Object)
+					extra = s.Values["additionalProperties"]
+				}
 				// The schemas of present dependentSchemas list their properties after these.
 				if deps != nil {
 					props = o.withDependencies(props, deps, d)
@@ -360,6 +370,35 @@ func (o *orderer) order(schema, doc any, depth int) any {
 		return out
 	}
 	return doc
+}
+
+// propertySchema is the first schema that s (or its $ref, allOf, if, then or else) lists for
+// the property k, for the order of its value; true when none does.
+func (o *orderer) propertySchema(node any, k string, depth int) any {
+	s := o.resolve(node)
+	if s == nil || depth > 20 {
+		return true
+	}
+	if p, ok := s.Values["properties"].(*Object); ok {
+		if v, ok := p.Get(k); ok {
+			return v
+		}
+	}
+	var subs []any
+	if parts, ok := s.Values["allOf"].([]any); ok {
+		subs = append(subs, parts...)
+	}
+	for _, kw := range []string{"if", "then", "else"} {
+		if v, ok := s.Get(kw); ok {
+			subs = append(subs, v)
+		}
+	}
+	for _, sub := range subs {
+		if v := o.propertySchema(sub, k, depth+1); v != true {
+			return v
+		}
+	}
+	return true
 }
 
 // withDependencies is props followed by the properties the dependentSchemas of the keys

@@ -37,14 +37,15 @@
 // each branch of anyOf, oneOf, if and not),
 // $ref within the document (recursion included: "#", JSON pointers, and the URIs of
 // subschemas with an $id, $anchor or $dynamicAnchor, resolved against the base URI the $ids
-// set), $defs and definitions. Annotations (title, description, $comment, default, examples,
+// set), $dynamicRef (resolved along the references followed while compiling, the dynamic
+// scope), $defs and definitions. Annotations (title, description, $comment, default, examples,
 // deprecated, readOnly, writeOnly, $id, $anchor, $dynamicAnchor, the content* keywords,
 // $schema naming draft 2020-12) are accepted and change nothing. Expansions are bounded (MaxComplement, MaxDependencies,
 // MaxPatternProperties, MaxAnyOfBeside, MaxCountStates, regex.MaxStates): beyond a bound the
 // schema is refused.
 //
-// Every other keyword of JSON Schema — uniqueItems true elsewhere, $dynamicRef, $ref to
-// another document — and any combination this compiler cannot enforce
+// Every other keyword of JSON Schema — uniqueItems true elsewhere, $ref to another document,
+// $recursiveRef — and any combination this compiler cannot enforce
 // exactly (the complement of items, contains or anyOf, unevaluatedItems beside contains, two
 // patternProperties in allOf, another meta-schema, …) is an error naming the keyword and the
 // JSON pointer of its schema: a constraint is never silently dropped.
@@ -118,7 +119,7 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 	if err != nil {
 		return nil, &Error{Msg: "not valid JSON: " + err.Error()}
 	}
-	c := &compiler{root: root, res: newResources(root), opt: opt, refs: map[string]string{}, base: map[string]bool{}}
+	c := &compiler{root: root, res: newResources(root), opt: opt, refs: map[string]string{}, base: map[string]bool{}, entered: map[*Object][]string{}}
 	body, err := c.schema(root, "")
 	if err != nil {
 		return nil, err
@@ -134,14 +135,16 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 }
 
 type compiler struct {
-	root  any
-	res   *resources
-	opt   Options
-	rules []grammar.Rule
-	refs  map[string]string // JSON pointer → rule of the schema there
-	base  map[string]bool   // base rules added
-	n     int
-	depth int
+	root    any
+	res     *resources
+	scope   []string             // the dynamic scope, where the schema has a $dynamicRef
+	entered map[*Object][]string // the resources the parts of a merged schema entered
+	opt     Options
+	rules   []grammar.Rule
+	refs    map[string]string // JSON pointer → rule of the schema there
+	base    map[string]bool   // base rules added
+	n       int
+	depth   int
 }
 
 func errAt(ptr, format string, args ...any) error {
@@ -248,7 +251,7 @@ var (
 		"patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains",
 		"dependentRequired", "dependentSchemas")
 	unsupported = set(
-		"dependencies", "$dynamicRef",
+		"dependencies",
 		"$recursiveRef", "$recursiveAnchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
 )
@@ -275,6 +278,21 @@ func (c *compiler) schema(node any, ptr string) (grammar.Expr, error) {
 		}
 		return nil, nil
 	case *Object:
+		if c.res.hasDyn {
+			// The dynamic scope: the schema resources entered, outermost first (for a merged
+			// schema, those its parts entered).
+			n := len(c.scope)
+			bases := c.entered[v]
+			if base, ok := c.res.baseOf[v]; ok {
+				bases = append([]string{base.String()}, bases...)
+			}
+			for _, b := range bases {
+				if !slices.Contains(c.scope, b) {
+					c.scope = append(c.scope, b)
+				}
+			}
+			defer func() { c.scope = c.scope[:n] }()
+		}
 		return c.object(v, ptr)
 	}
 	return nil, errAt(ptr, "a schema must be an object or a boolean, not %s", jsonType(node))
@@ -294,12 +312,15 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 	}
 	unevaluatedHere := hasUnevaluated(s)
 	// Combinators first: they distribute the sibling keywords over their branches.
-	if _, ok := s.Get("$ref"); ok {
-		target, tptr, err := c.resolve(s, ptr)
+	for _, kw := range []string{"$ref", "$dynamicRef"} {
+		if _, ok := s.Get(kw); !ok {
+			continue
+		}
+		target, tptr, err := c.resolve(s, ptr, kw)
 		if err != nil {
 			return nil, err
 		}
-		rest := without(s, "$ref")
+		rest := without(s, kw)
 		if !onlyAnnotations(rest) {
 			merged, err := c.merge([]any{rest, target}, ptr)
 			if err != nil {
@@ -488,10 +509,30 @@ func (c *compiler) conditional(s *Object, ptr string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every branch writes the properties that the schema, if, then and else list in one
+	// order, the one Order gives: a branch where if fails still writes if's properties in
+	// their place (hidden ones, evaluating nothing).
+	var position *Object
+	if names := c.res.listedNames(s, 0); len(names) > 0 {
+		hide := &Object{Values: map[string]any{}}
+		var list []any
+		for _, k := range names {
+			hide.Keys = append(hide.Keys, k)
+			hide.Values[k] = true
+			list = append(list, k)
+		}
+		position = schemaOf(hiddenProperties, hide, propertyOrder, list)
+	}
+	withPosition := func(parts ...any) []any {
+		if position != nil {
+			return append(parts, position)
+		}
+		return parts
+	}
 	// The schema's other keywords are merged into each branch (part 0, so that its
 	// unevaluated* sees what if and then, or else, evaluate; the complement evaluates nothing).
 	var branches []any
-	first, err := c.merge([]any{rest, cond, then}, ptr+"/then")
+	first, err := c.merge(withPosition(rest, cond, then), ptr+"/then")
 	if err != nil {
 		return nil, err
 	}
@@ -502,7 +543,7 @@ func (c *compiler) conditional(s *Object, ptr string) (any, error) {
 				return nil, err
 			}
 		}
-		b, err := c.merge([]any{rest, n, els}, ptr+"/else")
+		b, err := c.merge(withPosition(rest, n, els), ptr+"/else")
 		if err != nil {
 			return nil, err
 		}
@@ -678,7 +719,7 @@ func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, 
 // admits reports which values the schema s accepts: s is compiled alone and each value,
 // written in the grammar's form, is run through it.
 func (c *compiler) admits(s *Object, ptr string, values []any) ([]bool, error) {
-	sub := &compiler{root: c.root, res: c.res, opt: c.opt, refs: map[string]string{}, base: map[string]bool{}, depth: c.depth}
+	sub := &compiler{root: c.root, res: c.res, scope: c.scope, entered: c.entered, opt: c.opt, refs: map[string]string{}, base: map[string]bool{}, depth: c.depth}
 	body, err := sub.schema(s, ptr)
 	if err != nil {
 		return nil, err
@@ -1173,16 +1214,38 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 	}
 	var members []member
 	listed := map[string]bool{}
+	props := &Object{}
 	if v, ok := s.Get("properties"); ok {
-		props, ok := v.(*Object)
-		if !ok {
+		if props, ok = v.(*Object); !ok {
 			return nil, errAt(ptr+"/properties", "must be an object of schemas")
 		}
-		for _, k := range props.Keys {
+	}
+	// The members in their order: propertyOrder's names first (a hidden one there is written
+	// in its place, as a listed one, though it evaluates nothing), then the other listed ones.
+	var order []string
+	if list, ok := s.Values[propertyOrder].([]any); ok {
+		for _, x := range list {
+			k, _ := x.(string)
+			if _, h := hidden.Get(k); (props.Values[k] != nil || h) && !slices.Contains(order, k) {
+				order = append(order, k)
+			}
+		}
+	}
+	for _, k := range props.Keys {
+		if !slices.Contains(order, k) {
+			order = append(order, k)
+		}
+	}
+	{
+		for _, k := range order {
 			listed[k] = true
 			schemas, ptrs := matching(k)
-			schemas = append([]any{props.Values[k]}, schemas...)
-			ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
+			if v, ok := props.Get(k); ok {
+				schemas = append([]any{v}, schemas...)
+				ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
+			} else if len(schemas) == 0 {
+				schemas, ptrs = []any{extraNode}, []string{extraPtr}
+			}
 			if h, ok := hidden.Get(k); ok {
 				schemas, ptrs = append(schemas, h), append(ptrs, ptr)
 			}
@@ -1203,6 +1266,7 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 		}
 	}
 	// The properties not listed that are required or hidden: written among the others.
+	_ = 0
 	var unlisted []member
 	var excluded []string // hidden properties that may not appear
 	for _, k := range append(slices.Clone(required), hidden.Keys...) {
@@ -1330,12 +1394,17 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 // refRule returns a reference to the rule of the schema at tptr, compiling it once (a
 // recursive schema refers to its own rule).
 func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
-	if name, ok := c.refs[tptr]; ok {
+	key := tptr
+	if c.res.hasDyn {
+		// Where $dynamicRef resolves depends on the dynamic scope: one rule per scope.
+		key += " " + strings.Join(c.scope, " ")
+	}
+	if name, ok := c.refs[key]; ok {
 		return ref(name), nil
 	}
 	c.n++
 	name := fmt.Sprintf("ref-%d", c.n)
-	c.refs[tptr] = name
+	c.refs[key] = name
 	idx := len(c.rules)
 	c.rules = append(c.rules, grammar.Rule{Name: name})
 	body, err := c.schema(target, tptr)
@@ -1343,21 +1412,29 @@ func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
 		return nil, err
 	}
 	if body == nil {
+		c.rules[idx].Body = &grammar.Class{} // nothing; a reference to it is dropped
 		return nil, nil
 	}
 	c.rules[idx].Body = body
 	return ref(name), nil
 }
 
-// resolve follows the $ref of s within the document.
-func (c *compiler) resolve(s *Object, ptr string) (any, string, error) {
-	v, ok := s.Values["$ref"].(string)
+// resolve follows the $ref (or $dynamicRef, kw) of s within the document.
+func (c *compiler) resolve(s *Object, ptr, kw string) (any, string, error) {
+	v, ok := s.Values[kw].(string)
 	if !ok {
-		return nil, "", errAt(ptr+"/$ref", "must be a string")
+		return nil, "", errAt(ptr+"/"+kw, "must be a string")
 	}
-	node, tptr, err := c.res.resolve(s, v)
+	var node any
+	var tptr string
+	var err error
+	if kw == "$dynamicRef" {
+		node, tptr, err = c.res.dynamicResolve(s, v, c.scope)
+	} else {
+		node, tptr, err = c.res.resolve(s, v)
+	}
 	if err != nil {
-		return nil, "", errAt(ptr+"/$ref", "%v", err)
+		return nil, "", errAt(ptr+"/"+kw, "%v", err)
 	}
 	return node, tptr, nil
 }
@@ -1368,20 +1445,60 @@ func (c *compiler) resolve(s *Object, ptr string) (any, string, error) {
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
 	var objParts, arrParts []*Object // parts with keywords on properties, on items
+	// The schema resources the parts enter, for the dynamic scope of the merged schema.
+	var entered []string
+	enteredBy := -1 // the part that entered them: parts from different resources are refused
+	var enterErr error
+	enter := func(i int, p any) {
+		o, ok := p.(*Object)
+		if !ok || !c.res.hasDyn {
+			return
+		}
+		bases := c.entered[o]
+		if base, ok := c.res.baseOf[o]; ok {
+			bases = append([]string{base.String()}, bases...)
+		}
+		for _, b := range bases {
+			if !slices.Contains(c.scope, b) && !slices.Contains(entered, b) {
+				if enteredBy >= 0 && enteredBy != i {
+					// Each part has its own dynamic scope, which one merged schema cannot keep.
+					enterErr = errAt(ptr, "$dynamicRef in a document where schemas from different resources (%s) are merged is not supported", b)
+				}
+				enteredBy = i
+				entered = append(entered, b)
+			}
+		}
+	}
+	defer func() {
+		if o, ok := out.Values, len(entered) > 0; ok && o != nil {
+			c.entered[out] = entered
+		}
+	}()
 	for i, p := range parts {
 		for hops := 0; ; hops++ {
 			o, ok := p.(*Object)
 			if !ok {
 				break
 			}
-			_, ok = o.Get("$ref")
-			if !ok || !onlyAnnotations(without(o, "$ref")) {
+			enter(i, o)
+			if enterErr != nil {
+				return nil, enterErr
+			}
+			kw := "$ref"
+			if _, ok := o.Get("$dynamicRef"); ok {
+				kw = "$dynamicRef"
+			}
+			_, ok = o.Get(kw)
+			if !ok || !onlyAnnotations(without(o, kw)) {
 				break
 			}
 			if hops > 20 {
 				return nil, errAt(ptr, "allOf through more than 20 $refs")
 			}
-			t, _, err := c.resolve(o, ptr)
+			scope := c.scope
+			c.scope = append(slices.Clone(scope), entered...)
+			t, _, err := c.resolve(o, ptr, kw)
+			c.scope = scope
 			if err != nil {
 				return nil, err
 			}
@@ -1666,6 +1783,19 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		return na, true
 	case "uniqueItems":
 		return a == true || b == true, true
+	case propertyOrder:
+		la, ok1 := a.([]any)
+		lb, ok2 := b.([]any)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := slices.Clone(la)
+		for _, x := range lb {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+		return out, true
 	case hiddenProperties:
 		pa, ok1 := a.(*Object)
 		pb, ok2 := b.(*Object)

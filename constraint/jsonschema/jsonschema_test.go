@@ -118,6 +118,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`[]`, `["a"]`, `["a","b"]`, `[1,"a"]`}, []string{`["a","a"]`, `[1,1]`, `["a","b",1]`, `["c"]`}},
 		{"uniqueItems over one item", `{"type": "array", "maxItems": 1, "uniqueItems": true}`,
 			[]string{`[]`, `[{"a":[1,1]}]`}, []string{`[1,2]`}},
+		{"$dynamicRef to the outermost $dynamicAnchor", `{"$id": "https://example.com/root", "$ref": "list", "$defs": {"str": {"$dynamicAnchor": "item", "type": "string"}, "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"}, "$defs": {"any": {"$dynamicAnchor": "item"}}}}}`,
+			[]string{`[]`, `["a","b"]`}, []string{`[1]`, `["a",null]`, `{}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
@@ -152,7 +154,7 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 	for _, c := range []struct{ name, schema, want string }{
 		{"not JSON", `{"type": `, "not valid JSON"},
-		{"unsupported keyword", `{"properties": {"a": {"$dynamicRef": "#x"}}}`, `json schema at /properties/a: keyword "$dynamicRef" is not supported`},
+		{"unsupported keyword", `{"properties": {"a": {"$recursiveRef": "#"}}}`, `json schema at /properties/a: keyword "$recursiveRef" is not supported`},
 		{"unevaluated beside a large anyOf", `{"anyOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}, {"required": ["d"]}, {"required": ["e"]}], "unevaluatedProperties": false}`, "json schema at /anyOf: anyOf of more than 4 branches beside unevaluatedProperties or unevaluatedItems is not supported"},
 		{"not of anyOf", `{"not": {"anyOf": [{"type": "string"}, {"minimum": 2}]}}`, `json schema at /not: the complement of a schema with "anyOf" is not supported`},
 		{"else of items", `{"if": {"items": {"type": "string"}}, "else": {"maxItems": 2}}`, `json schema at /if: the complement of a schema with "items" is not supported`},
@@ -215,4 +217,34 @@ func schema2bytes(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func TestOrderWritesIfThenElsePropertiesInOneOrder(t *testing.T) {
+	schema := `{"properties": {"z": {}}, "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]}, "then": {"properties": {"x": {"type": "integer"}}}, "else": {"properties": {"y": {"type": "string"}}}}`
+	s, _ := jsonschema.Decode([]byte(schema))
+	cfg, err := jsonschema.Compile([]byte(schema), jsonschema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		doc, want string
+		valid     bool
+	}{
+		{`{"x": 1, "other": 2, "kind": "a", "z": 3}`, `{"z":3,"kind":"a","x":1,"other":2}`, true},
+		{`{"y": "s", "kind": "b", "x": "no matter"}`, `{"kind":"b","x":"no matter","y":"s"}`, true},
+		{`{"y": 1, "kind": "b"}`, `{"kind":"b","y":1}`, false},
+		{`{"x": "s", "kind": "a"}`, `{"kind":"a","x":"s"}`, false},
+	} {
+		d, _ := jsonschema.Decode([]byte(c.doc))
+		got, err := jsonschema.Marshal(jsonschema.Order(s, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != c.want {
+			t.Errorf("Order(%s) = %s, want %s", c.doc, got, c.want)
+		}
+		if accepts(earley.New(cfg), got) != c.valid {
+			t.Errorf("%s: accepted %v, want %v", got, !c.valid, c.valid)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,10 +16,12 @@ const defaultBase = "loom:///schema.json"
 // force at each schema object, so that $ref resolves as draft 2020-12 says within the
 // document.
 type resources struct {
-	byURI  map[string]resource
-	baseOf map[*Object]*url.URL
-	root   *url.URL
-	nested bool // some subschema has an $id
+	byURI   map[string]resource
+	dynamic map[string]resource // the $dynamicAnchors, by URI#name
+	baseOf  map[*Object]*url.URL
+	root    *url.URL
+	nested  bool // some subschema has an $id
+	hasDyn  bool // some schema has a $dynamicRef
 }
 
 type resource struct {
@@ -36,7 +39,7 @@ var (
 )
 
 func newResources(root any) *resources {
-	r := &resources{byURI: map[string]resource{}, baseOf: map[*Object]*url.URL{}}
+	r := &resources{byURI: map[string]resource{}, dynamic: map[string]resource{}, baseOf: map[*Object]*url.URL{}}
 	r.root, _ = url.Parse(defaultBase)
 	if o, ok := root.(*Object); ok {
 		if id, ok := o.Values["$id"].(string); ok {
@@ -75,7 +78,13 @@ func (r *resources) walk(node any, base *url.URL, ptr string) {
 				if _, dup := r.byURI[key]; !dup {
 					r.byURI[key] = resource{node: v, ptr: ptr}
 				}
+				if _, dup := r.dynamic[key]; !dup && k == "$dynamicAnchor" {
+					r.dynamic[key] = resource{node: v, ptr: ptr}
+				}
 			}
+		}
+		if _, ok := v.Values["$dynamicRef"]; ok {
+			r.hasDyn = true
 		}
 		for _, k := range v.Keys {
 			kptr := ptr + "/" + escapePointer(k)
@@ -91,6 +100,34 @@ func (r *resources) walk(node any, base *url.URL, ptr string) {
 			}
 		}
 	}
+}
+
+// dynamicResolve finds the target of a $dynamicRef of from, given the dynamic scope (the
+// base URIs of the schema resources entered, outermost first): where ref names an anchor and
+// its initial target (as $ref resolves it) has a $dynamicAnchor of that name, the outermost
+// resource in scope with a $dynamicAnchor of that name; otherwise the initial target.
+func (r *resources) dynamicResolve(from *Object, ref string, scope []string) (any, string, error) {
+	node, ptr, err := r.resolve(from, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	o, ok := node.(*Object)
+	if !ok {
+		return node, ptr, nil
+	}
+	name, ok := o.Values["$dynamicAnchor"].(string)
+	if !ok {
+		return node, ptr, nil
+	}
+	if u, err := url.Parse(ref); err != nil || u.Fragment != name {
+		return node, ptr, nil
+	}
+	for _, base := range scope {
+		if d, ok := r.dynamic[base+"#"+name]; ok {
+			return d.node, d.ptr, nil
+		}
+	}
+	return node, ptr, nil
 }
 
 // resolve finds the target of the $ref of from: its node and its JSON pointer in the
@@ -144,4 +181,41 @@ func (r *resources) resolve(from *Object, ref string) (any, string, error) {
 		}
 	}
 	return node, res.ptr + frag, nil
+}
+
+// listedNames are the property names a schema lists, in the order its compiled object writes
+// them: its properties, those of its $ref's target, of its allOf parts, then of if, then and
+// else (as the merges write them). Order and the branches of if/then/else both use it.
+func (r *resources) listedNames(node any, depth int) []string {
+	o, ok := node.(*Object)
+	if !ok || depth > 20 {
+		return nil
+	}
+	var out []string
+	add := func(names []string) {
+		for _, k := range names {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	if p, ok := o.Values["properties"].(*Object); ok {
+		add(p.Keys)
+	}
+	if ref, ok := o.Values["$ref"].(string); ok {
+		if t, _, err := r.resolve(o, ref); err == nil {
+			add(r.listedNames(t, depth+1))
+		}
+	}
+	if parts, ok := o.Values["allOf"].([]any); ok {
+		for _, p := range parts {
+			add(r.listedNames(p, depth+1))
+		}
+	}
+	if _, ok := o.Get("if"); ok {
+		for _, k := range []string{"if", "then", "else"} {
+			add(r.listedNames(o.Values[k], depth+1))
+		}
+	}
+	return out
 }
