@@ -70,6 +70,10 @@ import (
 // MaxSchemaBytes is the largest schema Compile reads.
 const MaxSchemaBytes = 1 << 20
 
+// MaxRules bounds the rules of a compiled grammar: the rewrites of if, not, dependencies and
+// counted keywords multiply when nested, and a schema that needs more is refused.
+const MaxRules = 50000
+
 // Error is a schema that cannot be compiled: Pointer is the JSON pointer of the schema at
 // fault ("" for the root).
 type Error struct {
@@ -270,6 +274,9 @@ func (c *compiler) schema(node any, ptr string) (grammar.Expr, error) {
 	defer func() { c.depth-- }()
 	if c.depth > 200 {
 		return nil, errAt(ptr, "schemas nest deeper than 200 (a $ref cycle through allOf?)")
+	}
+	if len(c.rules) > MaxRules {
+		return nil, errAt(ptr, "the grammar has more than %d rules (expansions of if, not, dependencies and counts multiply)", MaxRules)
 	}
 	switch v := node.(type) {
 	case bool:

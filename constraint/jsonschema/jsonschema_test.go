@@ -2,6 +2,7 @@ package jsonschema_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -168,6 +169,7 @@ func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 		{"empty range", `{"type": "integer", "minimum": 3, "maximum": 2}`, "the schema accepts nothing"},
 		{"too large", `{"description": "` + strings.Repeat("x", jsonschema.MaxSchemaBytes) + `"}`, "at most"},
 		{"unknown type", `{"type": "decimal"}`, `unknown type "decimal"`},
+		{"too many rules", nestedIfs(12), "the grammar has more than 50000 rules"},
 		{"uniqueItems", `{"type": "array", "uniqueItems": true}`, "uniqueItems true is not supported"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,4 +249,14 @@ func TestOrderWritesIfThenElsePropertiesInOneOrder(t *testing.T) {
 			t.Errorf("%s: accepted %v, want %v", got, !c.valid, c.valid)
 		}
 	}
+}
+
+// nestedIfs is a schema of n if/then/else nested in both then and else, each on its own
+// property: 2ⁿ branches.
+func nestedIfs(n int) string {
+	s := `{"type": "object"}`
+	for i := range n {
+		s = fmt.Sprintf(`{"if": {"properties": {"p%d": {"enum": [1, 2, "a"]}}, "required": ["p%d"]}, "then": %s, "else": %s}`, i, i, s, s)
+	}
+	return s
 }
