@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // notStrings is a keyword that Decode never writes (its name is not valid UTF-8, and Decode's
@@ -226,7 +227,7 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 				out = append(out, schemaOf("type", "array", "minItems", json.Number(strconv.FormatInt(i+1, 10))))
 			}
 		default:
-			if supported[k] || unsupported[k] {
+			if supported[k] || unsupported[k] || strings.HasPrefix(k, "\xff") {
 				return nil, errAt(ptr, "the complement of a schema with %q is not supported (not, or the else branch of if)", k)
 			}
 		}
@@ -320,7 +321,7 @@ func hideAnnotations(b any, ptr string) (any, error) {
 			}
 			k = hiddenProperties
 		case "patternProperties", "additionalProperties", "prefixItems", "items", "contains", "allOf", "anyOf", "oneOf",
-			"$ref", "if", "not", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems":
+			"$ref", "$dynamicRef", "if", "not", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems":
 			return nil, errAt(ptr, "a negated %s beside unevaluatedProperties or unevaluatedItems is not supported", k)
 		}
 		out.Keys = append(out.Keys, k)

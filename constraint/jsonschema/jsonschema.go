@@ -253,7 +253,7 @@ var (
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
 		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
 		"patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains",
-		"dependentRequired", "dependentSchemas")
+		"dependentRequired", "dependentSchemas", "$dynamicRef")
 	unsupported = set(
 		"dependencies",
 		"$recursiveRef", "$recursiveAnchor", "$vocabulary", "additionalItems")

@@ -158,6 +158,7 @@ func TestCompileErrorsNameTheKeywordAndPointer(t *testing.T) {
 		{"unsupported keyword", `{"properties": {"a": {"$recursiveRef": "#"}}}`, `json schema at /properties/a: keyword "$recursiveRef" is not supported`},
 		{"unevaluated beside a large anyOf", `{"anyOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}, {"required": ["d"]}, {"required": ["e"]}], "unevaluatedProperties": false}`, "json schema at /anyOf: anyOf of more than 4 branches beside unevaluatedProperties or unevaluatedItems is not supported"},
 		{"not of anyOf", `{"not": {"anyOf": [{"type": "string"}, {"minimum": 2}]}}`, `json schema at /not: the complement of a schema with "anyOf" is not supported`},
+		{"not of a $dynamicRef", `{"$defs": {"a": {"$dynamicAnchor": "a", "type": "string"}}, "not": {"$dynamicRef": "#a"}}`, `json schema at /not: the complement of a schema with "$dynamicRef" is not supported`},
 		{"else of items", `{"if": {"items": {"type": "string"}}, "else": {"maxItems": 2}}`, `json schema at /if: the complement of a schema with "items" is not supported`},
 		{"remote ref", `{"$ref": "https://example.com/s.json"}`, "refers to another document"},
 		{"missing anchor", `{"$defs": {"a": {"$anchor": "x"}}, "$ref": "#y"}`, `json schema at /$ref: "#y": no $anchor "y" in the schema`},
