@@ -38,7 +38,8 @@ const MaxComplement = 64
 // the numeric values of const and enum, the booleans and null they leave out; required
 // (objects without the property); properties (objects whose property has a value in the
 // complement of its schema); minItems and maxItems; not (its schema); allOf and $ref (the
-// union of their parts' complements). Anything else is refused with an error naming the
+// union of their parts' complements), anyOf and oneOf (the merges of one branch of each
+// branch's complement; for oneOf, also two branches at once). Anything else is refused with an error naming the
 // keyword, as is a union larger than MaxComplement.
 func (c *compiler) complement(node any, ptr string) ([]any, error) {
 	c.depth++
@@ -83,6 +84,44 @@ func (c *compiler) complement(node any, ptr string) ([]any, error) {
 				}
 			case "not":
 				part = []any{v}
+			case "anyOf", "oneOf":
+				// ¬(A ∨ B ∨ …) = ¬A ∧ ¬B ∧ …: the merges of one branch of each complement; for
+				// oneOf, also the documents two branches accept (A ∧ B).
+				list, ok := v.([]any)
+				if !ok || len(list) == 0 {
+					return nil, errAt(ptr+"/"+k, "must be a non-empty array of schemas")
+				}
+				acc := []any{true}
+				for i, b := range list {
+					bad, err := c.complement(b, ptr+"/"+k+"/"+strconv.Itoa(i))
+					if err != nil {
+						return nil, err
+					}
+					var next []any
+					for _, x := range acc {
+						for _, y := range bad {
+							m, err := c.merge([]any{x, y}, ptr+"/"+k)
+							if err != nil {
+								return nil, err
+							}
+							if m != false {
+								next = append(next, m)
+							}
+							if len(next) > MaxComplement {
+								return nil, errAt(ptr, "the complement of this schema is a union of more than %d schemas", MaxComplement)
+							}
+						}
+					}
+					acc = next
+				}
+				part = acc
+				if k == "oneOf" {
+					for i := range list {
+						for j := i + 1; j < len(list); j++ {
+							part = append(part, schemaOf("allOf", []any{list[i], list[j]}))
+						}
+					}
+				}
 			default:
 				rest.Keys = append(rest.Keys, k)
 				rest.Values[k] = v
@@ -140,7 +179,8 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 		}
 		var others []any
 		for _, t := range allTypes {
-			if !has(t) {
+			// Beside integer, the other numbers are those with a fraction (above).
+			if !has(t) && !(t == "number" && has("integer")) {
 				others = append(others, t)
 			}
 		}

@@ -828,11 +828,6 @@ func exactBounds(s *Object, ptr string) (lo, hi bound, err error) {
 
 func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, error) {
 	if _, ok := s.Get(notIntegers); ok {
-		for _, k := range []string{"multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-			if _, ok := s.Get(k); ok && !integer {
-				return nil, errAt(ptr, "%s on the numbers with a fraction (the complement of integer) is not supported", k)
-			}
-		}
 		if integer {
 			return nil, nil
 		}
@@ -840,9 +835,24 @@ func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, er
 		// power of ten: never an integer.
 		digits := class(false, '0', '9')
 		nonzero := class(false, '1', '9')
-		plain := seq(c.baseRule("uint"), lit("."), rep(digits, 0, 39), nonzero)
-		tiny := seq(nonzero, rep(seq(lit("."), rep(digits, 0, 39), nonzero), 0, 1), lit("e-"), rep(digits, 0, 1), nonzero)
-		return c.addRule("fraction", seq(rep(lit("-"), 0, 1), alt(plain, tiny))), nil
+		plain := seq(rep(lit("-"), 0, 1), alt(lit("0"), seq(nonzero, rep(digits, 0, 39))), lit("."), rep(digits, 0, 39), nonzero)
+		tiny := seq(rep(lit("-"), 0, 1), nonzero, rep(seq(lit("."), rep(digits, 0, 39), nonzero), 0, 1), lit("e-"), rep(digits, 0, 1), nonzero)
+		rest := without(s, notIntegers)
+		constrained := false
+		for _, k := range []string{"multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if _, ok := rest.Get(k); ok {
+				constrained = true
+			}
+		}
+		if !constrained {
+			return c.addRule("fraction", alt(plain, tiny)), nil
+		}
+		// With bounds or multipleOf: the plain decimals they allow, with a fraction.
+		base, err := c.number(rest, false, ptr)
+		if base == nil || err != nil {
+			return nil, err
+		}
+		return c.intersectNumbers(base, plain, ptr)
 	}
 	if v, ok := s.Get("multipleOf"); ok {
 		m, err := multipleOf(v, ptr)
@@ -1790,6 +1800,9 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		return na, true
 	case "uniqueItems":
 		return a == true || b == true, true
+	case "not":
+		// Neither: not either.
+		return schemaOf("anyOf", []any{a, b}), true
 	case propertyOrder:
 		la, ok1 := a.([]any)
 		lb, ok2 := b.([]any)

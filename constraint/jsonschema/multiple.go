@@ -162,3 +162,31 @@ func (c *compiler) multiples(base grammar.Expr, m *big.Rat, integer bool, ptr st
 	c.rules = append(c.rules, rs...)
 	return ref(rs[0].Name), nil
 }
+
+// intersectNumbers is the expression of the numbers both a and b (expressions of regular
+// languages over the compiler's rules) accept, through their automata.
+func (c *compiler) intersectNumbers(a, b grammar.Expr, ptr string) (grammar.Expr, error) {
+	rules := map[string]grammar.Expr{}
+	for _, r := range c.rules {
+		rules[r.Name] = r.Body
+	}
+	var ds []*regex.DFA
+	for _, e := range []grammar.Expr{a, b} {
+		d, err := regex.DFAOfRules(e, rules)
+		if err != nil {
+			return nil, errAt(ptr, "%v", err)
+		}
+		ds = append(ds, d)
+	}
+	d, err := regex.Intersect(ds...)
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	if d == nil {
+		return nil, nil
+	}
+	c.n++
+	rs := d.Grammar(fmt.Sprintf("numbers-%d-", c.n))
+	c.rules = append(c.rules, rs...)
+	return ref(rs[0].Name), nil
+}
