@@ -40,6 +40,17 @@ func randomDocument(m *earley.Matcher, rng *rand.Rand, limit int) []byte {
 		if len(ascii) > 0 && rng.IntN(10) > 0 {
 			pick = ascii
 		}
+		// Now and then a byte that ends a string, a member or a value, so that strings stay
+		// short and walks reach the structure.
+		var closing []byte
+		for _, b := range []byte(`",:}]`) {
+			if next.Has(b) {
+				closing = append(closing, b)
+			}
+		}
+		if len(closing) > 0 && rng.IntN(4) == 0 {
+			pick = closing
+		}
 		b := pick[rng.IntN(len(pick))]
 		if !m.Advance(b) {
 			return nil
@@ -159,4 +170,11 @@ var mixedSchemas = []string{
 	`{"type": "array", "items": {"enum": ["a", "b", null]}, "maxItems": 3, "uniqueItems": true}`,
 	`{"type": "object", "required": ["x", "y"], "properties": {"z": {"type": "string"}}, "additionalProperties": {"type": "integer", "not": {"const": 0}}}`,
 	`{"if": {"type": "integer"}, "then": {"multipleOf": 2}, "else": {"if": {"type": "string"}, "then": {"pattern": "^a", "maxLength": 2}, "else": {"type": ["null", "boolean"]}}}`,
+	`{"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}, "^.$": {"enum": [1, "x"]}}, "additionalProperties": false}`,
+	`{"type": "object", "propertyNames": {"enum": ["a", "b", "c"]}, "dependentRequired": {"a": ["b"]}, "if": {"required": ["c"]}, "then": {"properties": {"c": {"const": 1}}}, "else": {"maxProperties": 1}}`,
+	`{"type": "array", "items": {"enum": [1, "a", null, true]}, "contains": {"const": "a"}, "maxContains": 1, "minItems": 1}`,
+	`{"properties": {"a": {"type": "integer"}}, "if": {"properties": {"a": {"maximum": 0}}}, "then": {"properties": {"b": {"type": "string"}}}, "else": {"properties": {"c": {"type": "boolean"}}}, "unevaluatedProperties": false}`,
+	`{"$id": "https://example.com/root", "$ref": "list", "$defs": {"str": {"$dynamicAnchor": "item", "type": "string", "maxLength": 1}, "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"}, "$defs": {"any": {"$dynamicAnchor": "item"}}}}}`,
+	`{"type": "object", "properties": {"a": {"not": {"type": "string", "pattern": "^b"}}}, "required": ["a"], "not": {"required": ["z"]}}`,
+	`{"type": "integer", "multipleOf": 3, "not": {"multipleOf": 2}, "minimum": -30, "maximum": 30}`,
 }

@@ -27,6 +27,10 @@ const propertyOrder = "\xffproperty-order"
 // negative exponent (as CanonicalNumber writes them).
 const notIntegers = "\xffnot-integers"
 
+// notMultipleOf is a keyword Decode never writes (see notStrings): the numbers that are not
+// multiples of its value (written as plain decimals).
+const notMultipleOf = "\xffnot-multipleOf"
+
 // MaxComplement bounds the number of schemas a complement (not, the else branch of if) is the
 // union of.
 const MaxComplement = 64
@@ -209,6 +213,10 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 			opposite := map[string]string{"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 				"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
 			out = append(out, schemaOf("type", numeric, opposite, v))
+		case "multipleOf":
+			if numeric != "" {
+				out = append(out, schemaOf("type", numeric, notMultipleOf, v))
+			}
 		case "minLength", "maxLength", "pattern", "format", notStrings:
 			if k == "format" && c.opt.FormatAnnotation {
 				continue

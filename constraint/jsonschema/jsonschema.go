@@ -46,7 +46,7 @@
 //
 // Every other keyword of JSON Schema — uniqueItems true elsewhere, $ref to another document,
 // $recursiveRef — and any combination this compiler cannot enforce
-// exactly (the complement of items, contains or anyOf, unevaluatedItems beside contains, two
+// exactly (the complement of items, prefixItems or contains, two contains or two
 // patternProperties in allOf, another meta-schema, …) is an error naming the keyword and the
 // JSON pointer of its schema: a constraint is never silently dropped.
 package jsonschema
@@ -853,6 +853,17 @@ func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, er
 			return nil, err
 		}
 		return c.intersectNumbers(base, plain, ptr)
+	}
+	if v, ok := s.Get(notMultipleOf); ok {
+		m, err := multipleOf(v, ptr)
+		if err != nil {
+			return nil, err
+		}
+		base, err := c.number(without(s, notMultipleOf), integer, ptr)
+		if base == nil || err != nil {
+			return nil, err
+		}
+		return c.nonMultiples(base, m, ptr)
 	}
 	if v, ok := s.Get("multipleOf"); ok {
 		m, err := multipleOf(v, ptr)

@@ -125,6 +125,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{"1.5", "-1.25"}, []string{`"a"`, "2", "2.5", "1", "-1", "-3", "null", "[]", "{}", "true"}},
 		{"not of an integer with bounds", `{"not": {"type": "integer", "minimum": 0}}`,
 			[]string{"-1", "0.5", "3.25", `"a"`, "null"}, []string{"0", "51", "7"}},
+		{"not multipleOf", `{"type": "number", "not": {"multipleOf": 0.5}, "maximum": 3}`,
+			[]string{"0.25", "1.75", "-3.1", "2.9"}, []string{"1", "0.5", "-2", "3.5", "3", "1e-7"}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {

@@ -190,3 +190,40 @@ func (c *compiler) intersectNumbers(a, b grammar.Expr, ptr string) (grammar.Expr
 	c.rules = append(c.rules, rs...)
 	return ref(rs[0].Name), nil
 }
+
+// plainNumber is a number written as a plain decimal in canonical form: no exponent, no
+// leading zero, a fraction that does not end in 0.
+const plainNumber = `-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?`
+
+// nonMultiples is the expression of the numbers of base (an expression of a regular language
+// over the compiler's rules) that are not multiples of m, written as plain decimals: base's
+// automaton times plainNumber's, minus multipleDFA.
+func (c *compiler) nonMultiples(base grammar.Expr, m *big.Rat, ptr string) (grammar.Expr, error) {
+	md, err := multipleDFA(m, false, ptr)
+	if err != nil {
+		return nil, err
+	}
+	rules := map[string]grammar.Expr{}
+	for _, r := range c.rules {
+		rules[r.Name] = r.Body
+	}
+	bd, err := regex.DFAOfRules(base, rules)
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	pd, err := regex.DFAOf(plainNumber)
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	d, err := regex.Product([]*regex.DFA{bd, pd, md}, func(set uint64) bool { return set == 3 })
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	if d == nil {
+		return nil, nil
+	}
+	c.n++
+	rs := d.Grammar(fmt.Sprintf("non-multiple-%d-", c.n))
+	c.rules = append(c.rules, rs...)
+	return ref(rs[0].Name), nil
+}
