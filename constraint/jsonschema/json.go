@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -203,9 +204,9 @@ func jsonType(v any) string {
 }
 
 // Order returns doc (as Decode returns it) with the keys of its objects in the order the
-// schema's grammar writes them: the properties the schema lists, in its order, then the
-// others in theirs. Where anyOf or oneOf branches list properties, the first branch that
-// lists all of an object's keys (or else the first branch) decides. Marshal(Order(schema,
+// schema's grammar writes them: the properties the schema lists (its own, then its $ref's,
+// its allOf parts', its if's, then's and else's), then those of the anyOf and oneOf branches
+// that list a key of the object, in their order, then the others in theirs. Marshal(Order(schema,
 // doc)) is the form in which a valid document is a sentence of the grammar.
 func Order(schema, doc any) any {
 	o := orderer{root: schema, res: newResources(schema)}
@@ -243,44 +244,32 @@ func (o *orderer) resolve(s any) *Object {
 	return nil
 }
 
-// branch picks the schema whose properties order an object: s itself when it lists
-// properties, else an anyOf/oneOf/allOf part that does.
-func (o *orderer) branch(s *Object, keys []string, depth int) *Object {
-	if _, ok := s.Get("properties"); ok || depth > 20 {
-		return s
+// branchLists are the anyOf and oneOf lists of s and of its allOf parts and $ref target.
+func (o *orderer) branchLists(s *Object, depth int) [][]any {
+	if depth > 20 {
+		return nil
 	}
-	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
-		list, _ := s.Values[kw].([]any)
-		var first *Object
-		for _, b := range list {
-			bo := o.resolve(b)
-			if bo == nil {
-				continue
-			}
-			bo = o.branch(bo, keys, depth+1)
-			props, ok := bo.Values["properties"].(*Object)
-			if !ok {
-				continue
-			}
-			if first == nil {
-				first = bo
-			}
-			all := true
-			for _, k := range keys {
-				if _, ok := props.Values[k]; !ok {
-					all = false
-					break
-				}
-			}
-			if all {
-				return bo
-			}
-		}
-		if first != nil {
-			return first
+	var out [][]any
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		if list, ok := s.Values[kw].([]any); ok {
+			out = append(out, list)
 		}
 	}
-	return s
+	var subs []any
+	if parts, ok := s.Values["allOf"].([]any); ok {
+		subs = append(subs, parts...)
+	}
+	if ref, ok := s.Values["$ref"].(string); ok {
+		if t, _, err := o.res.resolve(s, ref); err == nil {
+			subs = append(subs, t)
+		}
+	}
+	for _, sub := range subs {
+		if so, ok := sub.(*Object); ok {
+			out = append(out, o.branchLists(so, depth+1)...)
+		}
+	}
+	return out
 }
 
 func (o *orderer) order(schema, doc any, depth int) any {
@@ -298,19 +287,29 @@ func (o *orderer) order(schema, doc any, depth int) any {
 				props = &Object{Keys: c.Keys, Values: c.Values}
 			} else {
 				deps, _ := s.Values["dependentSchemas"].(*Object)
-				if _, ok := s.Get("if"); ok {
-					// Every branch of if/then/else writes the names they all list, in one order.
-					props = &Object{Values: map[string]any{}}
-					for _, k := range o.res.listedNames(s, 0) {
-						props.Keys = append(props.Keys, k)
-						props.Values[k] = o.propertySchema(s, k, 0)
+				// The names the schema lists (its own, its $ref's, its allOf parts', if's, then's
+				// and else's: every branch of if writes them all in one order), then those of the
+				// anyOf and oneOf branches that list a key of d, in their order.
+				names := o.res.listedNames(s, 0)
+				for _, list := range o.branchLists(s, 0) {
+					for _, b := range list {
+						bn := o.res.listedNames(b, 0)
+						if !slices.ContainsFunc(bn, func(k string) bool { _, ok := d.Values[k]; return ok }) {
+							continue
+						}
+						for _, k := range bn {
+							if !slices.Contains(names, k) {
+								names = append(names, k)
+							}
+						}
 					}
-					extra = s.Values["additionalProperties"]
-				} else {
-					s = o.branch(s, d.Keys, 0)
-					props, _ = s.Values["properties"].(*Object)
-					extra = s.Values["additionalProperties"]
 				}
+				props = &Object{Values: map[string]any{}}
+				for _, k := range names {
+					props.Keys = append(props.Keys, k)
+					props.Values[k] = o.propertySchema(s, k, 0)
+				}
+				extra = s.Values["additionalProperties"]
 				// The schemas of present dependentSchemas list their properties after these.
 				if deps != nil {
 					props = o.withDependencies(props, deps, d)
@@ -385,8 +384,15 @@ func (o *orderer) propertySchema(node any, k string, depth int) any {
 		}
 	}
 	var subs []any
-	if parts, ok := s.Values["allOf"].([]any); ok {
-		subs = append(subs, parts...)
+	if ref, ok := s.Values["$ref"].(string); ok {
+		if t, _, err := o.res.resolve(s, ref); err == nil {
+			subs = append(subs, t)
+		}
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		if parts, ok := s.Values[kw].([]any); ok {
+			subs = append(subs, parts...)
+		}
 	}
 	for _, kw := range []string{"if", "then", "else"} {
 		if v, ok := s.Get(kw); ok {
