@@ -1264,39 +1264,36 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			order = append(order, k)
 		}
 	}
-	{
-		for _, k := range order {
-			listed[k] = true
-			schemas, ptrs := matching(k)
-			if v, ok := props.Get(k); ok {
-				schemas = append([]any{v}, schemas...)
-				ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
-			} else if len(schemas) == 0 {
-				schemas, ptrs = []any{extraNode}, []string{extraPtr}
-			}
-			if h, ok := hidden.Get(k); ok {
-				schemas, ptrs = append(schemas, h), append(ptrs, ptr)
-			}
-			var e grammar.Expr
-			if allowed(k) {
-				if e, err = c.valueOf(schemas, ptrs); err != nil {
-					return nil, err
-				}
-			}
-			req := slices.Contains(required, k)
-			if e == nil {
-				if req {
-					return nil, nil // a required property no value satisfies
-				}
-				continue // the property may not appear
-			}
-			members = append(members, member{key: k, value: e, required: req})
+	for _, k := range order {
+		listed[k] = true
+		schemas, ptrs := matching(k)
+		if v, ok := props.Get(k); ok {
+			schemas = append([]any{v}, schemas...)
+			ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
+		} else if len(schemas) == 0 {
+			schemas, ptrs = []any{extraNode}, []string{extraPtr}
 		}
+		if h, ok := hidden.Get(k); ok {
+			schemas, ptrs = append(schemas, h), append(ptrs, ptr)
+		}
+		var e grammar.Expr
+		if allowed(k) {
+			if e, err = c.valueOf(schemas, ptrs); err != nil {
+				return nil, err
+			}
+		}
+		req := slices.Contains(required, k)
+		if e == nil {
+			if req {
+				return nil, nil // a required property no value satisfies
+			}
+			continue // the property may not appear
+		}
+		members = append(members, member{key: k, value: e, required: req})
 	}
-	// The properties not listed that are required or hidden: written among the others.
-	_ = 0
+	// The properties not listed that are required or hidden: written among the others (a
+	// hidden one no value satisfies may not appear: it is left out of the other names).
 	var unlisted []member
-	var excluded []string // hidden properties that may not appear
 	for _, k := range append(slices.Clone(required), hidden.Keys...) {
 		if listed[k] {
 			continue
@@ -1322,9 +1319,7 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 		switch {
 		case value == nil && req:
 			return nil, nil // required, not listed, and not allowed
-		case value == nil:
-			excluded = append(excluded, k)
-		default:
+		case value != nil:
 			unlisted = append(unlisted, member{key: k, value: value, required: req})
 		}
 	}
