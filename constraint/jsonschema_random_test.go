@@ -199,6 +199,9 @@ var mixedSchemas = []string{
 	`{"$id": "https://example.com/root", "$ref": "list", "$defs": {"str": {"$dynamicAnchor": "item", "type": "string", "maxLength": 1}, "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"}, "$defs": {"any": {"$dynamicAnchor": "item"}}}}}`,
 	`{"type": "object", "properties": {"a": {"not": {"type": "string", "pattern": "^b"}}}, "required": ["a"], "not": {"required": ["z"]}}`,
 	`{"type": "integer", "multipleOf": 3, "not": {"multipleOf": 2}, "minimum": -30, "maximum": 30}`,
+	`{"if": {"items": {"enum": [1, "a"]}}, "then": {"maxItems": 2}, "else": {"maxItems": 4, "minItems": 2}}`,
+	`{"type": "array", "not": {"contains": {"type": "string"}, "maxContains": 1}, "maxItems": 4}`,
+	`{"type": "array", "not": {"prefixItems": [{"type": "integer"}, {"const": "b"}]}, "maxItems": 3}`,
 }
 
 // shuffled is v with the keys of its objects in a random order.

@@ -41,7 +41,9 @@ const MaxComplement = 64
 // string values of const and enum (the strings outside their language); the numbers between
 // the numeric values of const and enum, the booleans and null they leave out; required
 // (objects without the property); properties (objects whose property has a value in the
-// complement of its schema); minItems and maxItems; not (its schema); allOf and $ref (the
+// complement of its schema); minItems and maxItems; items without prefixItems (arrays that
+// contain an item of its complement), prefixItems (an item in its position's complement),
+// contains (too few or too many matching items); not (its schema); allOf and $ref (the
 // union of their parts' complements), anyOf and oneOf (the merges of one branch of each
 // branch's complement; for oneOf, also two branches at once). Anything else is refused with an error naming the
 // keyword, as is a union larger than MaxComplement.
@@ -264,16 +266,78 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 			if !has("array") {
 				continue
 			}
-			n, ok := v.(json.Number)
-			i, err := n.Int64()
-			if !ok || err != nil || i < 0 {
-				return nil, errAt(ptr+"/"+k, "must be a non-negative integer")
+			i, err := count(s, k, ptr)
+			if err != nil {
+				return nil, err
 			}
 			if k == "minItems" && i > 0 {
-				out = append(out, schemaOf("type", "array", "maxItems", json.Number(strconv.FormatInt(i-1, 10))))
+				out = append(out, schemaOf("type", "array", "maxItems", json.Number(strconv.Itoa(i-1))))
 			} else if k == "maxItems" {
-				out = append(out, schemaOf("type", "array", "minItems", json.Number(strconv.FormatInt(i+1, 10))))
+				out = append(out, schemaOf("type", "array", "minItems", json.Number(strconv.Itoa(i+1))))
 			}
+		case "items":
+			// Arrays with an item in the complement (beside prefixItems, an item after them:
+			// not expressible with contains, refused).
+			if !has("array") {
+				continue
+			}
+			if _, ok := s.Get("prefixItems"); ok {
+				return nil, errAt(ptr, "the complement of items beside prefixItems is not supported (not, or the else branch of if)")
+			}
+			bad, err := c.complement(v, ptr+"/items")
+			if err != nil {
+				return nil, err
+			}
+			if len(bad) > 0 {
+				out = append(out, schemaOf("type", "array", "contains", anyOfSchemas(bad)))
+			}
+		case "prefixItems":
+			// Arrays with the item at some position in that position's complement.
+			if !has("array") {
+				continue
+			}
+			list, ok := v.([]any)
+			if !ok {
+				return nil, errAt(ptr+"/prefixItems", "must be an array of schemas")
+			}
+			for i, p := range list {
+				bad, err := c.complement(p, ptr+"/prefixItems/"+strconv.Itoa(i))
+				if err != nil {
+					return nil, err
+				}
+				for _, b := range bad {
+					prefix := make([]any, i+1)
+					for j := range i {
+						prefix[j] = true
+					}
+					prefix[i] = b
+					out = append(out, schemaOf("type", "array", "minItems", json.Number(strconv.Itoa(i+1)), "prefixItems", prefix))
+				}
+			}
+		case "contains":
+			// Arrays with fewer matching items than minContains, or more than maxContains.
+			if !has("array") {
+				continue
+			}
+			minC, err := count(s, "minContains", ptr)
+			if err != nil {
+				return nil, err
+			}
+			maxC, err := count(s, "maxContains", ptr)
+			if err != nil {
+				return nil, err
+			}
+			if minC < 0 {
+				minC = 1
+			}
+			if minC > 0 {
+				out = append(out, schemaOf("type", "array", "contains", v, "minContains", json.Number("0"), "maxContains", json.Number(strconv.Itoa(minC-1))))
+			}
+			if maxC >= 0 {
+				out = append(out, schemaOf("type", "array", "contains", v, "minContains", json.Number(strconv.Itoa(maxC+1))))
+			}
+		case "minContains", "maxContains":
+			// With contains, above; alone they change nothing.
 		default:
 			if supported[k] || unsupported[k] || strings.HasPrefix(k, "\xff") {
 				return nil, errAt(ptr, "the complement of a schema with %q is not supported (not, or the else branch of if)", k)
@@ -383,4 +447,12 @@ func hasUnevaluated(s *Object) bool {
 	_, up := s.Get("unevaluatedProperties")
 	_, ui := s.Get("unevaluatedItems")
 	return up || ui
+}
+
+// anyOfSchemas is the schema that holds when one of list holds.
+func anyOfSchemas(list []any) any {
+	if len(list) == 1 {
+		return list[0]
+	}
+	return schemaOf("anyOf", list)
 }
