@@ -201,6 +201,8 @@ var mixedSchemas = []string{
 	`{"type": "integer", "multipleOf": 3, "not": {"multipleOf": 2}, "minimum": -30, "maximum": 30}`,
 	`{"if": {"items": {"enum": [1, "a"]}}, "then": {"maxItems": 2}, "else": {"maxItems": 4, "minItems": 2}}`,
 	`{"type": "array", "not": {"contains": {"type": "string"}, "maxContains": 1}, "maxItems": 4}`,
+	`{"type": "array", "allOf": [{"contains": {"const": "a"}, "maxContains": 2}, {"contains": {"type": "integer"}}], "maxItems": 5}`,
+	`{"if": {"contains": {"const": "a"}}, "then": {"if": {"contains": {"const": 1}}}, "unevaluatedItems": {"type": "boolean"}}`,
 	`{"type": "array", "not": {"prefixItems": [{"type": "integer"}, {"const": "b"}]}, "maxItems": 3}`,
 }
 

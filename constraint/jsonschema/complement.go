@@ -415,16 +415,39 @@ func numbersBetween(values []any, t string) []any {
 
 // hideAnnotations is a schema that holds where b holds but evaluates nothing, for the branches
 // of a complement beside unevaluatedProperties or unevaluatedItems: its properties become
-// hidden ones; any other keyword that evaluates is refused.
+// hidden ones, its contains a condition that evaluates nothing; any other keyword that
+// evaluates is refused.
 func hideAnnotations(b any, ptr string) (any, error) {
 	o, ok := b.(*Object)
 	if !ok {
 		return b, nil
 	}
 	out := &Object{Values: map[string]any{}}
+	var conds []any
 	for _, k := range o.Keys {
 		v := o.Values[k]
 		switch k {
+		case "contains":
+			// A contains that counts its items without evaluating them.
+			cond := schemaOf("contains", v, hiddenCond, true)
+			for _, m := range []string{"minContains", "maxContains"} {
+				if x, ok := o.Get(m); ok {
+					cond.Keys = append(cond.Keys, m)
+					cond.Values[m] = x
+				}
+			}
+			conds = append(conds, cond)
+			continue
+		case "minContains", "maxContains":
+			continue
+		case moreContains:
+			for _, m := range v.([]any) {
+				cond := without(m.(*Object), hiddenCond)
+				cond.Keys = append(cond.Keys, hiddenCond)
+				cond.Values[hiddenCond] = true
+				conds = append(conds, cond)
+			}
+			continue
 		case "properties", hiddenProperties:
 			if old, ok := out.Get(hiddenProperties); ok {
 				v, _ = mergeKeyword(hiddenProperties, old, v)
@@ -432,12 +455,16 @@ func hideAnnotations(b any, ptr string) (any, error) {
 				continue
 			}
 			k = hiddenProperties
-		case "patternProperties", "additionalProperties", "prefixItems", "items", "contains", "allOf", "anyOf", "oneOf",
+		case "patternProperties", "additionalProperties", "prefixItems", "items", "allOf", "anyOf", "oneOf",
 			"$ref", "$dynamicRef", "if", "not", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems":
 			return nil, errAt(ptr, "a negated %s beside unevaluatedProperties or unevaluatedItems is not supported", k)
 		}
 		out.Keys = append(out.Keys, k)
 		out.Values[k] = v
+	}
+	if len(conds) > 0 {
+		out.Keys = append(out.Keys, moreContains)
+		out.Values[moreContains] = conds
 	}
 	return out, nil
 }

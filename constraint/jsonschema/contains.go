@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/loomlm/loom/constraint/grammar"
 )
@@ -30,11 +31,71 @@ func count(s *Object, kw, ptr string) (int, error) {
 	return int(f), nil
 }
 
-// containsArray is an array under contains (with minContains, default 1, and maxContains): a
-// walk over the items that counts the ones matching contains. Without maxContains an item
-// counted need only match contains and the others are any item, which is exact (an array with
-// enough matching items can be read so); with maxContains the others must not match, so the
-// complement of contains must be expressible (see complement), or the schema is refused.
+// moreContains is a keyword Decode never writes (see notStrings): the contains conditions of
+// other allOf parts ({"contains", "minContains", "maxContains"} objects), each counted on
+// its own, as the first is.
+const moreContains = "\xffcontains"
+
+// hiddenCond marks a condition of moreContains that evaluates nothing (a complement's): the
+// items it matches are not evaluated for unevaluatedItems.
+const hiddenCond = "\xffhidden"
+
+// MaxContains bounds the contains conditions of one array (each subset of them is a kind of
+// item).
+const MaxContains = 3
+
+// containsCond is one contains with its counts (maxC < 0: no bound).
+type containsCond struct {
+	schema     any
+	minC, maxC int
+	notSchema  []any // the complement of schema, where maxC bounds the count
+}
+
+// containsConds reads contains and the conditions of moreContains.
+func (c *compiler) containsConds(s *Object, ptr string) ([]containsCond, error) {
+	var objs []*Object
+	if _, ok := s.Get("contains"); ok {
+		objs = append(objs, s)
+	}
+	if more, ok := s.Values[moreContains].([]any); ok {
+		for _, m := range more {
+			objs = append(objs, m.(*Object))
+		}
+	}
+	var out []containsCond
+	for _, o := range objs {
+		minC, err := count(o, "minContains", ptr)
+		if err != nil {
+			return nil, err
+		}
+		maxC, err := count(o, "maxContains", ptr)
+		if err != nil {
+			return nil, err
+		}
+		if minC < 0 {
+			minC = 1
+		}
+		cc := containsCond{schema: o.Values["contains"], minC: minC, maxC: maxC}
+		if maxC >= 0 {
+			if cc.notSchema, err = c.complement(cc.schema, ptr+"/contains"); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, cc)
+	}
+	if len(out) > MaxContains {
+		return nil, errAt(ptr, "more than %d contains conditions on one array are not supported", MaxContains)
+	}
+	return out, nil
+}
+
+// containsArray is an array under contains (with minContains, default 1, and maxContains, and
+// the contains of other allOf parts): a walk over the items that counts, for each condition,
+// the ones matching it. Each item is counted for a set of conditions, and must match their
+// schemas; where a condition has no maxContains an item need not be counted even if it
+// matches, which is exact (an array with enough matching items can be read so); where it
+// has one, an item not counted must not match, so the complement of its contains must be
+// expressible (see complement), or the schema is refused.
 func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
 	minN, err := count(s, "minItems", ptr)
 	if err != nil {
@@ -44,26 +105,17 @@ func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	minC, err := count(s, "minContains", ptr)
-	if err != nil {
-		return nil, err
-	}
-	maxC, err := count(s, "maxContains", ptr)
-	if err != nil {
-		return nil, err
-	}
 	minN = max(minN, 0)
-	if minC < 0 {
-		minC = 1
+	conds, err := c.containsConds(s, ptr)
+	if err != nil {
+		return nil, err
 	}
-	if maxN >= 0 && minN > maxN || maxC >= 0 && minC > maxC {
+	if maxN >= 0 && minN > maxN {
 		return nil, nil
 	}
-	cond := s.Values["contains"]
-	var notCond []any
-	if maxC >= 0 {
-		if notCond, err = c.complement(cond, ptr+"/contains"); err != nil {
-			return nil, err
+	for _, cc := range conds {
+		if cc.maxC >= 0 && cc.minC > cc.maxC {
+			return nil, nil
 		}
 	}
 	var prefix []any
@@ -78,94 +130,132 @@ func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
 	if v, ok := s.Get("items"); ok {
 		items = v
 	}
-	// The item schema at position i, its pointer, and its expressions when counted and not.
-	type elem struct{ counted, other grammar.Expr }
-	cache := map[int]*elem{}
-	elemAt := func(i int) (*elem, error) {
+	// kinds(i)[T]: the item at position i counted for the set T of conditions (nil: none).
+	sets := 1 << len(conds)
+	cache := map[int][]grammar.Expr{}
+	kinds := func(i int) ([]grammar.Expr, error) {
 		key := min(i, len(prefix))
 		if e, ok := cache[key]; ok {
 			return e, nil
 		}
-		node, iptr := items, ptr+"/items"
+		node := items
 		if i < len(prefix) {
-			node, iptr = prefix[i], fmt.Sprintf("%s/prefixItems/%d", ptr, i)
+			node = prefix[i]
 		}
-		e := &elem{}
-		m, err := c.merge([]any{node, cond}, ptr+"/contains")
-		if err != nil {
-			return nil, err
-		}
-		if e.counted, err = c.schema(m, ptr+"/contains"); err != nil {
-			return nil, err
-		}
-		if maxC < 0 {
-			if e.other, err = c.schema(node, iptr); err != nil {
+		out := make([]grammar.Expr, sets)
+		for t := range sets {
+			// The item's schema, the counted conditions' schemas, and for each bounded
+			// condition not counted one branch of its complement.
+			choices := [][]any{{node}}
+			for j, cc := range conds {
+				switch {
+				case t&(1<<j) != 0:
+					choices = append(choices, []any{cc.schema})
+				case cc.maxC >= 0:
+					choices = append(choices, cc.notSchema)
+				}
+			}
+			var alts []grammar.Expr
+			var walk func(j int, parts []any) error
+			walk = func(j int, parts []any) error {
+				if j == len(choices) {
+					m, err := c.merge(parts, ptr+"/contains")
+					if err != nil {
+						return err
+					}
+					x, err := c.schema(m, ptr+"/contains")
+					if err != nil {
+						return err
+					}
+					alts = append(alts, x)
+					if len(alts) > MaxComplement {
+						return errAt(ptr+"/contains", "the items of this array are a union of more than %d schemas", MaxComplement)
+					}
+					return nil
+				}
+				for _, ch := range choices[j] {
+					if err := walk(j+1, append(slices.Clone(parts), ch)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if err := walk(0, nil); err != nil {
 				return nil, err
 			}
-		} else {
-			var alts []grammar.Expr
-			for _, n := range notCond {
-				m, err := c.merge([]any{node, n}, ptr+"/contains")
-				if err != nil {
-					return nil, err
-				}
-				x, err := c.schema(m, ptr+"/contains")
-				if err != nil {
-					return nil, err
-				}
-				alts = append(alts, x)
-			}
 			if a := alt(alts...); a != nil {
-				e.other = c.addRule("not-contained", a)
+				out[t] = c.addRule("contained", a)
 			}
 		}
-		cache[key] = e
-		return e, nil
+		cache[key] = out
+		return out, nil
 	}
-	// State (n, k): n items written (capped where more no longer matter), k counted.
+	// State: n items written, and the count of each condition (capped where more no longer
+	// matter).
 	nCap := max(minN, len(prefix))
 	if maxN >= 0 {
 		nCap = maxN
 	}
-	kCap := minC
-	if maxC >= 0 {
-		kCap = maxC
+	total := nCap + 1
+	caps := make([]int, len(conds))
+	for j, cc := range conds {
+		caps[j] = cc.minC
+		if cc.maxC >= 0 {
+			caps[j] = cc.maxC
+		}
+		total *= caps[j] + 1
 	}
-	if (nCap+1)*(kCap+1) > MaxCountStates {
+	if total > MaxCountStates {
 		return nil, errAt(ptr, "contains with these counts needs more than %d states", MaxCountStates)
 	}
-	norm := func(n, k int) [2]int {
-		if maxN < 0 {
-			n = min(n, nCap)
-		}
-		if maxC < 0 {
-			k = min(k, kCap)
-		}
-		return [2]int{n, k}
+	type state struct {
+		n int
+		k [MaxContains]int
 	}
-	// The states reachable from (0, 0), their moves, and those from which the array can end.
+	norm := func(st state) state {
+		if maxN < 0 {
+			st.n = min(st.n, nCap)
+		}
+		for j, cc := range conds {
+			if cc.maxC < 0 {
+				st.k[j] = min(st.k[j], caps[j])
+			}
+		}
+		return st
+	}
 	type move struct {
 		item grammar.Expr
-		to   [2]int
+		to   state
 	}
-	moves := map[[2]int][]move{}
-	order := [][2]int{{0, 0}}
-	moves[[2]int{0, 0}] = nil
+	start := state{}
+	moves := map[state][]move{start: nil}
+	order := []state{start}
 	for i := 0; i < len(order); i++ {
-		n, k := order[i][0], order[i][1]
-		if maxN >= 0 && n >= maxN {
+		st := order[i]
+		if maxN >= 0 && st.n >= maxN {
 			continue
 		}
-		e, err := elemAt(n)
+		ks, err := kinds(st.n)
 		if err != nil {
 			return nil, err
 		}
 		var ms []move
-		if e.counted != nil && (maxC < 0 || k < maxC) {
-			ms = append(ms, move{e.counted, norm(n+1, k+1)})
-		}
-		if e.other != nil {
-			ms = append(ms, move{e.other, norm(n+1, k)})
+	sets:
+		for t := range sets {
+			if ks[t] == nil {
+				continue
+			}
+			to := st
+			to.n++
+			for j, cc := range conds {
+				if t&(1<<j) != 0 {
+					if cc.maxC >= 0 && to.k[j] >= cc.maxC {
+						continue sets
+					}
+					to.k[j]++
+				}
+			}
+			ms = append(ms, move{ks[t], norm(to)})
 		}
 		for _, m := range ms {
 			if _, seen := moves[m.to]; !seen {
@@ -173,10 +263,20 @@ func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
 				order = append(order, m.to)
 			}
 		}
-		moves[order[i]] = ms
+		moves[st] = ms
 	}
-	ends := func(st [2]int) bool { return st[0] >= minN && st[1] >= minC }
-	live := map[[2]int]bool{}
+	ends := func(st state) bool {
+		if st.n < minN {
+			return false
+		}
+		for j, cc := range conds {
+			if st.k[j] < cc.minC {
+				return false
+			}
+		}
+		return true
+	}
+	live := map[state]bool{}
 	for changed := true; changed; {
 		changed = false
 		for _, st := range order {
@@ -192,30 +292,32 @@ func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
 			}
 		}
 	}
-	if !live[[2]int{0, 0}] {
+	if !live[start] {
 		return nil, nil
 	}
 	ws := c.baseRule("ws")
 	comma := seq(ws, lit(","), ws)
 	c.n++
-	prefixName := fmt.Sprintf("contains-%d-", c.n)
-	name := func(st [2]int) string { return fmt.Sprintf("%s%d-%d", prefixName, st[0], st[1]) }
+	names := map[state]string{}
+	for i, st := range order {
+		names[st] = fmt.Sprintf("contains-%d-%d", c.n, i)
+	}
 	// The rule of a state after at least one item: the end, or a comma, an item and the next.
-	body := func(st [2]int, sep, end grammar.Expr) grammar.Expr {
+	body := func(st state, sep, end grammar.Expr) grammar.Expr {
 		var alts []grammar.Expr
 		if ends(st) {
 			alts = append(alts, end)
 		}
 		for _, m := range moves[st] {
 			if live[m.to] {
-				alts = append(alts, seq(sep, m.item, ref(name(m.to))))
+				alts = append(alts, seq(sep, m.item, ref(names[m.to])))
 			}
 		}
 		return alt(alts...)
 	}
 	// Every live state some move reaches has a rule (the start is written inline, and is
 	// reached again when no count is kept).
-	target := map[[2]int]bool{}
+	target := map[state]bool{}
 	for _, st := range order {
 		for _, m := range moves[st] {
 			target[m.to] = true
@@ -223,8 +325,8 @@ func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
 	}
 	for _, st := range order {
 		if live[st] && target[st] {
-			c.rules = append(c.rules, grammar.Rule{Name: name(st), Body: body(st, comma, ws)})
+			c.rules = append(c.rules, grammar.Rule{Name: names[st], Body: body(st, comma, ws)})
 		}
 	}
-	return seq(lit("["), ws, body([2]int{0, 0}, seq(), seq()), lit("]")), nil
+	return seq(lit("["), ws, body(start, seq(), seq()), lit("]")), nil
 }

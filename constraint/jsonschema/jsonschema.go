@@ -20,7 +20,8 @@
 // list), patternProperties and propertyNames (names as regular languages: automata of the
 // patterns, the listed names and propertyNames' string keywords), minProperties and
 // maxProperties (by counting), items, prefixItems, minItems, maxItems, contains with
-// minContains and maxContains (by counting the items that match), uniqueItems (true over at
+// minContains and maxContains (by counting the items that match; several allOf parts' each
+// on its own), uniqueItems (true over at
 // most one item, or over a bounded number of items drawn from a few scalar values),
 // minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says; with a
 // length or a format, the intersection of their automata), format (date, time, date-time,
@@ -46,12 +47,13 @@
 //
 // Every other keyword of JSON Schema — uniqueItems true elsewhere, $ref to another document,
 // $recursiveRef — and any combination this compiler cannot enforce
-// exactly (the complement of items, prefixItems or contains, two contains or two
-// patternProperties in allOf, another meta-schema, …) is an error naming the keyword and the
+// exactly (the complement of items beside prefixItems, two patternProperties in allOf, a
+// complement's prefixItems beside unevaluatedItems, another meta-schema, …) is an error naming the keyword and the
 // JSON pointer of its schema: a constraint is never silently dropped.
 package jsonschema
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -355,6 +357,9 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		}
 		return c.schema(node, ptr)
 	}
+	if _, ok := s.Get("if"); ok && !unevaluatedHere && inert(s, "if") {
+		s = without(s, "if") // no then, no else, and nothing to evaluate
+	}
 	if _, ok := s.Get("if"); ok {
 		node, err := c.conditional(s, ptr)
 		if err != nil {
@@ -462,7 +467,15 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 		if _, ok := out.Get("items"); !ok {
 			// The items contains matches are evaluated too (whatever minContains says).
 			if c, ok := out.Get("contains"); ok {
-				ui = schemaOf("anyOf", []any{c, ui})
+				list := []any{c}
+				if more, ok := out.Values[moreContains].([]any); ok {
+					for _, m := range more {
+						if _, hidden := m.(*Object).Get(hiddenCond); !hidden {
+							list = append(list, m.(*Object).Values["contains"])
+						}
+					}
+				}
+				ui = schemaOf("anyOf", append(list, ui))
 			}
 			out.Keys = append(out.Keys, "items")
 			out.Values["items"] = ui
@@ -1067,7 +1080,8 @@ func (c *compiler) array(s *Object, ptr string) (grammar.Expr, error) {
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
 		return c.unique(s, ptr)
 	}
-	if _, ok := s.Get("contains"); ok {
+	_, has := s.Get("contains")
+	if _, more := s.Get(moreContains); has || more {
 		return c.containsArray(s, ptr)
 	}
 	minN, maxN := 0, -1
@@ -1468,6 +1482,13 @@ func (c *compiler) resolve(s *Object, ptr, kw string) (any, string, error) {
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
 	var objParts, arrParts []*Object // parts with keywords on properties, on items
+	var conds []any                  // the parts' contains conditions
+	// Beside unevaluated* (in part 0, the schema itself), an if without then or else still
+	// evaluates what it matches.
+	annotationsMatter := false
+	if o, ok := parts[0].(*Object); ok && hasUnevaluated(o) {
+		annotationsMatter = true
+	}
 	// The schema resources the parts enter, for the dynamic scope of the merged schema.
 	var entered []string
 	enteredBy := -1 // the part that entered them: parts from different resources are refused
@@ -1548,7 +1569,7 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			}
 			objHas, arrHas := false, false
 			for _, k := range v.Keys {
-				if annotations[k] || inert(v, k) {
+				if annotations[k] || inert(v, k) && !(k == "if" && annotationsMatter) {
 					continue
 				}
 				switch k {
@@ -1558,6 +1579,8 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 				case "prefixItems", "items":
 					arrHas = true
 					continue
+				case "contains", "minContains", "maxContains", moreContains:
+					continue // below: each part's contains is a condition of its own
 				}
 				val := v.Values[k]
 				old, dup := out.Values[k]
@@ -1566,11 +1589,36 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 					out.Values[k] = val
 					continue
 				}
+				if k == "const" || k == "enum" {
+					// The values both allow; none: nothing is valid.
+					both := sameValues(old, val, k)
+					if len(both) == 0 {
+						return false, nil
+					}
+					out.Values[k] = both
+					if k == "const" {
+						out.Values[k] = both[0]
+					}
+					continue
+				}
 				merged, ok := mergeKeyword(k, old, val)
 				if !ok {
 					return nil, errAt(ptr, "allOf with keyword %q in two parts (part %d) is not supported", k, i)
 				}
 				out.Values[k] = merged
+			}
+			if cv, ok := v.Get("contains"); ok {
+				cond := schemaOf("contains", cv)
+				for _, k := range []string{"minContains", "maxContains"} {
+					if x, ok := v.Get(k); ok {
+						cond.Keys = append(cond.Keys, k)
+						cond.Values[k] = x
+					}
+				}
+				conds = append(conds, cond)
+			}
+			if more, ok := v.Values[moreContains].([]any); ok {
+				conds = append(conds, more...)
 			}
 			if objHas {
 				objParts = append(objParts, v)
@@ -1586,6 +1634,33 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 		return nil, err
 	}
 	mergeItems(out, arrParts)
+	// The contains conditions: the first that evaluates as contains, the others, distinct, in
+	// moreContains.
+	var distinct []any
+	first := -1
+	for _, cond := range conds {
+		if !slices.ContainsFunc(distinct, func(x any) bool { return reflect.DeepEqual(x, cond) }) {
+			if _, hidden := cond.(*Object).Get(hiddenCond); !hidden && first < 0 {
+				first = len(distinct)
+			}
+			distinct = append(distinct, cond)
+		}
+	}
+	var more []any
+	for i, cond := range distinct {
+		if i != first {
+			more = append(more, cond)
+			continue
+		}
+		for _, k := range cond.(*Object).Keys {
+			out.Keys = append(out.Keys, k)
+			out.Values[k] = cond.(*Object).Values[k]
+		}
+	}
+	if len(more) > 0 {
+		out.Keys = append(out.Keys, moreContains)
+		out.Values[moreContains] = more
+	}
 	return out, nil
 }
 
@@ -1768,9 +1843,33 @@ func mergeItems(out *Object, parts []*Object) {
 	}
 }
 
+// sameValues are the values of a and b (const values or enum lists, after kw) that are equal
+// JSON values.
+func sameValues(a, b any, kw string) []any {
+	la, lb := []any{a}, []any{b}
+	if kw == "enum" {
+		la, _ = a.([]any)
+		lb, _ = b.([]any)
+	}
+	var out []any
+	for _, x := range la {
+		bx, err := Marshal(x)
+		if err != nil {
+			continue
+		}
+		for _, y := range lb {
+			if by, err := Marshal(y); err == nil && bytes.Equal(bx, by) {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // inert reports whether keyword k of s has no effect alone, and would take one from another
-// part of allOf if merged: then and else without if, if without then or else, minContains
-// and maxContains without contains.
+// part of allOf if merged: then and else without if, if without then or else (unless
+// unevaluated* sees what it evaluates), minContains and maxContains without contains.
 func inert(s *Object, k string) bool {
 	has := func(k string) bool { _, ok := s.Get(k); return ok }
 	switch k {

@@ -131,6 +131,10 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`[]`, `["a","b","c"]`, `[1,"a"]`, `1`}, []string{`[1,2,3]`, `["a",1,"b"]`}},
 		{"not of prefixItems and contains", `{"type": "array", "not": {"prefixItems": [{"type": "integer"}], "contains": {"const": "x"}, "maxContains": 1}}`,
 			[]string{`["a"]`, `[1]`, `[1,"x","x"]`, `["x"]`}, []string{`[1,"x"]`, `[2,"y","x"]`}},
+		{"two contains", `{"allOf": [{"contains": {"const": "a"}}, {"contains": {"type": "integer"}, "maxContains": 1}], "maxItems": 4}`,
+			[]string{`["a",1]`, `[2,"a","a"]`, `[null,"a",3,true]`}, []string{`["a"]`, `[1]`, `["a",1,2]`, `[1,"b"]`}},
+		{"contains in nested if beside unevaluatedItems", `{"if": {"contains": {"const": "a"}}, "then": {"if": {"contains": {"const": "b"}}}, "unevaluatedItems": false}`,
+			[]string{`[]`, `["a"]`, `["b","a","b"]`, `["a","a"]`}, []string{`["b"]`, `["a","c"]`, `[1]`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
