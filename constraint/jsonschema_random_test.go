@@ -203,6 +203,7 @@ var mixedSchemas = []string{
 	`{"type": "array", "not": {"contains": {"type": "string"}, "maxContains": 1}, "maxItems": 4}`,
 	`{"type": "array", "allOf": [{"contains": {"const": "a"}, "maxContains": 2}, {"contains": {"type": "integer"}}], "maxItems": 5}`,
 	`{"if": {"contains": {"const": "a"}}, "then": {"if": {"contains": {"const": 1}}}, "unevaluatedItems": {"type": "boolean"}}`,
+	`{"prefixItems": [{"enum": ["a", 1]}], "if": {"prefixItems": [true, {"const": "b"}]}, "then": {"prefixItems": [true, true, {"type": "integer"}]}, "else": {"maxItems": 2}, "unevaluatedItems": {"type": "null"}}`,
 	`{"type": "array", "not": {"prefixItems": [{"type": "integer"}, {"const": "b"}]}, "maxItems": 3}`,
 }
 

@@ -18,6 +18,13 @@ const notStrings = "\xffnot-strings"
 // complement's must, since not and a failed if keep no annotations.
 const hiddenProperties = "\xffproperties"
 
+// hiddenPrefixItems and hiddenItems are keywords Decode never writes (see notStrings): as
+// prefixItems and items, but evaluating nothing (a complement's, beside unevaluatedItems).
+const (
+	hiddenPrefixItems = "\xffprefixItems"
+	hiddenItems       = "\xffitems"
+)
+
 // propertyOrder is a keyword Decode never writes (see notStrings): the order in which an
 // object writes the properties it names, listed or hidden (if/then/else's branches share it).
 const propertyOrder = "\xffproperty-order"
@@ -415,8 +422,8 @@ func numbersBetween(values []any, t string) []any {
 
 // hideAnnotations is a schema that holds where b holds but evaluates nothing, for the branches
 // of a complement beside unevaluatedProperties or unevaluatedItems: its properties become
-// hidden ones, its contains a condition that evaluates nothing; any other keyword that
-// evaluates is refused.
+// hidden ones, its contains a condition that evaluates nothing, its prefixItems and items
+// hidden ones; any other keyword that evaluates is refused.
 func hideAnnotations(b any, ptr string) (any, error) {
 	o, ok := b.(*Object)
 	if !ok {
@@ -455,7 +462,15 @@ func hideAnnotations(b any, ptr string) (any, error) {
 				continue
 			}
 			k = hiddenProperties
-		case "patternProperties", "additionalProperties", "prefixItems", "items", "allOf", "anyOf", "oneOf",
+		case "prefixItems", "items":
+			hk := map[string]string{"prefixItems": hiddenPrefixItems, "items": hiddenItems}[k]
+			if old, ok := out.Get(hk); ok {
+				v, _ = mergeKeyword(hk, old, v)
+				out.Values[hk] = v
+				continue
+			}
+			k = hk
+		case "patternProperties", "additionalProperties", "allOf", "anyOf", "oneOf",
 			"$ref", "$dynamicRef", "if", "not", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems":
 			return nil, errAt(ptr, "a negated %s beside unevaluatedProperties or unevaluatedItems is not supported", k)
 		}
@@ -482,4 +497,39 @@ func anyOfSchemas(list []any) any {
 		return list[0]
 	}
 	return schemaOf("anyOf", list)
+}
+
+// foldHiddenItems is s with its hidden prefixItems and items joined to its prefixItems and
+// items (once unevaluatedItems has been rewritten, they constrain the same items).
+func foldHiddenItems(s *Object) *Object {
+	hp, hasHP := s.Values[hiddenPrefixItems].([]any)
+	hi, hasHI := s.Get(hiddenItems)
+	if !hasHP && !hasHI {
+		return s
+	}
+	out := without(without(without(without(s, hiddenPrefixItems), hiddenItems), "prefixItems"), "items")
+	prefix, _ := s.Values["prefixItems"].([]any)
+	items, hasItems := s.Get("items")
+	at := func(list []any, rest any, hasRest bool, i int) any {
+		if i < len(list) {
+			return list[i]
+		}
+		if hasRest {
+			return rest
+		}
+		return true
+	}
+	if n := max(len(prefix), len(hp)); n > 0 {
+		merged := make([]any, n)
+		for i := range n {
+			merged[i] = allOfSchemas([]any{at(prefix, items, hasItems, i), at(hp, hi, hasHI, i)})
+		}
+		out.Keys = append(out.Keys, "prefixItems")
+		out.Values["prefixItems"] = merged
+	}
+	if hasItems || hasHI {
+		out.Keys = append(out.Keys, "items")
+		out.Values["items"] = allOfSchemas([]any{at(nil, items, hasItems, 0), at(nil, hi, hasHI, 0)})
+	}
+	return out
 }

@@ -46,10 +46,10 @@
 // schema is refused.
 //
 // Every other keyword of JSON Schema — uniqueItems true elsewhere, $ref to another document,
-// $recursiveRef — and any combination this compiler cannot enforce
-// exactly (the complement of items beside prefixItems, two patternProperties in allOf, a
-// complement's prefixItems beside unevaluatedItems, another meta-schema, …) is an error naming the keyword and the
-// JSON pointer of its schema: a constraint is never silently dropped.
+// $recursiveRef — and any combination this compiler cannot enforce exactly (the complement
+// of items beside prefixItems or of patternProperties, two patternProperties in allOf,
+// another meta-schema, …) is an error naming the keyword and the JSON pointer of its schema:
+// a constraint is never silently dropped.
 package jsonschema
 
 import (
@@ -1077,6 +1077,7 @@ func (c *compiler) pattern(re, ptr string) (grammar.Expr, error) {
 }
 
 func (c *compiler) array(s *Object, ptr string) (grammar.Expr, error) {
+	s = foldHiddenItems(s)
 	if v, ok := s.Get("uniqueItems"); ok && v != false {
 		return c.unique(s, ptr)
 	}
@@ -1919,6 +1920,26 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 			if !slices.Contains(out, x) {
 				out = append(out, x)
 			}
+		}
+		return out, true
+	case hiddenItems:
+		return allOfSchemas([]any{a, b}), true
+	case hiddenPrefixItems:
+		la, ok1 := a.([]any)
+		lb, ok2 := b.([]any)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := make([]any, max(len(la), len(lb)))
+		for i := range out {
+			var parts []any
+			if i < len(la) {
+				parts = append(parts, la[i])
+			}
+			if i < len(lb) {
+				parts = append(parts, lb[i])
+			}
+			out[i] = allOfSchemas(parts)
 		}
 		return out, true
 	case hiddenProperties:

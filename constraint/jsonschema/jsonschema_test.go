@@ -135,6 +135,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`["a",1]`, `[2,"a","a"]`, `[null,"a",3,true]`}, []string{`["a"]`, `[1]`, `["a",1,2]`, `[1,"b"]`}},
 		{"contains in nested if beside unevaluatedItems", `{"if": {"contains": {"const": "a"}}, "then": {"if": {"contains": {"const": "b"}}}, "unevaluatedItems": false}`,
 			[]string{`[]`, `["a"]`, `["b","a","b"]`, `["a","a"]`}, []string{`["b"]`, `["a","c"]`, `[1]`}},
+		{"a negated prefixItems beside unevaluatedItems", `{"prefixItems": [{"const": "a"}], "if": {"prefixItems": [true, {"const": "b"}]}, "then": {"prefixItems": [true, true, {"const": "c"}]}, "unevaluatedItems": false}`,
+			[]string{`[]`, `["a"]`, `["a","b"]`, `["a","b","c"]`}, []string{`["a","x"]`, `["a","b","d"]`, `["a","b","c","d"]`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
