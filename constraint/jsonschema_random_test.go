@@ -147,6 +147,11 @@ func TestJSONSchemaSuiteRandomDocuments(t *testing.T) {
 				if d == nil {
 					continue
 				}
+				if _, err := loomschema.Decode(d); err != nil && strings.Contains(err.Error(), "appears twice") {
+					// A name written twice, which JSON allows without saying what it means (the
+					// validator keeps the last value; minProperties counts both): not checked.
+					continue
+				}
 				docs++
 				v, err := jsonschema.UnmarshalJSON(bytes.NewReader(d))
 				if err != nil {
@@ -160,7 +165,7 @@ func TestJSONSchemaSuiteRandomDocuments(t *testing.T) {
 				// it was written in canonical form: Marshal rewrites numbers).
 				ld, err := loomschema.Decode(d)
 				if err != nil {
-					continue // a key written twice, which JSON allows and Decode does not
+					t.Fatal(err)
 				}
 				if canon, _ := loomschema.Marshal(ld); !bytes.Equal(canon, d) {
 					continue
@@ -203,6 +208,8 @@ var mixedSchemas = []string{
 	`{"type": "array", "not": {"contains": {"type": "string"}, "maxContains": 1}, "maxItems": 4}`,
 	`{"type": "array", "allOf": [{"contains": {"const": "a"}, "maxContains": 2}, {"contains": {"type": "integer"}}], "maxItems": 5}`,
 	`{"if": {"contains": {"const": "a"}}, "then": {"if": {"contains": {"const": 1}}}, "unevaluatedItems": {"type": "boolean"}}`,
+	`{"type": "object", "not": {"dependentRequired": {"a": ["b"]}, "minProperties": 2}, "propertyNames": {"enum": ["a", "b", "c"]}}`,
+	`{"if": {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}, "maxProperties": 2}, "then": {"required": ["c"]}, "else": {"properties": {"c": false}}}`,
 	`{"prefixItems": [{"enum": ["a", 1]}], "if": {"prefixItems": [true, {"const": "b"}]}, "then": {"prefixItems": [true, true, {"type": "integer"}]}, "else": {"maxItems": 2}, "unevaluatedItems": {"type": "null"}}`,
 	`{"type": "array", "not": {"prefixItems": [{"type": "integer"}, {"const": "b"}]}, "maxItems": 3}`,
 }

@@ -50,7 +50,9 @@ const MaxComplement = 64
 // (objects without the property); properties (objects whose property has a value in the
 // complement of its schema); minItems and maxItems; items without prefixItems (arrays that
 // contain an item of its complement), prefixItems (an item in its position's complement),
-// contains (too few or too many matching items); not (its schema); allOf and $ref (the
+// contains (too few or too many matching items); minProperties and maxProperties;
+// dependentRequired (the property present, one it requires absent) and dependentSchemas (the
+// property present, and the object in its schema's complement); not (its schema); allOf and $ref (the
 // union of their parts' complements), anyOf and oneOf (the merges of one branch of each
 // branch's complement; for oneOf, also two branches at once). Anything else is refused with an error naming the
 // keyword, as is a union larger than MaxComplement.
@@ -267,6 +269,62 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 				}
 				for _, b := range bad {
 					out = append(out, schemaOf("type", "object", "required", []any{name}, hiddenProperties, schemaOf(name, b)))
+				}
+			}
+		case "minProperties", "maxProperties":
+			if !has("object") {
+				continue
+			}
+			i, err := count(s, k, ptr)
+			if err != nil {
+				return nil, err
+			}
+			if k == "minProperties" && i > 0 {
+				out = append(out, schemaOf("type", "object", "maxProperties", json.Number(strconv.Itoa(i-1))))
+			} else if k == "maxProperties" {
+				out = append(out, schemaOf("type", "object", "minProperties", json.Number(strconv.Itoa(i+1))))
+			}
+		case "dependentRequired":
+			// Objects with the property and without one it requires.
+			if !has("object") {
+				continue
+			}
+			deps, ok := v.(*Object)
+			if !ok {
+				return nil, errAt(ptr+"/dependentRequired", "must be an object of arrays of property names")
+			}
+			for _, name := range deps.Keys {
+				list, _ := deps.Values[name].([]any)
+				for _, x := range list {
+					d, ok := x.(string)
+					if !ok {
+						return nil, errAt(ptr+"/dependentRequired", "must be an object of arrays of property names")
+					}
+					out = append(out, schemaOf("type", "object", "required", []any{name}, hiddenProperties, schemaOf(d, false)))
+				}
+			}
+		case "dependentSchemas":
+			// Objects with the property that its schema does not accept.
+			if !has("object") {
+				continue
+			}
+			deps, ok := v.(*Object)
+			if !ok {
+				return nil, errAt(ptr+"/dependentSchemas", "must be an object of schemas")
+			}
+			for _, name := range deps.Keys {
+				bad, err := c.complement(deps.Values[name], ptr+"/dependentSchemas/"+escapePointer(name))
+				if err != nil {
+					return nil, err
+				}
+				for _, b := range bad {
+					m, err := c.merge([]any{schemaOf("type", "object", "required", []any{name}), b}, ptr+"/dependentSchemas")
+					if err != nil {
+						return nil, err
+					}
+					if m != false {
+						out = append(out, m)
+					}
 				}
 			}
 		case "minItems", "maxItems":

@@ -137,6 +137,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`[]`, `["a"]`, `["b","a","b"]`, `["a","a"]`}, []string{`["b"]`, `["a","c"]`, `[1]`}},
 		{"a negated prefixItems beside unevaluatedItems", `{"prefixItems": [{"const": "a"}], "if": {"prefixItems": [true, {"const": "b"}]}, "then": {"prefixItems": [true, true, {"const": "c"}]}, "unevaluatedItems": false}`,
 			[]string{`[]`, `["a"]`, `["a","b"]`, `["a","b","c"]`}, []string{`["a","x"]`, `["a","b","d"]`, `["a","b","c","d"]`}},
+		{"not of dependentRequired and maxProperties", `{"type": "object", "not": {"dependentRequired": {"a": ["b"]}, "maxProperties": 2}}`,
+			[]string{`{"a":1}`, `{"a":1,"c":2}`, `{"b":1,"c":2,"d":3}`}, []string{`{}`, `{"a":1,"b":2}`, `{"c":1}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
