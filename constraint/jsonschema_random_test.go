@@ -71,9 +71,12 @@ func randomDocument(m *earley.Matcher, rng *rand.Rand, limit int) []byte {
 // document matching two branches). Each
 // sentence, its object keys shuffled, must come back through Order in a form the grammar
 // accepts (the form in which the suite's valid documents are checked). LOOM_RANDOM_SEED=n
-// draws ten times as many, from seed n.
+// draws ten times as many, from seed n; the race detector, a fifth.
 func TestJSONSchemaSuiteRandomDocuments(t *testing.T) {
 	seed, walks := uint64(7), 40
+	if raceEnabled {
+		walks = 8
+	}
 	if s := os.Getenv("LOOM_RANDOM_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
 		walks = 400

@@ -9,13 +9,13 @@ import (
 	"github.com/loomlm/loom/constraint/grammar"
 )
 
-// words are strings over a small alphabet (with a non-ASCII letter), every one up to length 4
+// words are strings over a small alphabet (with a non-ASCII letter), every one up to length 3
 // and random longer ones.
 func words() []string {
 	alphabet := []string{"a", "b", "f", "o", "0", "9", "_", "é", "\n"}
 	out := []string{""}
 	level := []string{""}
-	for range 4 {
+	for range 3 {
 		var next []string
 		for _, w := range level {
 			for _, a := range alphabet {
@@ -26,7 +26,7 @@ func words() []string {
 		level = next
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range 2000 {
+	for range 1500 {
 		w := ""
 		for range 5 + rng.IntN(10) {
 			w += alphabet[rng.IntN(len(alphabet))]
