@@ -29,7 +29,8 @@
 // characters and at most four domain labels of 31; other formats are refused), minimum,
 // maximum, exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the
 // plain decimals — no exponent — within the bounds' exact decimal values), multipleOf (any
-// decimal, by the digits' remainder), anyOf, oneOf (as anyOf: a document matching two
+// decimal, by the digits' remainder), anyOf, oneOf (exactly, each branch with the others'
+// complements, where they can be written; otherwise as anyOf, and a document matching two
 // branches is not rejected), allOf (its parts merged), not and if/then/else (where the
 // complement of the negated schema can be written as a union of supported schemas; see
 // complement), dependentRequired and dependentSchemas (a union over the presence of the
@@ -382,6 +383,10 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 			return nil, errAt(ptr+"/"+kw, "must be a non-empty array of schemas")
 		}
 		rest := without(s, kw)
+		bptrs := make([]string, len(branches))
+		for i := range branches {
+			bptrs[i] = fmt.Sprintf("%s/%s/%d", ptr, kw, i)
+		}
 		if kw == "anyOf" && unevaluatedHere && len(branches) > 1 {
 			// The properties and items evaluated are those of every branch that matches: one
 			// branch for each set of them, all of whose schemas hold.
@@ -390,10 +395,22 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 				return nil, err
 			}
 			branches = sets
+			bptrs = make([]string, len(sets))
+			for i := range sets {
+				bptrs[i] = ptr + "/anyOf"
+			}
+		}
+		if kw == "oneOf" && len(branches) > 1 {
+			// Exactly one branch: each with the complements of the others, where they can be
+			// written; otherwise oneOf stays anyOf (a document matching two branches is not
+			// rejected, as documented).
+			if exact, eptrs, ok := c.exactlyOne(branches, bptrs, unevaluatedHere); ok {
+				branches, bptrs = exact, eptrs
+			}
 		}
 		var alts []grammar.Expr
 		for i, b := range branches {
-			bptr := fmt.Sprintf("%s/%s/%d", ptr, kw, i)
+			bptr := bptrs[i]
 			node := b
 			if !onlyAnnotations(rest) {
 				m, err := c.merge([]any{rest, b}, bptr)
@@ -482,6 +499,62 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 		}
 	}
 	return out, true, nil
+}
+
+// exactlyOne rewrites the branches of a oneOf as branches of which a document matches one at
+// most: branch i merged with one branch of each other branch's complement, for every choice
+// (at most MaxComplement in all). It reports false where a complement cannot be written or
+// the branches would be too many.
+func (c *compiler) exactlyOne(branches []any, ptrs []string, hide bool) ([]any, []string, bool) {
+	comps := make([][]any, len(branches))
+	for j, b := range branches {
+		bad, err := c.complement(b, ptrs[j])
+		if err != nil {
+			return nil, nil, false
+		}
+		if hide {
+			for k := range bad {
+				if bad[k], err = hideAnnotations(bad[k], ptrs[j]); err != nil {
+					return nil, nil, false
+				}
+			}
+		}
+		comps[j] = bad
+	}
+	var out []any
+	var outPtrs []string
+	for i, b := range branches {
+		acc := []any{b}
+		for j := range branches {
+			if j == i {
+				continue
+			}
+			var next []any
+			for _, x := range acc {
+				for _, y := range comps[j] {
+					m, err := c.merge([]any{x, y}, ptrs[i])
+					if err != nil {
+						return nil, nil, false
+					}
+					if m != false {
+						next = append(next, m)
+					}
+				}
+			}
+			if len(out)+len(next) > MaxComplement {
+				return nil, nil, false
+			}
+			acc = next
+		}
+		for range acc {
+			outPtrs = append(outPtrs, ptrs[i])
+		}
+		out = append(out, acc...)
+	}
+	if len(out) == 0 {
+		return []any{false}, []string{ptrs[0]}, true
+	}
+	return out, outPtrs, true
 }
 
 // MaxAnyOfBeside bounds the branches of an anyOf beside unevaluatedProperties or

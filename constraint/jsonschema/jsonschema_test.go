@@ -139,6 +139,10 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 			[]string{`[]`, `["a"]`, `["a","b"]`, `["a","b","c"]`}, []string{`["a","x"]`, `["a","b","d"]`, `["a","b","c","d"]`}},
 		{"not of dependentRequired and maxProperties", `{"type": "object", "not": {"dependentRequired": {"a": ["b"]}, "maxProperties": 2}}`,
 			[]string{`{"a":1}`, `{"a":1,"c":2}`, `{"b":1,"c":2,"d":3}`}, []string{`{}`, `{"a":1,"b":2}`, `{"c":1}`}},
+		{"oneOf, exactly one", `{"oneOf": [{"type": "integer", "minimum": 3}, {"type": "number", "maximum": 5}]}`,
+			[]string{"6", "2", "4.5", "-1"}, []string{"3", "5", "4", `"x"`}},
+		{"oneOf of tagged objects", `{"oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]}, {"properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}`,
+			[]string{`{"kind":"a","x":1}`, `{"kind":"b","x":"s"}`}, []string{`{"kind":"c"}`, `{"kind":"a","x":"s"}`, `{}`}},
 		{"allOf of different keywords", `{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}`,
 			[]string{`{"a":1}`}, []string{`{}`, `{"a":"x"}`}},
 	} {
