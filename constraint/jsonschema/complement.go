@@ -133,7 +133,13 @@ func (c *compiler) complement(node any, ptr string) ([]any, error) {
 				if k == "oneOf" {
 					for i := range list {
 						for j := i + 1; j < len(list); j++ {
-							part = append(part, schemaOf("allOf", []any{list[i], list[j]}))
+							m, err := c.merge([]any{list[i], list[j]}, ptr+"/oneOf")
+							if err != nil {
+								return nil, err
+							}
+							if m != false {
+								part = append(part, m)
+							}
 						}
 					}
 				}
@@ -270,6 +276,20 @@ func (c *compiler) complementKeywords(s *Object, ptr string) ([]any, error) {
 				for _, b := range bad {
 					out = append(out, schemaOf("type", "object", "required", []any{name}, hiddenProperties, schemaOf(name, b)))
 				}
+			}
+		case "additionalProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "patternProperties":
+			// true (for every pattern) constrains nothing; anything else is refused.
+			trivial := v == true
+			if pats, ok := v.(*Object); ok && k == "patternProperties" {
+				trivial = true
+				for _, p := range pats.Keys {
+					if _, err := patternDFA(p, ptr); err != nil || pats.Values[p] != true {
+						trivial = false
+					}
+				}
+			}
+			if !trivial {
+				return nil, errAt(ptr, "the complement of a schema with %q is not supported (not, or the else branch of if)", k)
 			}
 		case "minProperties", "maxProperties":
 			if !has("object") {
@@ -481,14 +501,23 @@ func numbersBetween(values []any, t string) []any {
 // hideAnnotations is a schema that holds where b holds but evaluates nothing, for the branches
 // of a complement beside unevaluatedProperties or unevaluatedItems: its properties become
 // hidden ones, its contains a condition that evaluates nothing, its prefixItems and items
-// hidden ones; any other keyword that evaluates is refused.
-func hideAnnotations(b any, ptr string) (any, error) {
+// hidden ones, and so on down its applicators ($ref followed); additionalProperties,
+// patternProperties and unevaluated* that are not true are refused.
+func (c *compiler) hideAnnotations(b any, ptr string) (any, error) {
+	return c.hide(b, ptr, 0)
+}
+
+func (c *compiler) hide(b any, ptr string, depth int) (any, error) {
 	o, ok := b.(*Object)
 	if !ok {
 		return b, nil
 	}
+	if depth > 20 {
+		return nil, errAt(ptr, "a negated schema nesting deeper than 20 beside unevaluatedProperties or unevaluatedItems is not supported")
+	}
 	out := &Object{Values: map[string]any{}}
 	var conds []any
+	var parts []any // subschemas to hold as allOf, their annotations hidden too
 	for _, k := range o.Keys {
 		v := o.Values[k]
 		switch k {
@@ -528,9 +557,71 @@ func hideAnnotations(b any, ptr string) (any, error) {
 				continue
 			}
 			k = hk
-		case "patternProperties", "additionalProperties", "allOf", "anyOf", "oneOf",
-			"$ref", "$dynamicRef", "if", "not", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems":
-			return nil, errAt(ptr, "a negated %s beside unevaluatedProperties or unevaluatedItems is not supported", k)
+		case "patternProperties", "additionalProperties", "unevaluatedProperties", "unevaluatedItems":
+			// true (for every pattern) constrains nothing: only its annotations, dropped here.
+			trivial := v == true
+			if pats, ok := v.(*Object); ok && k == "patternProperties" {
+				trivial = true
+				for _, p := range pats.Keys {
+					if pats.Values[p] != true {
+						trivial = false
+					}
+				}
+			}
+			if !trivial {
+				return nil, errAt(ptr, "a negated %s beside unevaluatedProperties or unevaluatedItems is not supported", k)
+			}
+			continue
+		case "allOf", "anyOf", "oneOf":
+			list, ok := v.([]any)
+			if !ok {
+				return nil, errAt(ptr+"/"+k, "must be an array of schemas")
+			}
+			hidden := make([]any, len(list))
+			for i, x := range list {
+				h, err := c.hide(x, ptr+"/"+k, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				hidden[i] = h
+			}
+			if k == "allOf" {
+				parts = append(parts, hidden...)
+				continue
+			}
+			v = hidden
+		case "$ref", "$dynamicRef":
+			target, _, err := c.resolve(o, ptr, k)
+			if err != nil {
+				return nil, err
+			}
+			h, err := c.hide(target, ptr+"/"+k, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, h)
+			continue
+		case "if", "then", "else":
+			h, err := c.hide(v, ptr+"/"+k, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			v = h
+		case "dependentSchemas":
+			deps, ok := v.(*Object)
+			if !ok {
+				return nil, errAt(ptr+"/"+k, "must be an object of schemas")
+			}
+			hidden := &Object{Values: map[string]any{}}
+			for _, name := range deps.Keys {
+				h, err := c.hide(deps.Values[name], ptr+"/"+k, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				hidden.Keys = append(hidden.Keys, name)
+				hidden.Values[name] = h
+			}
+			v = hidden
 		}
 		out.Keys = append(out.Keys, k)
 		out.Values[k] = v
@@ -538,6 +629,10 @@ func hideAnnotations(b any, ptr string) (any, error) {
 	if len(conds) > 0 {
 		out.Keys = append(out.Keys, moreContains)
 		out.Values[moreContains] = conds
+	}
+	if len(parts) > 0 {
+		out.Keys = append(out.Keys, "allOf")
+		out.Values["allOf"] = parts
 	}
 	return out, nil
 }

@@ -514,7 +514,7 @@ func (c *compiler) exactlyOne(branches []any, ptrs []string, hide bool) ([]any, 
 		}
 		if hide {
 			for k := range bad {
-				if bad[k], err = hideAnnotations(bad[k], ptrs[j]); err != nil {
+				if bad[k], err = c.hideAnnotations(bad[k], ptrs[j]); err != nil {
 					return nil, nil, false
 				}
 			}
@@ -632,7 +632,7 @@ func (c *compiler) conditional(s *Object, ptr string) (any, error) {
 	branches = append(branches, first)
 	for _, n := range notCond {
 		if hasUnevaluated(rest) {
-			if n, err = hideAnnotations(n, ptr+"/if"); err != nil {
+			if n, err = c.hideAnnotations(n, ptr+"/if"); err != nil {
 				return nil, err
 			}
 		}
@@ -665,7 +665,7 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 			inner := n.Values["not"]
 			if hasUnevaluated(rest) {
 				var err error
-				if inner, err = hideAnnotations(inner, ptr+"/not/not"); err != nil {
+				if inner, err = c.hideAnnotations(inner, ptr+"/not/not"); err != nil {
 					return nil, err
 				}
 			}
@@ -710,7 +710,7 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 		var branches []any
 		for _, b := range bad {
 			if hasUnevaluated(rest) {
-				if b, err = hideAnnotations(b, ptr+"/not"); err != nil {
+				if b, err = c.hideAnnotations(b, ptr+"/not"); err != nil {
 					return nil, err
 				}
 			}
@@ -1806,7 +1806,8 @@ func mergeProperties(out *Object, parts []*Object, ptr string) error {
 			}
 			patternsPart = p
 		}
-		if _, ok := p.Get("additionalProperties"); ok {
+		// (additionalProperties true constrains no name, whatever patterns another part has)
+		if x, ok := p.Get("additionalProperties"); ok && (x != true || p == patternsPart) {
 			extras++
 		}
 	}
