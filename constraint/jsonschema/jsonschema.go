@@ -3,54 +3,52 @@
 // hold generated output to it.
 //
 // What the grammar generates: compact JSON (or, with Options.FlexibleWhitespace, up to one
-// newline and 20 blanks wherever JSON allows whitespace); object properties in the order the schema lists
-// them (a listed property that is not required may be left out), then, where the schema allows
-// them, other properties; numbers in their canonical form (see CanonicalNumber), with at most
-// 40 digits before the point and 40 after it and an exponent of at most two digits, so that
-// every number fits a float64 (the multiples of a multipleOf other than 1, without bounds,
-// have no limit on their digits). A valid
-// document written in another order or with other whitespace is still valid JSON for the
-// schema, but not a sentence of the grammar: Marshal writes a decoded document in the
-// grammar's form.
+// newline and 20 blanks wherever JSON allows whitespace); object properties in the order the
+// schema lists them (a listed property that is not required may be left out), then, where the
+// schema allows them, other properties; numbers in their canonical form (see CanonicalNumber),
+// with at most 40 digits before the point and 40 after it and an exponent of at most two
+// digits, so that every number fits a float64 (the multiples of a multipleOf other than 1,
+// without bounds, have no limit on their digits). A valid document written in another order or
+// with other whitespace is still valid JSON for the schema, but not a sentence of the grammar:
+// Marshal writes a decoded document in the grammar's form.
 //
 // Supported keywords: type (a name or a list), enum, const (beside other keywords, the values
 // the rest of the schema accepts), properties, required (required properties that properties
 // does not list are written among the other properties, in any order), additionalProperties
-// (true, false or a schema; other properties are those with a name the schema does not
-// list), patternProperties and propertyNames (names as regular languages: automata of the
-// patterns, the listed names and propertyNames' string keywords), minProperties and
-// maxProperties (by counting), items, prefixItems, minItems, maxItems, contains with
-// minContains and maxContains (by counting the items that match; several allOf parts' each
-// on its own), uniqueItems (true over at
-// most one item, or over a bounded number of items drawn from a few scalar values),
+// (true, false or a schema; other properties are those with a name the schema does not list),
+// patternProperties and propertyNames (names as regular languages: automata of the patterns,
+// the listed names and propertyNames' string keywords), minProperties and maxProperties (by
+// counting), items, prefixItems, minItems, maxItems, contains with minContains and maxContains
+// (by counting the items that match; several allOf parts' each on its own), uniqueItems (true
+// over at most one item, or over a bounded number of items drawn from a few scalar values),
 // minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says; with a
-// length or a format, the intersection of their automata), format (date, time, date-time,
-// uuid, ipv4, and email with a local part of at most three dot-separated words of 20
-// characters and at most four domain labels of 31; other formats are refused), minimum,
-// maximum, exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the
-// plain decimals — no exponent — within the bounds' exact decimal values), multipleOf (any
-// decimal, by the digits' remainder), anyOf, oneOf (exactly, each branch with the others'
-// complements, where they can be written; otherwise as anyOf, and a document matching two
-// branches is not rejected), allOf (its parts merged), not and if/then/else (where the
-// complement of the negated schema can be written as a union of supported schemas; see
-// complement), dependentRequired and dependentSchemas (a union over the presence of the
-// properties they name), unevaluatedProperties and unevaluatedItems once $ref and allOf are
-// merged (as additionalProperties and items, the items contains matches evaluated too; in
-// each branch of anyOf, oneOf, if and not),
-// $ref within the document (recursion included: "#", JSON pointers, and the URIs of
-// subschemas with an $id, $anchor or $dynamicAnchor, resolved against the base URI the $ids
-// set), $dynamicRef (resolved along the references followed while compiling, the dynamic
-// scope), $defs and definitions. Annotations (title, description, $comment, default, examples,
-// deprecated, readOnly, writeOnly, $id, $anchor, $dynamicAnchor, the content* keywords,
-// $schema naming draft 2020-12) are accepted and change nothing. Expansions are bounded (MaxComplement, MaxDependencies,
-// MaxPatternProperties, MaxAnyOfBeside, MaxCountStates, regex.MaxStates): beyond a bound the
-// schema is refused.
+// length or a format, the intersection of their automata), format (date, time, date-time, uuid,
+// ipv4, and email with a local part of at most three dot-separated words of 20 characters and
+// at most four domain labels of 31; other formats are refused), minimum, maximum,
+// exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the plain
+// decimals — no exponent — within the bounds' exact decimal values), multipleOf (any decimal,
+// by the digits' remainder), anyOf, oneOf (exactly, each branch with the others' complements,
+// where they can be written; otherwise as anyOf, and a document matching two branches is not
+// rejected), allOf (its parts merged), not and if/then/else (where the complement of the
+// negated schema can be written as a union of supported schemas; see complement),
+// dependentRequired and dependentSchemas (a union over the presence of the properties they
+// name), unevaluatedProperties and unevaluatedItems once $ref and allOf are merged (as
+// additionalProperties and items, the items contains matches evaluated too; in each branch of
+// anyOf, oneOf, if and not), $ref within the document (recursion included: "#", JSON pointers,
+// and the URIs of subschemas with an $id, $anchor or $dynamicAnchor, resolved against the base
+// URI the $ids set), $dynamicRef (resolved along the references followed while compiling, the
+// dynamic scope), $defs and definitions. Annotations (title, description, $comment, default,
+// examples, deprecated, readOnly, writeOnly, $id, $anchor, $dynamicAnchor, the content*
+// keywords, $schema naming draft 2020-12) are accepted and change nothing. Expansions are
+// bounded (MaxComplement, MaxDependencies, MaxPatternProperties, MaxAnyOfBeside, MaxContains,
+// MaxUniqueArrays, MaxCountStates, MaxRules, regex.MaxStates): beyond a bound the schema is
+// refused.
 //
 // Every other keyword of JSON Schema — uniqueItems true elsewhere, $ref to another document,
-// $recursiveRef — and any combination this compiler cannot enforce exactly (the complement
-// of items beside prefixItems or of patternProperties, two patternProperties in allOf,
-// another meta-schema, …) is an error naming the keyword and the JSON pointer of its schema:
-// a constraint is never silently dropped.
+// $recursiveRef — and any combination this compiler cannot enforce exactly (the complement of
+// items beside prefixItems or of patternProperties, two patternProperties in allOf, another
+// meta-schema, …) is an error naming the keyword and the JSON pointer of its schema: a
+// constraint is never silently dropped.
 package jsonschema
 
 import (
