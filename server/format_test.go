@@ -146,14 +146,14 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 			t.Errorf("seed %d: %s: %v", seed, text, err)
 		}
 	}
-	body := `{"model": "default", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "propertyNames": {"maxLength": 3}}}}}`
+	body := `{"model": "default", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}`
 	resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(b), `keyword \"propertyNames\" is not supported`) {
-		t.Errorf("%d %s; want 400 naming propertyNames", resp.StatusCode, b)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `uniqueItems true is not supported`) {
+		t.Errorf("%d %s; want 400 naming uniqueItems", resp.StatusCode, b)
 	}
 }

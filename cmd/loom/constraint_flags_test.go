@@ -38,13 +38,13 @@ func TestConstraintFlags(t *testing.T) {
 		}
 	}
 	bad := filepath.Join(dir, "bad.json")
-	os.WriteFile(bad, []byte(`{"type": "object", "patternProperties": {"^x": {}}}`), 0o644)
+	os.WriteFile(bad, []byte(`{"type": "array", "uniqueItems": true}`), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--json-schema", filepath.Join(dir, "missing.json")}, "--json-schema"},
-		{[]string{"--json-schema", bad}, `--json-schema: ` + bad + `: json schema at (root): keyword "patternProperties" is not supported`},
+		{[]string{"--json-schema", bad}, `--json-schema: ` + bad + `: json schema at (root): uniqueItems true is not supported`},
 		{[]string{"--regex", "[a-"}, "--regex: regex \"[a-\""},
 		{[]string{"--grammar", schema}, "--grammar: " + schema},
 	} {

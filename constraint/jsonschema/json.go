@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -203,16 +204,19 @@ func jsonType(v any) string {
 }
 
 // Order returns doc (as Decode returns it) with the keys of its objects in the order the
-// schema's grammar writes them: the properties the schema lists, in its order, then the
-// others in theirs. Where anyOf or oneOf branches list properties, the first branch that
-// lists all of an object's keys (or else the first branch) decides. Marshal(Order(schema,
+// schema's grammar writes them: the properties the schema lists (its own, then its $ref's,
+// its allOf parts', its if's, then's and else's), then those of the anyOf and oneOf branches
+// that list a key of the object, in their order, then the others in theirs. Marshal(Order(schema,
 // doc)) is the form in which a valid document is a sentence of the grammar.
 func Order(schema, doc any) any {
-	o := orderer{root: schema}
+	o := orderer{root: schema, res: newResources(schema)}
 	return o.order(schema, doc, 0)
 }
 
-type orderer struct{ root any }
+type orderer struct {
+	root any
+	res  *resources
+}
 
 // resolve follows $ref (within the document) and returns the schema object, or nil.
 func (o *orderer) resolve(s any) *Object {
@@ -226,19 +230,9 @@ func (o *orderer) resolve(s any) *Object {
 			return obj
 		}
 		str, _ := r.(string)
-		if !strings.HasPrefix(str, "#") {
+		node, _, err := o.res.resolve(obj, str)
+		if err != nil {
 			return obj
-		}
-		node := o.root
-		if frag := strings.TrimPrefix(str, "#"); frag != "" {
-			for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-				tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-				n, ok := node.(*Object)
-				if !ok {
-					return obj
-				}
-				node = n.Values[tok]
-			}
 		}
 		if len(obj.Keys) > 1 { // $ref beside other keywords: those list the properties too
 			if _, has := obj.Get("properties"); has {
@@ -250,44 +244,32 @@ func (o *orderer) resolve(s any) *Object {
 	return nil
 }
 
-// branch picks the schema whose properties order an object: s itself when it lists
-// properties, else an anyOf/oneOf/allOf part that does.
-func (o *orderer) branch(s *Object, keys []string, depth int) *Object {
-	if _, ok := s.Get("properties"); ok || depth > 20 {
-		return s
+// branchLists are the anyOf and oneOf lists of s and of its allOf parts and $ref target.
+func (o *orderer) branchLists(s *Object, depth int) [][]any {
+	if depth > 20 {
+		return nil
 	}
-	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
-		list, _ := s.Values[kw].([]any)
-		var first *Object
-		for _, b := range list {
-			bo := o.resolve(b)
-			if bo == nil {
-				continue
-			}
-			bo = o.branch(bo, keys, depth+1)
-			props, ok := bo.Values["properties"].(*Object)
-			if !ok {
-				continue
-			}
-			if first == nil {
-				first = bo
-			}
-			all := true
-			for _, k := range keys {
-				if _, ok := props.Values[k]; !ok {
-					all = false
-					break
-				}
-			}
-			if all {
-				return bo
-			}
-		}
-		if first != nil {
-			return first
+	var out [][]any
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		if list, ok := s.Values[kw].([]any); ok {
+			out = append(out, list)
 		}
 	}
-	return s
+	var subs []any
+	if parts, ok := s.Values["allOf"].([]any); ok {
+		subs = append(subs, parts...)
+	}
+	if ref, ok := s.Values["$ref"].(string); ok {
+		if t, _, err := o.res.resolve(s, ref); err == nil {
+			subs = append(subs, t)
+		}
+	}
+	for _, sub := range subs {
+		if so, ok := sub.(*Object); ok {
+			out = append(out, o.branchLists(so, depth+1)...)
+		}
+	}
+	return out
 }
 
 func (o *orderer) order(schema, doc any, depth int) any {
@@ -304,16 +286,51 @@ func (o *orderer) order(schema, doc any, depth int) any {
 			if c := sameKeys(s, d); c != nil { // a const or enum object: its order
 				props = &Object{Keys: c.Keys, Values: c.Values}
 			} else {
-				s = o.branch(s, d.Keys, 0)
-				props, _ = s.Values["properties"].(*Object)
+				deps, _ := s.Values["dependentSchemas"].(*Object)
+				// The names the schema lists (its own, its $ref's, its allOf parts', if's, then's
+				// and else's: every branch of if writes them all in one order), then those of the
+				// anyOf and oneOf branches that list a key of d, in their order.
+				names := o.res.listedNames(s, 0)
+				for _, list := range o.branchLists(s, 0) {
+					for _, b := range list {
+						bn := o.res.listedNames(b, 0)
+						if !slices.ContainsFunc(bn, func(k string) bool { _, ok := d.Values[k]; return ok }) {
+							continue
+						}
+						for _, k := range bn {
+							if !slices.Contains(names, k) {
+								names = append(names, k)
+							}
+						}
+					}
+				}
+				props = &Object{Values: map[string]any{}}
+				for _, k := range names {
+					props.Keys = append(props.Keys, k)
+					props.Values[k] = o.propertySchema(s, k, 0)
+				}
 				extra = s.Values["additionalProperties"]
+				// The schemas of present dependentSchemas list their properties after these.
+				if deps != nil {
+					props = o.withDependencies(props, deps, d)
+				}
 			}
 		}
-		var sub func(k string) any
-		sub = func(k string) any {
+		var patterns *Object
+		if s != nil {
+			patterns, _ = s.Values["patternProperties"].(*Object)
+		}
+		sub := func(k string) any {
 			if props != nil {
 				if v, ok := props.Values[k]; ok {
 					return v
+				}
+			}
+			if patterns != nil {
+				for _, p := range patterns.Keys {
+					if d, err := patternDFA(p, ""); err == nil && d.Match(k) {
+						return patterns.Values[p]
+					}
 				}
 			}
 			return extra
@@ -352,6 +369,70 @@ func (o *orderer) order(schema, doc any, depth int) any {
 		return out
 	}
 	return doc
+}
+
+// propertySchema is the first schema that s (or its $ref, allOf, if, then or else) lists for
+// the property k, for the order of its value; true when none does.
+func (o *orderer) propertySchema(node any, k string, depth int) any {
+	s := o.resolve(node)
+	if s == nil || depth > 20 {
+		return true
+	}
+	if p, ok := s.Values["properties"].(*Object); ok {
+		if v, ok := p.Get(k); ok {
+			return v
+		}
+	}
+	var subs []any
+	if ref, ok := s.Values["$ref"].(string); ok {
+		if t, _, err := o.res.resolve(s, ref); err == nil {
+			subs = append(subs, t)
+		}
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		if parts, ok := s.Values[kw].([]any); ok {
+			subs = append(subs, parts...)
+		}
+	}
+	for _, kw := range []string{"if", "then", "else"} {
+		if v, ok := s.Get(kw); ok {
+			subs = append(subs, v)
+		}
+	}
+	for _, sub := range subs {
+		if v := o.propertySchema(sub, k, depth+1); v != true {
+			return v
+		}
+	}
+	return true
+}
+
+// withDependencies is props followed by the properties the dependentSchemas of the keys
+// present in d list, as the compiled schema orders them.
+func (o *orderer) withDependencies(props, deps, d *Object) *Object {
+	out := &Object{Values: map[string]any{}}
+	add := func(p *Object) {
+		for _, k := range p.Keys {
+			if _, dup := out.Values[k]; !dup {
+				out.Keys = append(out.Keys, k)
+				out.Values[k] = p.Values[k]
+			}
+		}
+	}
+	if props != nil {
+		add(props)
+	}
+	for _, k := range deps.Keys {
+		if _, ok := d.Values[k]; !ok {
+			continue
+		}
+		if dep := o.resolve(deps.Values[k]); dep != nil {
+			if p, ok := dep.Values["properties"].(*Object); ok {
+				add(p)
+			}
+		}
+	}
+	return out
 }
 
 // sameKeys returns the const or enum object of s that has exactly d's keys, if any.

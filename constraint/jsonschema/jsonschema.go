@@ -3,57 +3,77 @@
 // hold generated output to it.
 //
 // What the grammar generates: compact JSON (or, with Options.FlexibleWhitespace, up to one
-// newline and 20 blanks wherever JSON allows whitespace); object properties in the order the schema lists
-// them (a listed property that is not required may be left out), then, where the schema allows
-// them, other properties; numbers in their canonical form (see CanonicalNumber), with at most
-// 40 digits before the point and 40 after it and an exponent of at most two digits, so that
-// every number fits a float64. A valid
-// document written in another order or with other whitespace is still valid JSON for the
-// schema, but not a sentence of the grammar: Marshal writes a decoded document in the
-// grammar's form.
+// newline and 20 blanks wherever JSON allows whitespace); object properties in the order the
+// schema lists them (a listed property that is not required may be left out), then, where the
+// schema allows them, other properties; numbers in their canonical form (see CanonicalNumber),
+// with at most 40 digits before the point and 40 after it and an exponent of at most two
+// digits, so that every number fits a float64 (the multiples of a multipleOf other than 1,
+// without bounds, have no limit on their digits). A valid document written in another order or
+// with other whitespace is still valid JSON for the schema, but not a sentence of the grammar:
+// Marshal writes a decoded document in the grammar's form.
 //
-// Supported keywords: type (a name or a list), enum, const, properties, required,
-// additionalProperties (true, false or a schema; other properties are those with a name the
-// schema does not list), minProperties and maxProperties where the
-// listed properties already decide them, items, prefixItems, minItems, maxItems, uniqueItems
-// false, minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says),
-// format (date, time, date-time, uuid, ipv4, and email with a local part of at most three
-// dot-separated words of 20 characters and at most four domain labels of 31; other formats are refused), minimum, maximum,
+// Supported keywords: type (a name or a list), enum, const (beside other keywords, the values
+// the rest of the schema accepts), properties, required (required properties that properties
+// does not list are written among the other properties, in any order), additionalProperties
+// (true, false or a schema; other properties are those with a name the schema does not list),
+// patternProperties and propertyNames (names as regular languages: automata of the patterns,
+// the listed names and propertyNames' string keywords), minProperties and maxProperties (by
+// counting), items, prefixItems, minItems, maxItems, contains with minContains and maxContains
+// (by counting the items that match; several allOf parts' each on its own), uniqueItems (true
+// over at most one item, or over a bounded number of items drawn from a few scalar values),
+// minLength, maxLength, pattern (Go's regexp syntax, unanchored as JSON Schema says; with a
+// length or a format, the intersection of their automata), format (date, time, date-time, uuid,
+// ipv4, and email with a local part of at most three dot-separated words of 20 characters and
+// at most four domain labels of 31; other formats are refused), minimum, maximum,
 // exclusiveMinimum and exclusiveMaximum (exact ranges on integers; on numbers, the plain
-// decimals — no exponent — within the bounds' exact decimal values), multipleOf 1, anyOf, oneOf (as anyOf: a document matching two branches is not rejected),
-// allOf whose parts constrain different keywords, unevaluatedProperties and unevaluatedItems
-// once $ref and allOf are merged (as additionalProperties and items), not (of a boolean, of annotations only, of
-// another not, or of types alone), $ref to "#" or a JSON pointer in the same
-// document (recursion included), $defs and definitions. Annotations (title, description,
-// $comment, default, examples, deprecated, readOnly, writeOnly, a root $id, the content*
-// keywords, $schema naming draft 2020-12) are accepted and change nothing.
+// decimals — no exponent — within the bounds' exact decimal values), multipleOf (any decimal,
+// by the digits' remainder), anyOf, oneOf (exactly, each branch with the others' complements,
+// where they can be written; otherwise as anyOf, and a document matching two branches is not
+// rejected), allOf (its parts merged), not and if/then/else (where the complement of the
+// negated schema can be written as a union of supported schemas; see complement),
+// dependentRequired and dependentSchemas (a union over the presence of the properties they
+// name), unevaluatedProperties and unevaluatedItems once $ref and allOf are merged (as
+// additionalProperties and items, the items contains matches evaluated too; in each branch of
+// anyOf, oneOf, if and not), $ref within the document (recursion included: "#", JSON pointers,
+// and the URIs of subschemas with an $id, $anchor or $dynamicAnchor, resolved against the base
+// URI the $ids set), $dynamicRef (resolved along the references followed while compiling, the
+// dynamic scope), $defs and definitions. Annotations (title, description, $comment, default,
+// examples, deprecated, readOnly, writeOnly, $id, $anchor, $dynamicAnchor, the content*
+// keywords, $schema naming draft 2020-12) are accepted and change nothing. Expansions are
+// bounded (MaxComplement, MaxDependencies, MaxPatternProperties, MaxAnyOfBeside, MaxContains,
+// MaxUniqueArrays, MaxCountStates, MaxRules, regex.MaxStates): beyond a bound the schema is
+// refused.
 //
-// Every other keyword of JSON Schema — not beyond types, if/then/else, contains, patternProperties,
-// propertyNames, dependentRequired, dependentSchemas, unevaluated* beside anyOf, oneOf, not or
-// contains (or inside a part of allOf), $dynamicRef, $anchor,
-// uniqueItems true, $ref to another document — and any combination this compiler cannot
-// enforce exactly (a fractional multipleOf, pattern together with a length, enum together
-// with other constraints, another meta-schema, …) is an error naming the keyword and the JSON pointer of
-// its schema: a constraint is never silently dropped.
+// Every other keyword of JSON Schema — uniqueItems true elsewhere, $ref to another document,
+// $recursiveRef — and any combination this compiler cannot enforce exactly (the complement of
+// items beside prefixItems or of patternProperties, two patternProperties in allOf, another
+// meta-schema, …) is an error naming the keyword and the JSON pointer of its schema: a
+// constraint is never silently dropped.
 package jsonschema
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+
 	"maps"
 	"math"
-	"net/url"
+	"math/big"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/grammar"
 	"github.com/loomlm/loom/constraint/regex"
 )
 
 // MaxSchemaBytes is the largest schema Compile reads.
 const MaxSchemaBytes = 1 << 20
+
+// MaxRules bounds the rules of a compiled grammar: the rewrites of if, not, dependencies and
+// counted keywords multiply when nested, and a schema that needs more is refused.
+const MaxRules = 50000
 
 // Error is a schema that cannot be compiled: Pointer is the JSON pointer of the schema at
 // fault ("" for the root).
@@ -104,7 +124,7 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 	if err != nil {
 		return nil, &Error{Msg: "not valid JSON: " + err.Error()}
 	}
-	c := &compiler{root: root, opt: opt, refs: map[string]string{}, base: map[string]bool{}}
+	c := &compiler{root: root, res: newResources(root), opt: opt, refs: map[string]string{}, base: map[string]bool{}, entered: map[*Object][]string{}}
 	body, err := c.schema(root, "")
 	if err != nil {
 		return nil, err
@@ -120,13 +140,16 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 }
 
 type compiler struct {
-	root  any
-	opt   Options
-	rules []grammar.Rule
-	refs  map[string]string // JSON pointer → rule of the schema there
-	base  map[string]bool   // base rules added
-	n     int
-	depth int
+	root    any
+	res     *resources
+	scope   []string             // the dynamic scope, where the schema has a $dynamicRef
+	entered map[*Object][]string // the resources the parts of a merged schema entered
+	opt     Options
+	rules   []grammar.Rule
+	refs    map[string]string // JSON pointer → rule of the schema there
+	base    map[string]bool   // base rules added
+	n       int
+	depth   int
 }
 
 func errAt(ptr, format string, args ...any) error {
@@ -226,13 +249,15 @@ const draft202012 = "https://json-schema.org/draft/2020-12/schema"
 // Keywords.
 var (
 	annotations = set("title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly",
-		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id")
+		"$schema", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$id", "$anchor", "$dynamicAnchor")
 	supported = set("unevaluatedProperties", "unevaluatedItems", "not", "type", "enum", "const", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
 		"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format",
-		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref")
-	unsupported = set("if", "then", "else", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
-		"dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef",
-		"$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor", "$vocabulary", "additionalItems")
+		"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref",
+		"patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains",
+		"dependentRequired", "dependentSchemas", "$dynamicRef")
+	unsupported = set(
+		"dependencies",
+		"$recursiveRef", "$recursiveAnchor", "$vocabulary", "additionalItems")
 	allTypes = []string{"null", "boolean", "object", "array", "string", "number"}
 )
 
@@ -251,6 +276,9 @@ func (c *compiler) schema(node any, ptr string) (grammar.Expr, error) {
 	if c.depth > 200 {
 		return nil, errAt(ptr, "schemas nest deeper than 200 (a $ref cycle through allOf?)")
 	}
+	if len(c.rules) > MaxRules {
+		return nil, errAt(ptr, "the grammar has more than %d rules (expansions of if, not, dependencies and counts multiply)", MaxRules)
+	}
 	switch v := node.(type) {
 	case bool:
 		if v {
@@ -258,6 +286,21 @@ func (c *compiler) schema(node any, ptr string) (grammar.Expr, error) {
 		}
 		return nil, nil
 	case *Object:
+		if c.res.hasDyn {
+			// The dynamic scope: the schema resources entered, outermost first (for a merged
+			// schema, those its parts entered).
+			n := len(c.scope)
+			bases := c.entered[v]
+			if base, ok := c.res.baseOf[v]; ok {
+				bases = append([]string{base.String()}, bases...)
+			}
+			for _, b := range bases {
+				if !slices.Contains(c.scope, b) {
+					c.scope = append(c.scope, b)
+				}
+			}
+			defer func() { c.scope = c.scope[:n] }()
+		}
 		return c.object(v, ptr)
 	}
 	return nil, errAt(ptr, "a schema must be an object or a boolean, not %s", jsonType(node))
@@ -268,8 +311,6 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		switch {
 		case unsupported[k]:
 			return nil, errAt(ptr, "keyword %q is not supported", k)
-		case k == "$id" && ptr != "":
-			return nil, errAt(ptr, "$id in a subschema is not supported (it changes the base of $ref)")
 		case k == "$schema":
 			// Another meta-schema may switch vocabularies off (and so keywords' meaning).
 			if v, _ := s.Get(k); v != draft202012 && v != draft202012+"#" {
@@ -277,32 +318,17 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 			}
 		}
 	}
-	if v, ok := s.Get("uniqueItems"); ok && v != false {
-		return nil, errAt(ptr, "uniqueItems true is not supported")
-	}
-	if _, ok := s.Get("unevaluatedProperties"); ok || s.Values["unevaluatedItems"] != nil {
-		// What an anyOf or oneOf branch, a not or a contains evaluates depends on which
-		// branches match: not held by the rewrite in unevaluated.
-		for _, k := range []string{"anyOf", "oneOf", "not", "contains"} {
-			if _, ok := s.Get(k); ok {
-				return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
-			}
-		}
-	}
-	if _, ok := s.Get("not"); ok {
-		node, err := c.negate(s, ptr)
-		if err != nil {
-			return nil, err
-		}
-		return c.schema(node, ptr)
-	}
+	unevaluatedHere := hasUnevaluated(s)
 	// Combinators first: they distribute the sibling keywords over their branches.
-	if v, ok := s.Get("$ref"); ok {
-		target, tptr, err := c.resolve(v, ptr)
+	for _, kw := range []string{"$ref", "$dynamicRef"} {
+		if _, ok := s.Get(kw); !ok {
+			continue
+		}
+		target, tptr, err := c.resolve(s, ptr, kw)
 		if err != nil {
 			return nil, err
 		}
-		rest := without(s, "$ref")
+		rest := without(s, kw)
 		if !onlyAnnotations(rest) {
 			merged, err := c.merge([]any{rest, target}, ptr)
 			if err != nil {
@@ -323,6 +349,28 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 		}
 		return c.schema(merged, ptr)
 	}
+	if _, ok := s.Get("not"); ok {
+		node, err := c.negate(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(node, ptr)
+	}
+	if _, ok := s.Get("if"); ok && !unevaluatedHere && inert(s, "if") {
+		s = without(s, "if") // no then, no else, and nothing to evaluate
+	}
+	if _, ok := s.Get("if"); ok {
+		node, err := c.conditional(s, ptr)
+		if err != nil {
+			return nil, err
+		}
+		return c.schema(node, ptr)
+	}
+	if node, ok, err := c.dependencies(s, ptr); err != nil {
+		return nil, err
+	} else if ok {
+		return c.schema(node, ptr)
+	}
 	for _, kw := range []string{"anyOf", "oneOf"} {
 		v, ok := s.Get(kw)
 		if !ok {
@@ -333,9 +381,34 @@ func (c *compiler) object(s *Object, ptr string) (grammar.Expr, error) {
 			return nil, errAt(ptr+"/"+kw, "must be a non-empty array of schemas")
 		}
 		rest := without(s, kw)
+		bptrs := make([]string, len(branches))
+		for i := range branches {
+			bptrs[i] = fmt.Sprintf("%s/%s/%d", ptr, kw, i)
+		}
+		if kw == "anyOf" && unevaluatedHere && len(branches) > 1 {
+			// The properties and items evaluated are those of every branch that matches: one
+			// branch for each set of them, all of whose schemas hold.
+			sets, err := branchSets(branches, ptr)
+			if err != nil {
+				return nil, err
+			}
+			branches = sets
+			bptrs = make([]string, len(sets))
+			for i := range sets {
+				bptrs[i] = ptr + "/anyOf"
+			}
+		}
+		if kw == "oneOf" && len(branches) > 1 {
+			// Exactly one branch: each with the complements of the others, where they can be
+			// written; otherwise oneOf stays anyOf (a document matching two branches is not
+			// rejected, as documented).
+			if exact, eptrs, ok := c.exactlyOne(branches, bptrs, unevaluatedHere); ok {
+				branches, bptrs = exact, eptrs
+			}
+		}
 		var alts []grammar.Expr
 		for i, b := range branches {
-			bptr := fmt.Sprintf("%s/%s/%d", ptr, kw, i)
+			bptr := bptrs[i]
 			node := b
 			if !onlyAnnotations(rest) {
 				m, err := c.merge([]any{rest, b}, bptr)
@@ -396,11 +469,6 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 	if !hasUP && !hasUI {
 		return nil, false, nil
 	}
-	for _, k := range []string{"anyOf", "oneOf", "not", "contains"} {
-		if _, ok := s.Get(k); ok {
-			return nil, false, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s is not supported", k)
-		}
-	}
 	out := s
 	if hasUP {
 		out = without(out, "unevaluatedProperties")
@@ -412,11 +480,167 @@ func unevaluated(s *Object, ptr string) (any, bool, error) {
 	if hasUI {
 		out = without(out, "unevaluatedItems")
 		if _, ok := out.Get("items"); !ok {
+			// The items contains matches are evaluated too (whatever minContains says).
+			if c, ok := out.Get("contains"); ok {
+				list := []any{c}
+				if more, ok := out.Values[moreContains].([]any); ok {
+					for _, m := range more {
+						if _, hidden := m.(*Object).Get(hiddenCond); !hidden {
+							list = append(list, m.(*Object).Values["contains"])
+						}
+					}
+				}
+				ui = schemaOf("anyOf", append(list, ui))
+			}
 			out.Keys = append(out.Keys, "items")
 			out.Values["items"] = ui
 		}
 	}
 	return out, true, nil
+}
+
+// exactlyOne rewrites the branches of a oneOf as branches of which a document matches one at
+// most: branch i merged with one branch of each other branch's complement, for every choice
+// (at most MaxComplement in all). It reports false where a complement cannot be written or
+// the branches would be too many.
+func (c *compiler) exactlyOne(branches []any, ptrs []string, hide bool) ([]any, []string, bool) {
+	comps := make([][]any, len(branches))
+	for j, b := range branches {
+		bad, err := c.complement(b, ptrs[j])
+		if err != nil {
+			return nil, nil, false
+		}
+		if hide {
+			for k := range bad {
+				if bad[k], err = c.hideAnnotations(bad[k], ptrs[j]); err != nil {
+					return nil, nil, false
+				}
+			}
+		}
+		comps[j] = bad
+	}
+	var out []any
+	var outPtrs []string
+	for i, b := range branches {
+		acc := []any{b}
+		for j := range branches {
+			if j == i {
+				continue
+			}
+			var next []any
+			for _, x := range acc {
+				for _, y := range comps[j] {
+					m, err := c.merge([]any{x, y}, ptrs[i])
+					if err != nil {
+						return nil, nil, false
+					}
+					if m != false {
+						next = append(next, m)
+					}
+				}
+			}
+			if len(out)+len(next) > MaxComplement {
+				return nil, nil, false
+			}
+			acc = next
+		}
+		for range acc {
+			outPtrs = append(outPtrs, ptrs[i])
+		}
+		out = append(out, acc...)
+	}
+	if len(out) == 0 {
+		return []any{false}, []string{ptrs[0]}, true
+	}
+	return out, outPtrs, true
+}
+
+// MaxAnyOfBeside bounds the branches of an anyOf beside unevaluatedProperties or
+// unevaluatedItems: each set of branches that may match together is a branch (2ⁿ − 1).
+const MaxAnyOfBeside = 4
+
+// branchSets is, for the branches of an anyOf, one schema per non-empty set of them (all of
+// its branches as allOf).
+func branchSets(branches []any, ptr string) ([]any, error) {
+	if len(branches) > MaxAnyOfBeside {
+		return nil, errAt(ptr+"/anyOf", "anyOf of more than %d branches beside unevaluatedProperties or unevaluatedItems is not supported", MaxAnyOfBeside)
+	}
+	var out []any
+	for mask := 1; mask < 1<<len(branches); mask++ {
+		var parts []any
+		for i, b := range branches {
+			if mask&(1<<i) != 0 {
+				parts = append(parts, b)
+			}
+		}
+		if len(parts) == 1 {
+			out = append(out, parts[0])
+		} else {
+			out = append(out, schemaOf("allOf", parts))
+		}
+	}
+	return out, nil
+}
+
+// conditional rewrites if/then/else as the union (if ∧ then) ∨ (¬if ∧ else), with ¬if the
+// union complement gives (refused where it cannot be written); a missing then or else is
+// true. The union becomes the schema's anyOf, so the other keywords hold in every branch.
+func (c *compiler) conditional(s *Object, ptr string) (any, error) {
+	cond := s.Values["if"]
+	rest := without(without(without(s, "if"), "then"), "else")
+	then, ok := s.Get("then")
+	if !ok {
+		then = true
+	}
+	els, ok := s.Get("else")
+	if !ok {
+		els = true
+	}
+	notCond, err := c.complement(cond, ptr+"/if")
+	if err != nil {
+		return nil, err
+	}
+	// Every branch writes the properties that the schema, if, then and else list in one
+	// order, the one Order gives: a branch where if fails still writes if's properties in
+	// their place (hidden ones, evaluating nothing).
+	var position *Object
+	if names := c.res.listedNames(s, 0); len(names) > 0 {
+		hide := &Object{Values: map[string]any{}}
+		var list []any
+		for _, k := range names {
+			hide.Keys = append(hide.Keys, k)
+			hide.Values[k] = true
+			list = append(list, k)
+		}
+		position = schemaOf(hiddenProperties, hide, propertyOrder, list)
+	}
+	withPosition := func(parts ...any) []any {
+		if position != nil {
+			return append(parts, position)
+		}
+		return parts
+	}
+	// The schema's other keywords are merged into each branch (part 0, so that its
+	// unevaluated* sees what if and then, or else, evaluate; the complement evaluates nothing).
+	var branches []any
+	first, err := c.merge(withPosition(rest, cond, then), ptr+"/then")
+	if err != nil {
+		return nil, err
+	}
+	branches = append(branches, first)
+	for _, n := range notCond {
+		if hasUnevaluated(rest) {
+			if n, err = c.hideAnnotations(n, ptr+"/if"); err != nil {
+				return nil, err
+			}
+		}
+		b, err := c.merge(withPosition(rest, n, els), ptr+"/else")
+		if err != nil {
+			return nil, err
+		}
+		branches = append(branches, b)
+	}
+	return schemaOf("anyOf", branches), nil
 }
 
 // negate rewrites a schema with "not" as one without it, for the negations a grammar can
@@ -436,7 +660,14 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 		case onlyAnnotations(n):
 			return false, nil
 		case onlyAnnotations(without(n, "not")):
-			return c.merge([]any{rest, n.Values["not"]}, ptr)
+			inner := n.Values["not"]
+			if hasUnevaluated(rest) {
+				var err error
+				if inner, err = c.hideAnnotations(inner, ptr+"/not/not"); err != nil {
+					return nil, err
+				}
+			}
+			return c.merge([]any{rest, inner}, ptr)
 		case onlyAnnotations(without(n, "type")):
 			excluded, err := typesOf(n, ptr+"/not")
 			if err != nil {
@@ -452,7 +683,12 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 				case slices.Contains(excluded, t),
 					t == "integer" && slices.Contains(excluded, "number"):
 				case t == "number" && slices.Contains(excluded, "integer"):
-					return nil, errAt(ptr+"/not", "not integer among numbers (the numbers with a fraction) is not supported")
+					if _, ok := rest.Get("multipleOf"); !ok {
+						keep = append(keep, t)
+						rest = without(rest, notIntegers)
+						rest.Keys = append(rest.Keys, notIntegers)
+						rest.Values[notIntegers] = true
+					}
 				default:
 					keep = append(keep, t)
 				}
@@ -465,7 +701,27 @@ func (c *compiler) negate(s *Object, ptr string) (any, error) {
 			out.Values["type"] = keep
 			return out, nil
 		}
-		return nil, errAt(ptr+"/not", "not with keywords other than type (or another not) is not supported")
+		bad, err := c.complement(n, ptr+"/not")
+		if err != nil {
+			return nil, err
+		}
+		var branches []any
+		for _, b := range bad {
+			if hasUnevaluated(rest) {
+				if b, err = c.hideAnnotations(b, ptr+"/not"); err != nil {
+					return nil, err
+				}
+			}
+			m, err := c.merge([]any{rest, b}, ptr+"/not")
+			if err != nil {
+				return nil, err
+			}
+			branches = append(branches, m)
+		}
+		if len(branches) == 0 {
+			return false, nil
+		}
+		return schemaOf("anyOf", branches), nil
 	}
 	return nil, errAt(ptr+"/not", "must be a schema")
 }
@@ -512,10 +768,19 @@ func typesOf(s *Object, ptr string) ([]string, error) {
 // values is an enum or const: the listed values of the allowed types, each written in
 // canonical form.
 func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, error) {
-	for _, k := range s.Keys {
-		if k != kw && k != "type" && !annotations[k] {
-			return nil, errAt(ptr, "%s together with %q is not supported", kw, k)
+	if rest := without(s, kw); !onlyAnnotations(without(rest, "type")) {
+		// Other keywords: keep the values the rest of the schema accepts.
+		ok, err := c.admits(rest, ptr, list)
+		if err != nil {
+			return nil, err
 		}
+		var kept []any
+		for i, v := range list {
+			if ok[i] {
+				kept = append(kept, v)
+			}
+		}
+		list = kept
 	}
 	types, err := typesOf(s, ptr)
 	if err != nil {
@@ -540,6 +805,45 @@ func (c *compiler) values(s *Object, list []any, ptr, kw string) (grammar.Expr, 
 		alts = append(alts, lit(string(b)))
 	}
 	return alt(alts...), nil
+}
+
+// admits reports which values the schema s accepts: s is compiled alone and each value,
+// written in the grammar's form, is run through it.
+func (c *compiler) admits(s *Object, ptr string, values []any) ([]bool, error) {
+	sub := &compiler{root: c.root, res: c.res, scope: c.scope, entered: c.entered, opt: c.opt, refs: map[string]string{}, base: map[string]bool{}, depth: c.depth}
+	body, err := sub.schema(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(values))
+	if body == nil {
+		return out, nil
+	}
+	rules := append([]grammar.Rule{{Name: "root", Body: body}}, sub.rules...)
+	for i := range rules {
+		rules[i].Pos = grammar.Pos{Line: 1, Col: 1}
+	}
+	cfg, err := grammar.Compile(&grammar.Grammar{Rules: rules}, "root")
+	if err != nil {
+		return nil, errAt(ptr, "%v", err)
+	}
+	o := orderer{root: c.root, res: c.res}
+	for i, v := range values {
+		doc, err := Marshal(o.order(s, v, 0))
+		if err != nil {
+			return nil, errAt(ptr, "%v", err)
+		}
+		m := earley.New(cfg)
+		ok := true
+		for _, b := range doc {
+			if !m.Advance(b) {
+				ok = false
+				break
+			}
+		}
+		out[i] = ok && m.IsAccepting()
+	}
+	return out, nil
 }
 
 // typed is the expression of one type with the keywords that apply to it.
@@ -607,11 +911,61 @@ func exactBounds(s *Object, ptr string) (lo, hi bound, err error) {
 }
 
 func (c *compiler) number(s *Object, integer bool, ptr string) (grammar.Expr, error) {
+	if _, ok := s.Get(notIntegers); ok {
+		if integer {
+			return nil, nil
+		}
+		// A plain decimal whose fraction does not end in 0, or a mantissa times a negative
+		// power of ten: never an integer.
+		digits := class(false, '0', '9')
+		nonzero := class(false, '1', '9')
+		plain := seq(rep(lit("-"), 0, 1), alt(lit("0"), seq(nonzero, rep(digits, 0, 39))), lit("."), rep(digits, 0, 39), nonzero)
+		tiny := seq(rep(lit("-"), 0, 1), nonzero, rep(seq(lit("."), rep(digits, 0, 39), nonzero), 0, 1), lit("e-"), rep(digits, 0, 1), nonzero)
+		rest := without(s, notIntegers)
+		constrained := false
+		for _, k := range []string{"multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if _, ok := rest.Get(k); ok {
+				constrained = true
+			}
+		}
+		if !constrained {
+			return c.addRule("fraction", alt(plain, tiny)), nil
+		}
+		// With bounds or multipleOf: the plain decimals they allow, with a fraction.
+		base, err := c.number(rest, false, ptr)
+		if base == nil || err != nil {
+			return nil, err
+		}
+		return c.intersectNumbers(base, plain, ptr)
+	}
+	if v, ok := s.Get(notMultipleOf); ok {
+		m, err := multipleOf(v, ptr)
+		if err != nil {
+			return nil, err
+		}
+		base, err := c.number(without(s, notMultipleOf), integer, ptr)
+		if base == nil || err != nil {
+			return nil, err
+		}
+		return c.nonMultiples(base, m, ptr)
+	}
 	if v, ok := s.Get("multipleOf"); ok {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil || f != 1 {
-			return nil, errAt(ptr+"/multipleOf", "only multipleOf 1 is supported")
+		m, err := multipleOf(v, ptr)
+		if err != nil {
+			return nil, err
+		}
+		if m.Cmp(big.NewRat(1, 1)) != 0 {
+			rest := without(s, "multipleOf")
+			var base grammar.Expr // nil: no bounds
+			for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+				if _, ok := s.Get(k); ok {
+					if base, err = c.number(rest, integer, ptr); base == nil || err != nil {
+						return nil, err
+					}
+					break
+				}
+			}
+			return c.multiples(base, m, integer, ptr)
 		}
 		integer = true
 	}
@@ -718,8 +1072,25 @@ func (c *compiler) str(s *Object, ptr string) (grammar.Expr, error) {
 		hasFormat = false
 	}
 	lengths := minL > 0 || maxL >= 0
-	if hasPattern && (hasFormat || lengths) {
-		return nil, errAt(ptr, "pattern together with format, minLength or maxLength is not supported")
+	if _, neg := s.Get(notStrings); neg || (hasPattern || hasFormat) && (lengths || hasPattern && hasFormat) {
+		// Several string languages at once: the intersection of their automata.
+		part := schemaOf("type", "string")
+		for _, k := range []string{"minLength", "maxLength", "pattern", "format", notStrings} {
+			if v, ok := s.Get(k); ok && (k != "format" || hasFormat) {
+				part.Keys = append(part.Keys, k)
+				part.Values[k] = v
+			}
+		}
+		d, all, err := c.stringDFA(part, ptr, "a string schema")
+		switch {
+		case err != nil:
+			return nil, err
+		case all:
+			return c.baseRule("string"), nil
+		case d == nil:
+			return nil, nil
+		}
+		return c.stringExpr(d), nil
 	}
 	if hasFormat {
 		f, ok := format.(string)
@@ -777,6 +1148,14 @@ func (c *compiler) pattern(re, ptr string) (grammar.Expr, error) {
 }
 
 func (c *compiler) array(s *Object, ptr string) (grammar.Expr, error) {
+	s = foldHiddenItems(s)
+	if v, ok := s.Get("uniqueItems"); ok && v != false {
+		return c.unique(s, ptr)
+	}
+	_, has := s.Get("contains")
+	if _, more := s.Get(moreContains); has || more {
+		return c.containsArray(s, ptr)
+	}
 	minN, maxN := 0, -1
 	for _, kw := range []string{"minItems", "maxItems"} {
 		v, ok := s.Get(kw)
@@ -904,90 +1283,184 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 			}
 		}
 	}
-	var extra grammar.Expr = c.baseRule("value")
-	if v, ok := s.Get("additionalProperties"); ok {
-		e, err := c.schema(v, ptr+"/additionalProperties")
-		if err != nil {
+	patterns, err := c.patternProps(s, ptr)
+	if err != nil {
+		return nil, err
+	}
+	names, allNames := (*regex.DFA)(nil), true
+	if v, ok := s.Get("propertyNames"); ok {
+		if names, allNames, err = c.stringDFA(v, ptr+"/propertyNames", "propertyNames"); err != nil {
 			return nil, err
 		}
-		extra = e
+	}
+	// allowed reports whether propertyNames allows the name k.
+	allowed := func(k string) bool { return allNames || names != nil && names.Match(k) }
+	// matching are the schemas of the patterns that match k, with their pointers.
+	matching := func(k string) ([]any, []string) {
+		var schemas []any
+		var ptrs []string
+		for _, p := range patterns {
+			if p.dfa.Match(k) {
+				schemas = append(schemas, p.schema)
+				ptrs = append(ptrs, p.ptr)
+			}
+		}
+		return schemas, ptrs
+	}
+	extraNode, ok := s.Get("additionalProperties")
+	if !ok {
+		extraNode = true
+	}
+	extraPtr := ptr + "/additionalProperties"
+	simple := len(patterns) == 0 && allNames
+	var extra grammar.Expr
+	if simple {
+		if extra, err = c.schema(extraNode, extraPtr); err != nil {
+			return nil, err
+		}
+	}
+	hidden, _ := s.Values[hiddenProperties].(*Object)
+	if hidden == nil {
+		hidden = &Object{}
+	}
+	if len(hidden.Keys) > 0 {
+		simple = false
 	}
 	var members []member
 	listed := map[string]bool{}
+	props := &Object{}
 	if v, ok := s.Get("properties"); ok {
-		props, ok := v.(*Object)
-		if !ok {
+		if props, ok = v.(*Object); !ok {
 			return nil, errAt(ptr+"/properties", "must be an object of schemas")
 		}
-		for _, k := range props.Keys {
-			listed[k] = true
-			e, err := c.schema(props.Values[k], ptr+"/properties/"+escapePointer(k))
-			if err != nil {
-				return nil, err
+	}
+	// The members in their order: propertyOrder's names first (a hidden one there is written
+	// in its place, as a listed one, though it evaluates nothing), then the other listed ones.
+	var order []string
+	if list, ok := s.Values[propertyOrder].([]any); ok {
+		for _, x := range list {
+			k, _ := x.(string)
+			if _, h := hidden.Get(k); (props.Values[k] != nil || h) && !slices.Contains(order, k) {
+				order = append(order, k)
 			}
-			req := slices.Contains(required, k)
-			if e == nil {
-				if req {
-					return nil, nil // a required property no value satisfies
-				}
-				continue // the property may not appear
-			}
-			members = append(members, member{key: k, value: e, required: req})
 		}
 	}
-	for _, k := range required {
+	for _, k := range props.Keys {
+		if !slices.Contains(order, k) {
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		listed[k] = true
+		schemas, ptrs := matching(k)
+		if v, ok := props.Get(k); ok {
+			schemas = append([]any{v}, schemas...)
+			ptrs = append([]string{ptr + "/properties/" + escapePointer(k)}, ptrs...)
+		} else if len(schemas) == 0 {
+			schemas, ptrs = []any{extraNode}, []string{extraPtr}
+		}
+		if h, ok := hidden.Get(k); ok {
+			schemas, ptrs = append(schemas, h), append(ptrs, ptr)
+		}
+		var e grammar.Expr
+		if allowed(k) {
+			if e, err = c.valueOf(schemas, ptrs); err != nil {
+				return nil, err
+			}
+		}
+		req := slices.Contains(required, k)
+		if e == nil {
+			if req {
+				return nil, nil // a required property no value satisfies
+			}
+			continue // the property may not appear
+		}
+		members = append(members, member{key: k, value: e, required: req})
+	}
+	// The properties not listed that are required or hidden: written among the others (a
+	// hidden one no value satisfies may not appear: it is left out of the other names).
+	var unlisted []member
+	for _, k := range append(slices.Clone(required), hidden.Keys...) {
 		if listed[k] {
 			continue
 		}
-		if extra == nil {
-			return nil, nil // required, not listed, and no other property allowed
+		listed[k] = true
+		req := slices.Contains(required, k)
+		value := extra
+		if !simple {
+			value = nil
+			if allowed(k) {
+				schemas, ptrs := matching(k)
+				if len(schemas) == 0 {
+					schemas, ptrs = []any{extraNode}, []string{extraPtr}
+				}
+				if h, ok := hidden.Get(k); ok {
+					schemas, ptrs = append(schemas, h), append(ptrs, ptr)
+				}
+				if value, err = c.valueOf(schemas, ptrs); err != nil {
+					return nil, err
+				}
+			}
 		}
-		members = append(members, member{key: k, value: extra, required: true})
+		switch {
+		case value == nil && req:
+			return nil, nil // required, not listed, and not allowed
+		case value != nil:
+			unlisted = append(unlisted, member{key: k, value: value, required: req})
+		}
+	}
+	if len(hidden.Keys) > 0 && len(unlisted) > MaxUnlisted {
+		return nil, errAt(ptr, "more than %d properties that properties does not list, required or constrained by a negation, are not supported", MaxUnlisted)
+	}
+	// Other properties: any name but the listed ones.
+	var others []string
+	for k := range listed {
+		others = append(others, k)
+	}
+	slices.Sort(others)
+	ws := c.baseRule("ws")
+	var extraKV grammar.Expr
+	switch {
+	case !simple:
+		if extraKV, err = c.otherMembers(others, names, allNames, patterns, extraNode, extraPtr); err != nil {
+			return nil, err
+		}
+	case extra != nil:
+		extraKV = seq(c.otherKey(others), ws, lit(":"), ws, extra)
 	}
 	nReq := 0
-	for _, m := range members {
+	for _, m := range append(slices.Clone(members), unlisted...) {
 		if m.required {
 			nReq++
 		}
 	}
-	if v, ok := s.Get("minProperties"); ok {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil || f < 0 {
-			return nil, errAt(ptr+"/minProperties", "must be a non-negative integer")
-		}
-		if int(f) > nReq {
-			return nil, errAt(ptr+"/minProperties", "minProperties above the number of required properties (%d) is not supported", nReq)
-		}
+	minP, err := count(s, "minProperties", ptr)
+	if err != nil {
+		return nil, err
 	}
-	if v, ok := s.Get("maxProperties"); ok {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil || f < 0 {
-			return nil, errAt(ptr+"/maxProperties", "must be a non-negative integer")
-		}
-		if extra != nil || int(f) < len(members) {
-			if int(f) < nReq {
-				return nil, nil
-			}
-			return nil, errAt(ptr+"/maxProperties", "maxProperties below the number of properties an object may have is not supported")
-		}
+	maxP, err := count(s, "maxProperties", ptr)
+	if err != nil {
+		return nil, err
 	}
-	ws := c.baseRule("ws")
+	if maxP >= 0 && maxP < nReq {
+		return nil, nil
+	}
+	// The counts decide nothing when the required properties reach minProperties and no
+	// more properties than maxProperties can be written.
+	counted := minP > nReq || maxP >= 0 && (extraKV != nil || maxP < len(members)+len(unlisted))
+	if counted || len(hidden.Keys) > 0 || len(unlisted) > 0 && len(unlisted) <= MaxUnlisted {
+		if !counted {
+			minP, maxP = 0, -1
+		}
+		body, err := c.members(members, unlisted, extraKV, minP, maxP, ptr)
+		if body == nil || err != nil {
+			return nil, err
+		}
+		return seq(lit("{"), ws, body, lit("}")), nil
+	}
+	members = append(members, unlisted...)
 	comma := seq(ws, lit(","), ws)
 	kv := func(m member) grammar.Expr { return seq(lit(quote(m.key)), ws, lit(":"), ws, m.value) }
-	var extraKV grammar.Expr
-	if extra != nil {
-		// Other properties: any name but the listed ones.
-		names := slices.Collect(maps.Keys(listed))
-		for _, m := range members {
-			if !listed[m.key] {
-				names = append(names, m.key)
-			}
-		}
-		slices.Sort(names)
-		extraKV = seq(c.otherKey(names), ws, lit(":"), ws, extra)
-	}
 	// rest(i): members from i on, each after a comma, then other properties.
 	rests := make([]grammar.Expr, len(members)+1)
 	if extraKV != nil {
@@ -1030,12 +1503,17 @@ func (c *compiler) obj(s *Object, ptr string) (grammar.Expr, error) {
 // refRule returns a reference to the rule of the schema at tptr, compiling it once (a
 // recursive schema refers to its own rule).
 func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
-	if name, ok := c.refs[tptr]; ok {
+	key := tptr
+	if c.res.hasDyn {
+		// Where $dynamicRef resolves depends on the dynamic scope: one rule per scope.
+		key += " " + strings.Join(c.scope, " ")
+	}
+	if name, ok := c.refs[key]; ok {
 		return ref(name), nil
 	}
 	c.n++
 	name := fmt.Sprintf("ref-%d", c.n)
-	c.refs[tptr] = name
+	c.refs[key] = name
 	idx := len(c.rules)
 	c.rules = append(c.rules, grammar.Rule{Name: name})
 	body, err := c.schema(target, tptr)
@@ -1043,51 +1521,31 @@ func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
 		return nil, err
 	}
 	if body == nil {
+		c.rules[idx].Body = &grammar.Class{} // nothing; a reference to it is dropped
 		return nil, nil
 	}
 	c.rules[idx].Body = body
 	return ref(name), nil
 }
 
-// resolve follows a $ref within the document.
-func (c *compiler) resolve(v any, ptr string) (any, string, error) {
-	s, ok := v.(string)
+// resolve follows the $ref (or $dynamicRef, kw) of s within the document.
+func (c *compiler) resolve(s *Object, ptr, kw string) (any, string, error) {
+	v, ok := s.Values[kw].(string)
 	if !ok {
-		return nil, "", errAt(ptr+"/$ref", "must be a string")
+		return nil, "", errAt(ptr+"/"+kw, "must be a string")
 	}
-	if !strings.HasPrefix(s, "#") {
-		return nil, "", errAt(ptr+"/$ref", "%q refers to another document: only references within the schema (#…) are supported", s)
+	var node any
+	var tptr string
+	var err error
+	if kw == "$dynamicRef" {
+		node, tptr, err = c.res.dynamicResolve(s, v, c.scope)
+	} else {
+		node, tptr, err = c.res.resolve(s, v)
 	}
-	frag, err := url.PathUnescape(s[1:])
 	if err != nil {
-		return nil, "", errAt(ptr+"/$ref", "%q: %v", s, err)
+		return nil, "", errAt(ptr+"/"+kw, "%v", err)
 	}
-	if frag != "" && !strings.HasPrefix(frag, "/") {
-		return nil, "", errAt(ptr+"/$ref", "%q refers to an anchor: only JSON pointers are supported", s)
-	}
-	node := c.root
-	if frag != "" {
-		for _, tok := range strings.Split(frag[1:], "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			switch n := node.(type) {
-			case *Object:
-				next, ok := n.Get(tok)
-				if !ok {
-					return nil, "", errAt(ptr+"/$ref", "%q: no %q in the schema", s, tok)
-				}
-				node = next
-			case []any:
-				i, err := strconv.Atoi(tok)
-				if err != nil || i < 0 || i >= len(n) {
-					return nil, "", errAt(ptr+"/$ref", "%q: no item %q", s, tok)
-				}
-				node = n[i]
-			default:
-				return nil, "", errAt(ptr+"/$ref", "%q: cannot step into a %s", s, jsonType(node))
-			}
-		}
-	}
-	return node, frag, nil
+	return node, tptr, nil
 }
 
 // merge combines schemas that must all hold into one, when their keywords do not overlap
@@ -1095,26 +1553,81 @@ func (c *compiler) resolve(v any, ptr string) (any, string, error) {
 // schema that is a bare $ref is followed. Anything else is refused.
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
-	propsFrom, extraFrom := -1, -1
-	prefixFrom, itemsFrom := -1, -1
+	var objParts, arrParts []*Object // parts with keywords on properties, on items
+	var conds []any                  // the parts' contains conditions
+	// Beside unevaluated* (in part 0, the schema itself), an if without then or else still
+	// evaluates what it matches.
+	annotationsMatter := false
+	if o, ok := parts[0].(*Object); ok && hasUnevaluated(o) {
+		annotationsMatter = true
+	}
+	// The schema resources the parts enter, for the dynamic scope of the merged schema.
+	var entered []string
+	enteredBy := -1 // the part that entered them: parts from different resources are refused
+	var enterErr error
+	enter := func(i int, p any) {
+		o, ok := p.(*Object)
+		if !ok || !c.res.hasDyn {
+			return
+		}
+		bases := c.entered[o]
+		if base, ok := c.res.baseOf[o]; ok {
+			bases = append([]string{base.String()}, bases...)
+		}
+		for _, b := range bases {
+			if !slices.Contains(c.scope, b) && !slices.Contains(entered, b) {
+				if enteredBy >= 0 && enteredBy != i {
+					// Each part has its own dynamic scope, which one merged schema cannot keep.
+					enterErr = errAt(ptr, "$dynamicRef in a document where schemas from different resources (%s) are merged is not supported", b)
+				}
+				enteredBy = i
+				entered = append(entered, b)
+			}
+		}
+	}
+	defer func() {
+		if o, ok := out.Values, len(entered) > 0; ok && o != nil {
+			c.entered[out] = entered
+		}
+	}()
 	for i, p := range parts {
 		for hops := 0; ; hops++ {
 			o, ok := p.(*Object)
 			if !ok {
 				break
 			}
-			r, ok := o.Get("$ref")
-			if !ok || !onlyAnnotations(without(o, "$ref")) {
+			enter(i, o)
+			if enterErr != nil {
+				return nil, enterErr
+			}
+			kw := "$ref"
+			if _, ok := o.Get("$dynamicRef"); ok {
+				kw = "$dynamicRef"
+			}
+			_, ok = o.Get(kw)
+			if !ok || !onlyAnnotations(without(o, kw)) {
 				break
 			}
 			if hops > 20 {
 				return nil, errAt(ptr, "allOf through more than 20 $refs")
 			}
-			t, _, err := c.resolve(r, ptr)
+			scope := c.scope
+			c.scope = append(slices.Clone(scope), entered...)
+			t, _, err := c.resolve(o, ptr, kw)
+			c.scope = scope
 			if err != nil {
 				return nil, err
 			}
 			p = t
+		}
+		if v, ok := p.(*Object); ok && i > 0 {
+			// unevaluated* of a part sees only what the part evaluates (that of the schema
+			// itself, part 0, sees every part): the part's own rewrite, first.
+			local, err := c.localUnevaluated(v, ptr)
+			if err != nil {
+				return nil, err
+			}
+			p = local
 		}
 		switch v := p.(type) {
 		case bool:
@@ -1126,39 +1639,20 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			if _, ok := v.Get("$ref"); ok {
 				return nil, errAt(ptr, "allOf (or $ref beside other keywords) with a $ref that has keywords of its own is not supported")
 			}
+			objHas, arrHas := false, false
 			for _, k := range v.Keys {
-				if annotations[k] {
+				if annotations[k] || inert(v, k) && !(k == "if" && annotationsMatter) {
 					continue
 				}
-				// additionalProperties does not see the properties of another part.
 				switch k {
-				case "properties":
-					if extraFrom >= 0 && extraFrom != i {
-						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
-					}
-					propsFrom = i
-				case "additionalProperties":
-					if propsFrom >= 0 && propsFrom != i {
-						return nil, errAt(ptr, "additionalProperties beside properties listed in another part of allOf is not supported")
-					}
-					extraFrom = i
-				// unevaluated* of a part does not see what its sibling parts evaluate (that of
-				// the schema itself, part 0, does).
-				case "unevaluatedProperties", "unevaluatedItems":
-					if i > 0 {
-						return nil, errAt(ptr, "%s inside a part of allOf (or a $ref target beside other keywords) is not supported", k)
-					}
-				// Nor does items see the prefixItems of another part.
-				case "prefixItems":
-					if itemsFrom >= 0 && itemsFrom != i {
-						return nil, errAt(ptr, "items beside prefixItems listed in another part of allOf is not supported")
-					}
-					prefixFrom = i
-				case "items":
-					if prefixFrom >= 0 && prefixFrom != i {
-						return nil, errAt(ptr, "items beside prefixItems listed in another part of allOf is not supported")
-					}
-					itemsFrom = i
+				case "properties", "patternProperties", "additionalProperties":
+					objHas = true
+					continue
+				case "prefixItems", "items":
+					arrHas = true
+					continue
+				case "contains", "minContains", "maxContains", moreContains:
+					continue // below: each part's contains is a condition of its own
 				}
 				val := v.Values[k]
 				old, dup := out.Values[k]
@@ -1167,17 +1661,299 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 					out.Values[k] = val
 					continue
 				}
+				if k == "const" || k == "enum" {
+					// The values both allow; none: nothing is valid.
+					both := sameValues(old, val, k)
+					if len(both) == 0 {
+						return false, nil
+					}
+					out.Values[k] = both
+					if k == "const" {
+						out.Values[k] = both[0]
+					}
+					continue
+				}
 				merged, ok := mergeKeyword(k, old, val)
 				if !ok {
 					return nil, errAt(ptr, "allOf with keyword %q in two parts (part %d) is not supported", k, i)
 				}
 				out.Values[k] = merged
 			}
+			if cv, ok := v.Get("contains"); ok {
+				cond := schemaOf("contains", cv)
+				for _, k := range []string{"minContains", "maxContains"} {
+					if x, ok := v.Get(k); ok {
+						cond.Keys = append(cond.Keys, k)
+						cond.Values[k] = x
+					}
+				}
+				conds = append(conds, cond)
+			}
+			if more, ok := v.Values[moreContains].([]any); ok {
+				conds = append(conds, more...)
+			}
+			if objHas {
+				objParts = append(objParts, v)
+			}
+			if arrHas {
+				arrParts = append(arrParts, v)
+			}
 		default:
 			return nil, errAt(ptr, "a schema must be an object or a boolean")
 		}
 	}
+	if err := mergeProperties(out, objParts, ptr); err != nil {
+		return nil, err
+	}
+	mergeItems(out, arrParts)
+	// The contains conditions: the first that evaluates as contains, the others, distinct, in
+	// moreContains.
+	var distinct []any
+	first := -1
+	for _, cond := range conds {
+		if !slices.ContainsFunc(distinct, func(x any) bool { return reflect.DeepEqual(x, cond) }) {
+			if _, hidden := cond.(*Object).Get(hiddenCond); !hidden && first < 0 {
+				first = len(distinct)
+			}
+			distinct = append(distinct, cond)
+		}
+	}
+	var more []any
+	for i, cond := range distinct {
+		if i != first {
+			more = append(more, cond)
+			continue
+		}
+		for _, k := range cond.(*Object).Keys {
+			out.Keys = append(out.Keys, k)
+			out.Values[k] = cond.(*Object).Values[k]
+		}
+	}
+	if len(more) > 0 {
+		out.Keys = append(out.Keys, moreContains)
+		out.Values[moreContains] = more
+	}
 	return out, nil
+}
+
+// localUnevaluated rewrites the unevaluated* of a part of allOf (after merging its own allOf)
+// as additionalProperties and items, as unevaluated does; a part with other applicators
+// beside unevaluated* is refused.
+func (c *compiler) localUnevaluated(v *Object, ptr string) (any, error) {
+	_, up := v.Get("unevaluatedProperties")
+	_, ui := v.Get("unevaluatedItems")
+	if !up && !ui {
+		return v, nil
+	}
+	var node any = v
+	if list, ok := v.Values["allOf"].([]any); ok {
+		m, err := c.merge(append([]any{without(v, "allOf")}, list...), ptr)
+		if err != nil {
+			return nil, err
+		}
+		node = m
+	}
+	o, ok := node.(*Object)
+	if !ok {
+		return node, nil
+	}
+	for _, k := range []string{"$ref", "dependentSchemas", "allOf"} {
+		if _, ok := o.Get(k); ok {
+			return nil, errAt(ptr, "unevaluatedProperties or unevaluatedItems beside %s inside a part of allOf (or a $ref target beside other keywords) is not supported", k)
+		}
+	}
+	out, _, err := unevaluated(o, ptr)
+	return out, err
+}
+
+// allOfSchemas is the schema that holds when all of list hold.
+func allOfSchemas(list []any) any {
+	switch len(list) {
+	case 0:
+		return true
+	case 1:
+		return list[0]
+	}
+	return schemaOf("allOf", list)
+}
+
+// mergeProperties writes into out the properties, patternProperties and additionalProperties
+// of parts that must all hold. additionalProperties sees only its own part's properties: a
+// name another part lists takes, from each part, that part's schema for it or its
+// additionalProperties; the others take every part's additionalProperties.
+// patternProperties in two parts, or beside another part's additionalProperties, are refused.
+func mergeProperties(out *Object, parts []*Object, ptr string) error {
+	set := func(k string, v any) {
+		out.Keys = append(out.Keys, k)
+		out.Values[k] = v
+	}
+	if len(parts) == 1 {
+		for _, k := range []string{"properties", "patternProperties", "additionalProperties"} {
+			if v, ok := parts[0].Get(k); ok && !inert(parts[0], k) {
+				set(k, v)
+			}
+		}
+		return nil
+	}
+	var patternsPart *Object
+	extras := 0
+	for _, p := range parts {
+		if _, ok := p.Get("patternProperties"); ok {
+			if patternsPart != nil {
+				return errAt(ptr, "allOf with keyword \"patternProperties\" in two parts is not supported")
+			}
+			patternsPart = p
+		}
+		// (additionalProperties true constrains no name, whatever patterns another part has)
+		if x, ok := p.Get("additionalProperties"); ok && (x != true || p == patternsPart) {
+			extras++
+		}
+	}
+	if patternsPart != nil {
+		if _, own := patternsPart.Get("additionalProperties"); extras > 1 || extras == 1 && !own {
+			return errAt(ptr, "additionalProperties beside patternProperties of another part of allOf is not supported")
+		}
+		set("patternProperties", patternsPart.Values["patternProperties"])
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range parts {
+		if props, ok := p.Values["properties"].(*Object); ok {
+			for _, k := range props.Keys {
+				if !seen[k] {
+					seen[k] = true
+					names = append(names, k)
+				}
+			}
+		}
+	}
+	if len(names) > 0 {
+		merged := &Object{Values: map[string]any{}}
+		for _, k := range names {
+			var list []any
+			for _, p := range parts {
+				props, _ := p.Values["properties"].(*Object)
+				if props != nil && props.Values[k] != nil {
+					list = append(list, props.Values[k])
+				} else if extra, ok := p.Get("additionalProperties"); ok && p != patternsPart {
+					list = append(list, extra)
+				} else if ok {
+					// The part with patterns: a name they match takes their schemas instead.
+					pats, _ := p.Values["patternProperties"].(*Object)
+					matched := false
+					for _, pat := range pats.Keys {
+						if d, err := patternDFA(pat, ptr); err == nil && d.Match(k) {
+							matched = true
+						}
+					}
+					if !matched {
+						list = append(list, extra)
+					}
+				}
+			}
+			merged.Keys = append(merged.Keys, k)
+			merged.Values[k] = allOfSchemas(list)
+		}
+		set("properties", merged)
+	}
+	var extraList []any
+	for _, p := range parts {
+		if extra, ok := p.Get("additionalProperties"); ok {
+			extraList = append(extraList, extra)
+		}
+	}
+	if len(extraList) > 0 {
+		set("additionalProperties", allOfSchemas(extraList))
+	}
+	return nil
+}
+
+// mergeItems writes into out the prefixItems and items of parts that must all hold: the item
+// at each position takes, from each part, that part's prefixItems schema there or its items.
+func mergeItems(out *Object, parts []*Object) {
+	set := func(k string, v any) {
+		out.Keys = append(out.Keys, k)
+		out.Values[k] = v
+	}
+	if len(parts) == 1 {
+		for _, k := range []string{"prefixItems", "items"} {
+			if v, ok := parts[0].Get(k); ok {
+				set(k, v)
+			}
+		}
+		return
+	}
+	n := 0
+	for _, p := range parts {
+		if list, ok := p.Values["prefixItems"].([]any); ok {
+			n = max(n, len(list))
+		}
+	}
+	if n > 0 {
+		prefix := make([]any, n)
+		for i := range n {
+			var list []any
+			for _, p := range parts {
+				pl, _ := p.Values["prefixItems"].([]any)
+				if i < len(pl) {
+					list = append(list, pl[i])
+				} else if items, ok := p.Get("items"); ok {
+					list = append(list, items)
+				}
+			}
+			prefix[i] = allOfSchemas(list)
+		}
+		set("prefixItems", prefix)
+	}
+	var items []any
+	for _, p := range parts {
+		if v, ok := p.Get("items"); ok {
+			items = append(items, v)
+		}
+	}
+	if len(items) > 0 {
+		set("items", allOfSchemas(items))
+	}
+}
+
+// sameValues are the values of a and b (const values or enum lists, after kw) that are equal
+// JSON values.
+func sameValues(a, b any, kw string) []any {
+	la, lb := []any{a}, []any{b}
+	if kw == "enum" {
+		la, _ = a.([]any)
+		lb, _ = b.([]any)
+	}
+	var out []any
+	for _, x := range la {
+		bx, err := Marshal(x)
+		if err != nil {
+			continue
+		}
+		for _, y := range lb {
+			if by, err := Marshal(y); err == nil && bytes.Equal(bx, by) {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// inert reports whether keyword k of s has no effect alone, and would take one from another
+// part of allOf if merged: then and else without if, if without then or else (unless
+// unevaluated* sees what it evaluates), minContains and maxContains without contains.
+func inert(s *Object, k string) bool {
+	has := func(k string) bool { _, ok := s.Get(k); return ok }
+	switch k {
+	case "then", "else":
+		return !has("if")
+	case "if":
+		return !has("then") && !has("else")
+	case "minContains", "maxContains":
+		return !has("contains")
+	}
+	return false
 }
 
 func mergeKeyword(k string, a, b any) (any, bool) {
@@ -1185,7 +1961,27 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 		return a, true
 	}
 	switch k {
-	case "required":
+	case "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+		"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains":
+		// Both bounds: the tighter.
+		na, ok1 := a.(json.Number)
+		nb, ok2 := b.(json.Number)
+		ra, ok3 := new(big.Rat).SetString(string(na))
+		rb, ok4 := new(big.Rat).SetString(string(nb))
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, false
+		}
+		lower := strings.HasPrefix(k, "min") || k == "exclusiveMinimum"
+		if ra.Cmp(rb) < 0 == lower {
+			return nb, true
+		}
+		return na, true
+	case "uniqueItems":
+		return a == true || b == true, true
+	case "not":
+		// Neither: not either.
+		return schemaOf("anyOf", []any{a, b}), true
+	case propertyOrder:
 		la, ok1 := a.([]any)
 		lb, ok2 := b.([]any)
 		if !ok1 || !ok2 {
@@ -1198,25 +1994,86 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 			}
 		}
 		return out, true
-	case "properties":
+	case hiddenItems:
+		return allOfSchemas([]any{a, b}), true
+	case hiddenPrefixItems:
+		la, ok1 := a.([]any)
+		lb, ok2 := b.([]any)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := make([]any, max(len(la), len(lb)))
+		for i := range out {
+			var parts []any
+			if i < len(la) {
+				parts = append(parts, la[i])
+			}
+			if i < len(lb) {
+				parts = append(parts, lb[i])
+			}
+			out[i] = allOfSchemas(parts)
+		}
+		return out, true
+	case hiddenProperties:
 		pa, ok1 := a.(*Object)
 		pb, ok2 := b.(*Object)
 		if !ok1 || !ok2 {
 			return nil, false
 		}
-		out := &Object{Keys: slices.Clone(pa.Keys), Values: map[string]any{}}
-		for k, v := range pa.Values {
-			out.Values[k] = v
-		}
+		out := &Object{Keys: slices.Clone(pa.Keys), Values: maps.Clone(pa.Values)}
 		for _, k := range pb.Keys {
 			if old, dup := out.Values[k]; dup {
-				if !reflect.DeepEqual(old, pb.Values[k]) {
-					return nil, false
-				}
+				out.Values[k] = allOfSchemas([]any{old, pb.Values[k]})
 				continue
 			}
 			out.Keys = append(out.Keys, k)
 			out.Values[k] = pb.Values[k]
+		}
+		return out, true
+	case "multipleOf":
+		// The multiples of both: of their least common multiple.
+		ma, err1 := multipleOf(a, "")
+		mb, err2 := multipleOf(b, "")
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		num := new(big.Int).GCD(nil, nil, ma.Num(), mb.Num())
+		num.Quo(new(big.Int).Mul(ma.Num(), mb.Num()), num)
+		den := new(big.Int).GCD(nil, nil, ma.Denom(), mb.Denom())
+		l := new(big.Rat).SetFrac(num, den)
+		_, e, ok := decimalScale(l)
+		if !ok {
+			return nil, false
+		}
+		return json.Number(l.FloatString(e)), true
+	case "type":
+		// The types both allow.
+		ta, err1 := typesOf(&Object{Keys: []string{"type"}, Values: map[string]any{"type": a}}, "")
+		tb, err2 := typesOf(&Object{Keys: []string{"type"}, Values: map[string]any{"type": b}}, "")
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		out := []any{}
+		for _, t := range ta {
+			switch {
+			case slices.Contains(tb, t):
+				out = append(out, t)
+			case t == "integer" && slices.Contains(tb, "number"), t == "number" && slices.Contains(tb, "integer"):
+				out = append(out, "integer")
+			}
+		}
+		return out, true
+	case "required":
+		la, ok1 := a.([]any)
+		lb, ok2 := b.([]any)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		out := slices.Clone(la)
+		for _, x := range lb {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
 		}
 		return out, true
 	}

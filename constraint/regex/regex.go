@@ -9,6 +9,11 @@
 // are accepted and change nothing. Anything else that asserts a position instead of matching
 // characters — ^ or $ elsewhere, multi-line mode, \b, \B — is refused with an error, as are
 // counts above grammar.MaxRepeat.
+//
+// For what a grammar cannot do — intersect two languages, or take a complement — the package
+// also builds deterministic automata over code points (DFAOf, Literals, Lengths), their
+// products (Intersect, Minus, Complement, Product) and the grammar of an automaton (one rule
+// per state), bounded at MaxStates states.
 package regex
 
 import (

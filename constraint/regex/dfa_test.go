@@ -1,0 +1,115 @@
+package regex
+
+import (
+	"math/rand/v2"
+	"regexp"
+	"testing"
+
+	"github.com/loomlm/loom/constraint/earley"
+	"github.com/loomlm/loom/constraint/grammar"
+)
+
+// words are strings over a small alphabet (with a non-ASCII letter), every one up to length 3
+// and random longer ones.
+func words() []string {
+	alphabet := []string{"a", "b", "f", "o", "0", "9", "_", "é", "\n"}
+	out := []string{""}
+	level := []string{""}
+	for range 3 {
+		var next []string
+		for _, w := range level {
+			for _, a := range alphabet {
+				next = append(next, w+a)
+			}
+		}
+		out = append(out, next...)
+		level = next
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1500 {
+		w := ""
+		for range 5 + rng.IntN(10) {
+			w += alphabet[rng.IntN(len(alphabet))]
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+var dfaPatterns = []string{
+	`f.*o`, `a*`, `aaa*`, `[0-9]{2,}`, `X_`, `(?s:.*)b(?s:.*)`, `^.*bar$`, `\p{Letter}+`, `(?i)fo+`,
+	`a{2,4}|b`, `[^a]*`, `(ab|ba)*o?`, ``, `(?s).{0,3}`,
+}
+
+// TestDFAMatchesRegexp checks each DFA against Go's regexp matching the whole string.
+func TestDFAMatchesRegexp(t *testing.T) {
+	ws := words()
+	for _, p := range dfaPatterns {
+		d, err := DFAOf(p)
+		if err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		re := regexp.MustCompile(`^(?:` + p + `)$`)
+		for _, w := range ws {
+			if got, want := d.Match(w), re.MatchString(w); got != want {
+				t.Fatalf("%q on %q: DFA %v, regexp %v", p, w, got, want)
+			}
+		}
+	}
+}
+
+// TestProductOperations checks intersection, difference and complement word by word, and
+// that the grammar of a DFA accepts what the DFA accepts.
+func TestProductOperations(t *testing.T) {
+	ws := words()
+	for i, p := range dfaPatterns {
+		q := dfaPatterns[(i+3)%len(dfaPatterns)]
+		a, _ := DFAOf(p)
+		b, _ := DFAOf(q)
+		and, err := Intersect(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		minus, err := Minus(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		not, err := Complement(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg *grammar.CFG
+		if minus != nil {
+			rules := minus.Grammar("s")
+			cfg, err = grammar.Compile(&grammar.Grammar{Rules: rules}, rules[0].Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, w := range ws {
+			ma, mb := a.Match(w), b.Match(w)
+			if and != nil && and.Match(w) != (ma && mb) || and == nil && ma && mb {
+				t.Fatalf("%q ∩ %q on %q", p, q, w)
+			}
+			if minus != nil && minus.Match(w) != (ma && !mb) || minus == nil && ma && !mb {
+				t.Fatalf("%q − %q on %q", p, q, w)
+			}
+			if not != nil && not.Match(w) == ma || not == nil && !ma {
+				t.Fatalf("¬%q on %q", p, w)
+			}
+			if cfg != nil {
+				m := earley.New(cfg)
+				ok := true
+				for _, c := range []byte(w) {
+					if !m.Advance(c) {
+						ok = false
+						break
+					}
+				}
+				if ok = ok && m.IsAccepting(); ok != (ma && !mb) {
+					t.Fatalf("grammar of %q − %q on %q: %v", p, q, w, ok)
+				}
+			}
+		}
+	}
+}
