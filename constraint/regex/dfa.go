@@ -589,7 +589,11 @@ func Complement(d *DFA) (*DFA, error) {
 // number, each a choice of a code point class followed by the next state's rule (and the
 // empty string where the state accepts); the language is that of the first rule. A large
 // class that several states read is a rule of its own (prefix, "c" and a number), so that
-// it is compiled once.
+// it is compiled once. A state that loops on a class is written as that class repeated, then
+// the choice of its other edges: class* (ε | c1 s1 | …), the same language as the
+// right-recursive form (the DFA is deterministic, so the loop's class and the others are
+// disjoint), and a repetition is what a constraint's token mask takes whole vocabulary slices
+// for — a name automaton's "any other name" state costs a mask what a plain string does.
 func (d *DFA) Grammar(prefix string) []grammar.Rule {
 	name := func(i int) string { return prefix + strconv.Itoa(i) }
 	type class struct {
@@ -637,17 +641,25 @@ func (d *DFA) Grammar(prefix string) []grammar.Rule {
 		if s.Accept {
 			alts = append(alts, &grammar.Seq{})
 		}
+		var loop grammar.Expr
 		for j, t := range targets[i] {
 			c := perState[i][j]
 			var item grammar.Expr = &grammar.Class{Ranges: c.ranges}
 			if n, ok := shared[c]; ok {
 				item = &grammar.Ref{Name: n}
 			}
+			if t == i {
+				loop = item
+				continue
+			}
 			alts = append(alts, &grammar.Seq{Items: []grammar.Expr{item, &grammar.Ref{Name: name(t)}}})
 		}
 		var body grammar.Expr = &grammar.Alt{Alts: alts}
 		if len(alts) == 1 {
 			body = alts[0]
+		}
+		if loop != nil {
+			body = &grammar.Seq{Items: []grammar.Expr{&grammar.Repeat{Expr: loop, Min: 0, Max: -1}, body}}
 		}
 		rules[i] = grammar.Rule{Name: name(i), Body: body}
 	}
