@@ -890,4 +890,14 @@ func TestParallel(t *testing.T) {
 		wg.Wait()
 	}
 	Parallel(0, 2, func(int, int) { t.Error("a task of none ran") })
+	ran := 0
+	Parallel(3, 0, func(task, w int) {
+		if w != 0 {
+			t.Errorf("workers 0: task %d ran as worker %d", task, w)
+		}
+		ran++
+	})
+	if ran != 3 {
+		t.Errorf("workers 0: %d of 3 tasks ran", ran)
+	}
 }

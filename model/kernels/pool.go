@@ -134,9 +134,9 @@ func parallelFor(n, chunk int, fn func(lo, hi int)) {
 // and on up to min(GOMAXPROCS, workers)-1 goroutines of the pool that kernels' products use,
 // each with its own worker number in [0, workers) (an index into per-worker scratch space,
 // say), and returns when all are done. Tasks are claimed one at a time, so they may differ in
-// size.
+// size. A workers below 1 counts as 1: everything runs on the caller as worker 0.
 func Parallel(n, workers int, fn func(task, worker int)) {
-	run(n, 1, workers, func(lo, hi, worker int) {
+	run(n, 1, max(workers, 1), func(lo, hi, worker int) {
 		for t := lo; t < hi; t++ {
 			fn(t, worker)
 		}
