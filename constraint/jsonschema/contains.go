@@ -31,6 +31,17 @@ func count(s *Object, kw, ptr string) (int, error) {
 	return int(f), nil
 }
 
+// itemCounts reads an array schema's minItems (0 when absent) and maxItems (-1 when absent).
+func itemCounts(s *Object, ptr string) (minN, maxN int, err error) {
+	if minN, err = count(s, "minItems", ptr); err != nil {
+		return 0, 0, err
+	}
+	if maxN, err = count(s, "maxItems", ptr); err != nil {
+		return 0, 0, err
+	}
+	return max(minN, 0), maxN, nil
+}
+
 // moreContains is a keyword Decode never writes (see notStrings): the contains conditions of
 // other allOf parts ({"contains", "minContains", "maxContains"} objects), each counted on
 // its own, as the first is.
@@ -97,15 +108,10 @@ func (c *compiler) containsConds(s *Object, ptr string) ([]containsCond, error) 
 // has one, an item not counted must not match, so the complement of its contains must be
 // expressible (see complement), or the schema is refused.
 func (c *compiler) containsArray(s *Object, ptr string) (grammar.Expr, error) {
-	minN, err := count(s, "minItems", ptr)
+	minN, maxN, err := itemCounts(s, ptr)
 	if err != nil {
 		return nil, err
 	}
-	maxN, err := count(s, "maxItems", ptr)
-	if err != nil {
-		return nil, err
-	}
-	minN = max(minN, 0)
 	conds, err := c.containsConds(s, ptr)
 	if err != nil {
 		return nil, err

@@ -1981,7 +1981,8 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 	case "not":
 		// Neither: not either.
 		return schemaOf("anyOf", []any{a, b}), true
-	case propertyOrder:
+	case propertyOrder, "required":
+		// Both lists, each name once, in first appearance.
 		la, ok1 := a.([]any)
 		lb, ok2 := b.([]any)
 		if !ok1 || !ok2 {
@@ -2060,19 +2061,6 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 				out = append(out, t)
 			case t == "integer" && slices.Contains(tb, "number"), t == "number" && slices.Contains(tb, "integer"):
 				out = append(out, "integer")
-			}
-		}
-		return out, true
-	case "required":
-		la, ok1 := a.([]any)
-		lb, ok2 := b.([]any)
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		out := slices.Clone(la)
-		for _, x := range lb {
-			if !slices.Contains(out, x) {
-				out = append(out, x)
 			}
 		}
 		return out, true

@@ -128,15 +128,10 @@ func (c *compiler) uniqueArrays(values [][]any, rest []any, minN, maxN int) (gra
 // position with a bounded length, written out one array at a time (at most MaxUniqueArrays).
 // Anything else is refused.
 func (c *compiler) unique(s *Object, ptr string) (grammar.Expr, error) {
-	minN, err := count(s, "minItems", ptr)
+	minN, maxN, err := itemCounts(s, ptr)
 	if err != nil {
 		return nil, err
 	}
-	maxN, err := count(s, "maxItems", ptr)
-	if err != nil {
-		return nil, err
-	}
-	minN = max(minN, 0)
 	var prefix []any
 	if v, ok := s.Get("prefixItems"); ok {
 		prefix, _ = v.([]any)
