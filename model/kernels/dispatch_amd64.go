@@ -64,6 +64,9 @@ func init() {
 	avx512.rows16[kF32] = dotF32x1Rows16AVX512
 	avx512.rows16[kF16] = dotF16x1Rows16AVX512
 	avx512.rows16[kBF16] = dotBF16x1Rows16AVX512
+	avx512.pairs4[kF32] = dotF32x4PairsAVX512
+	avx512.pairs4[kF16] = dotF16x4PairsAVX512
+	avx512.pairs4[kBF16] = dotBF16x4PairsAVX512
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
 		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}
 	}

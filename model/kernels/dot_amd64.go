@@ -220,6 +220,15 @@ func dotF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int,
 // dotBF16x4AVX512 computes 4 activation row(s) against rows weight rows (AVX-512).
 func dotBF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotF32x4PairsAVX512 computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.
+func dotF32x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x4PairsAVX512 computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.
+func dotF16x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x4PairsAVX512 computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.
+func dotBF16x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotF32x1Rows16AVX512 computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.
 func dotF32x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 

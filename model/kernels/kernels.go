@@ -160,7 +160,7 @@ func MatMul(out []float32, m Matrix, x []float32, n int) {
 		// nothing.
 		tk := kernelOf(m.Type)
 		a := prepare(im, tk.act, x, n, m.Cols)
-		p := product{out: out, m: m, tk: *tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], a: a, rb: rb}
+		p := product{out: out, m: m, tk: *tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], a: a, rb: rb}
 		p.rows(n, 0, m.Rows)
 		a.release()
 		return

@@ -901,3 +901,41 @@ func TestParallel(t *testing.T) {
 		t.Errorf("workers 0: %d of 3 tasks ran", ran)
 	}
 }
+
+// TestPairsMatchRowKernel checks that every two-weight-row kernel gives, bit for bit, what its
+// type's four-activation-row kernel gives: short and long rows, a last 8-block, extreme values.
+func TestPairsMatchRowKernel(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, im := range impls {
+		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16} {
+			tk := kernelOf(typ)
+			pairs := im.pairs4[tk.kind]
+			if pairs == nil {
+				continue
+			}
+			for _, cols := range []int{8, 16, 24, 64, 72, 256, 776} {
+				for _, huge := range []bool{false, true} {
+					const rows, n = 6, 4
+					m := randomMatrix(r, typ, rows, cols)
+					x := randomActivations(r, n, cols)
+					if huge {
+						for i := range x {
+							x[i] *= 1e36
+						}
+					}
+					want := make([]float32, n*rows)
+					got := make([]float32, n*rows)
+					nb := cols / tk.blockElems
+					xb := (*byte)(unsafe.Pointer(&x[0]))
+					im.dot[tk.kind][3](&m.Data[0], m.RowBytes(), rows, nb, xb, 4*cols, &want[0], rows)
+					pairs(&m.Data[0], m.RowBytes(), rows, nb, xb, 4*cols, &got[0], rows)
+					for k := range want {
+						if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+							t.Fatalf("%s %v %d×%d huge=%v: out[%d]: pairs kernel %g, four-row kernel %g", im.name, typ, rows, cols, huge, k, got[k], want[k])
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -112,6 +112,9 @@ type impl struct {
 	// rows16[k], where not nil, is dot[k][0] for 16 weight rows at a time (rows a multiple of
 	// 16), with the same bits: the rows' final horizontal sums are done together.
 	rows16 [numKinds]dotFunc
+	// pairs4[k], where not nil, is dot[k][3] for two weight rows at a time (rows even), with
+	// the same bits: each activation block is loaded once for both rows.
+	pairs4 [numKinds]dotFunc
 	axpy   func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)
@@ -220,6 +223,7 @@ type product struct {
 	tk     typeKernel
 	kern   *[4]dotFunc
 	rows16 dotFunc // nil, or the kind's 16-row kernel (used for one activation row)
+	pairs4 dotFunc // nil, or the kind's kernel of four activation rows and two weight rows
 	a      acts
 	rb     int
 }
@@ -264,7 +268,16 @@ func (p *product) rows(n, r0, r1 int) {
 			}
 			for g := 0; g < n; g += 4 {
 				nx := min(4, n-g)
-				p.kern[nx-1](&m.Data[from*rb], rb, hi-from, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+from], m.Rows)
+				r := from
+				if nx == 4 && p.pairs4 != nil {
+					if even := (hi - r) &^ 1; even > 0 {
+						p.pairs4(&m.Data[r*rb], rb, even, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
+						r += even
+					}
+				}
+				if r < hi {
+					p.kern[nx-1](&m.Data[r*rb], rb, hi-r, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
+				}
 			}
 		}
 	}
@@ -287,7 +300,7 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 			a := prepare(im, tk.act, x, n, m.Cols)
 			prepared[tk.act] = &a
 		}
-		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], a: *prepared[tk.act], rb: m.RowBytes()}
+		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], a: *prepared[tk.act], rb: m.RowBytes()}
 		total += m.Rows
 		work += m.Rows * ps[k].rb
 	}

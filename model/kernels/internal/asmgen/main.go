@@ -74,6 +74,12 @@ func main() {
 			VPSLLD(U8(16), z, z)
 		})
 	}
+	floatKernel512Pairs("F32", 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+	floatKernel512Pairs("F16", 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	floatKernel512Pairs("BF16", 16, func(m Mem, z VecVirtual) {
+		VPMOVZXWD(m, z)
+		VPSLLD(U8(16), z, z)
+	})
 	floatKernel512Rows16("F32", 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 	floatKernel512Rows16("F16", 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 	floatKernel512Rows16("BF16", 16, func(m Mem, z VecVirtual) {
@@ -466,6 +472,139 @@ func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	ADDQ(ws, w)
 	ADDQ(U8(4), out)
 	DECQ(nrows)
+	JMP(LabelRef(name + "_row"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// floatKernel512Pairs is floatKernel512 with four activation rows, for two weight rows at a
+// time (rows must be even): each activation block is loaded once into a register for both
+// weight rows, so a 16-block costs two weight loads, four activation loads and eight FMAs
+// instead of two weight loads, eight activation loads and eight FMAs. Each of the eight
+// results is summed exactly as floatKernel512 sums it (the same chains, the same order), so
+// it has the same bits.
+func floatKernel512Pairs(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
+	const nx = 4
+	load8 := map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}[typ]
+	name := fmt.Sprintf("dot%sx4PairsAVX512", typ)
+	TEXT(name, NOSPLIT, signature)
+	Doc(fmt.Sprintf("%s computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.", name))
+	w := Load(Param("w"), GP64())
+	nrows := Load(Param("rows"), GP64())
+	out := Load(Param("out"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	s := &rowState{p: GP64(), xo: GP64()}
+	x0 := Load(Param("x"), GP64())
+	s.x = []Register{x0}
+	xs := Load(Param("xstride"), GP64())
+	for i := 1; i < nx; i++ {
+		xi := GP64()
+		LEAQ(Mem{Base: s.x[i-1], Index: xs, Scale: 1}, xi)
+		s.x = append(s.x, xi)
+	}
+	// Named once and reused, for avo's allocator (see floatKernel512Rows16).
+	var chain [2][nx][2]VecVirtual
+	for r := range chain {
+		for i := range chain[r] {
+			for k := range chain[r][i] {
+				chain[r][i][k] = ZMM()
+			}
+		}
+	}
+	wz := [2]VecVirtual{ZMM(), ZMM()}
+	xa := [nx]VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+	wy, t, hi := YMM(), YMM(), YMM()
+	hx, tx := XMM(), XMM()
+	p1, cnt := GP64(), GP64()
+
+	Label(name + "_row")
+	CMPQ(nrows, U8(2))
+	JB(LabelRef(name + "_done"))
+	MOVQ(w, s.p)
+	LEAQ(Mem{Base: w, Index: ws, Scale: 1}, p1)
+	XORQ(s.xo, s.xo)
+	for r := range chain {
+		for i := range chain[r] {
+			for k := range chain[r][i] {
+				VPXORD(chain[r][i][k], chain[r][i][k], chain[r][i][k])
+			}
+		}
+	}
+	Load(Param("n"), cnt)
+	// block16 adds 16-block k (0 or 1 of a pair) of both weight rows into chain k.
+	block16 := func(k int) {
+		load16(Mem{Base: s.p, Disp: 2 * k * wBytes8}, wz[0])
+		load16(Mem{Base: p1, Disp: 2 * k * wBytes8}, wz[1])
+		for i := 0; i < nx; i++ {
+			VMOVUPS(s.xm(i, 64*k), xa[i])
+			VFMADD231PS(xa[i], wz[0], chain[0][i][k])
+			VFMADD231PS(xa[i], wz[1], chain[1][i][k])
+		}
+	}
+	advance := func(blocks int) {
+		ADDQ(U32(blocks*wBytes8), s.p)
+		ADDQ(U32(blocks*wBytes8), p1)
+		ADDQ(U32(blocks*32), s.xo)
+	}
+	Label(name + "_pairs")
+	CMPQ(cnt, U8(4))
+	JB(LabelRef(name + "_single"))
+	block16(0)
+	block16(1)
+	advance(4)
+	SUBQ(U8(4), cnt)
+	JMP(LabelRef(name + "_pairs"))
+
+	Label(name + "_single")
+	CMPQ(cnt, U8(2))
+	JB(LabelRef(name + "_eight"))
+	block16(0)
+	advance(2)
+	SUBQ(U8(2), cnt)
+
+	Label(name + "_eight")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(name + "_store"))
+	for r, p := range []Register{s.p, p1} {
+		load8(Mem{Base: p}, wy)
+		for i := 0; i < nx; i++ {
+			VMULPS(s.xm(i, 0), wy, t)
+			VADDPS(t.AsZ(), chain[r][i][0], chain[r][i][0])
+		}
+	}
+
+	Label(name + "_store")
+	ost := Load(Param("ostride"), GP64())
+	SHLQ(U8(2), ost)
+	o := GP64()
+	for r := range chain {
+		MOVQ(out, o)
+		if r == 1 {
+			ADDQ(U8(4), o)
+		}
+		for i := 0; i < nx; i++ {
+			acc := chain[r][i][0]
+			VADDPS(chain[r][i][1], acc, acc)
+			VEXTRACTF64X4(U8(1), acc, hi)
+			VADDPS(acc.AsY(), hi, hi)
+			// hsumStore's steps, with the EVEX extract: the registers here may be past X15.
+			VEXTRACTF32X4(U8(1), hi, hx)
+			VADDPS(hi.AsX(), hx, hx)
+			VPERMILPS(U8(0x4e), hx, tx)
+			VADDPS(tx, hx, hx)
+			VPERMILPS(U8(0xb1), hx, tx)
+			VADDSS(tx, hx, hx)
+			VMOVSS(hx, Mem{Base: o})
+			if i+1 < nx {
+				ADDQ(ost, o)
+			}
+		}
+	}
+	LEAQ(Mem{Base: w, Index: ws, Scale: 2}, w)
+	ADDQ(U8(8), out)
+	SUBQ(U8(2), nrows)
 	JMP(LabelRef(name + "_row"))
 
 	Label(name + "_done")
