@@ -269,7 +269,11 @@ func (p *product) rows(n, r0, r1 int) {
 			for g := 0; g < n; g += 4 {
 				nx := min(4, n-g)
 				r := from
-				if nx == 4 && p.pairs4 != nil {
+				// Two weight rows at a time pay where several groups of activation rows pass
+				// over the same weights (from cache after the first); a single group streaming
+				// its weights from memory reads them faster one row at a time (four beams of a
+				// 110M F32 model: 0.58–0.75× greedy's speed against 0.49–0.64×).
+				if nx == 4 && n > 4 && p.pairs4 != nil {
 					if even := (hi - r) &^ 1; even > 0 {
 						p.pairs4(&m.Data[r*rb], rb, even, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
 						r += even
