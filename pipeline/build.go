@@ -166,8 +166,12 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 	}
 	env.modelFailed = env.Model == nil
 	if spec.DraftModel != nil {
-		env.DraftModel, env.DraftTokenizer = b.openModel(el, *spec.DraftModel, spec.Dir)
-		env.modelFailed = env.modelFailed || env.DraftModel == nil
+		if part, ok := reg.Lookup(Strategy, spec.Strategy.Type); ok && !part.UsesDraftModel {
+			el.add("draft_model", "the %s strategy uses no draft model (speculative does): remove the draft model", spec.Strategy.Type)
+		} else {
+			env.DraftModel, env.DraftTokenizer = b.openModel(el, *spec.DraftModel, spec.Dir)
+			env.modelFailed = env.modelFailed || env.DraftModel == nil
+		}
 	}
 
 	p := &core.Pipeline{Model: env.Model, Tokenizer: env.Tokenizer}

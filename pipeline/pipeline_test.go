@@ -186,6 +186,8 @@ func TestSearchStrategies(t *testing.T) {
 		{"speculative", "[model]\nbuiltin = \"test\"\n[draft_model]\nbuiltin = \"test\"\n[strategy]\ntype = \"speculative\"\nk = 3\n", ""},
 		{"speculative without draft", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"speculative\"\n",
 			"x.toml:3: strategy: speculative: needs a [draft_model]"},
+		{"draft model for a strategy that drafts nothing", "[model]\nbuiltin = \"test\"\n[draft_model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\n",
+			"x.toml:3: draft_model: the prompt_lookup strategy uses no draft model (speculative does): remove the draft model"},
 		{"prompt lookup", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nngram = 2\n", ""},
 		{"prompt lookup k", "[model]\nbuiltin = \"test\"\n[strategy]\ntype = \"prompt_lookup\"\nk = 0\n",
 			"x.toml:5: strategy.k = 0: must be in [1, 64]"},

@@ -89,6 +89,10 @@ type Part struct {
 	NewProcessor func(a *Args) (core.LogitsProcessor, error)
 	NewStopping  func(a *Args) (core.StoppingCriterion, error)
 	NewStrategy  func(a *Args) (core.Strategy, error)
+	// UsesDraftModel marks a strategy that drafts with the pipeline's [draft_model]; a
+	// pipeline that declares a draft model for any other strategy is refused, rather than
+	// loading a model it would never run.
+	UsesDraftModel bool
 }
 
 // Param returns the parameter description with the given name.

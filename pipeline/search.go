@@ -40,7 +40,7 @@ func searchParts() []*Part {
 		{
 			Kind: Strategy, Type: "speculative",
 			Doc:    "Speculative decoding with the [draft_model]: exact target distribution (rejection sampling) or exact greedy output.",
-			Params: specParams,
+			Params: specParams, UsesDraftModel: true,
 			NewStrategy: func(a *Args) (core.Strategy, error) {
 				if a.Env.DraftModel == nil {
 					return nil, errors.New("needs a [draft_model] table naming the draft model")

@@ -158,7 +158,7 @@ func TestRunFlagLimits(t *testing.T) {
 		{[]string{"--seed", "-1"}, 2, `invalid value "-1" for flag -seed: must be an integer in [0, 18446744073709551615]`},
 		{[]string{"--seed", "18446744073709551616"}, 2, "must be an integer in [0, 18446744073709551615]"},
 		{[]string{"--model", "/nonexistent/m.gguf"}, 1, "--model: "},
-		{[]string{"--draft-model", "/nonexistent/d.gguf"}, 1, "--draft-model: "},
+		{[]string{"--draft-model", "/nonexistent/d.gguf"}, 1, "--draft-model: the sample strategy uses no draft model"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
