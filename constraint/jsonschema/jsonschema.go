@@ -1783,10 +1783,7 @@ func allOfSchemas(list []any) any {
 // additionalProperties; the others take every part's additionalProperties.
 // patternProperties in two parts, or beside another part's additionalProperties, are refused.
 func mergeProperties(out *Object, parts []*Object, ptr string) error {
-	set := func(k string, v any) {
-		out.Keys = append(out.Keys, k)
-		out.Values[k] = v
-	}
+	set := out.add
 	if len(parts) == 1 {
 		for _, k := range []string{"properties", "patternProperties", "additionalProperties"} {
 			if v, ok := parts[0].Get(k); ok && !inert(parts[0], k) {
@@ -1856,25 +1853,14 @@ func mergeProperties(out *Object, parts []*Object, ptr string) error {
 		}
 		set("properties", merged)
 	}
-	var extraList []any
-	for _, p := range parts {
-		if extra, ok := p.Get("additionalProperties"); ok {
-			extraList = append(extraList, extra)
-		}
-	}
-	if len(extraList) > 0 {
-		set("additionalProperties", allOfSchemas(extraList))
-	}
+	out.addAllOf(parts, "additionalProperties")
 	return nil
 }
 
 // mergeItems writes into out the prefixItems and items of parts that must all hold: the item
 // at each position takes, from each part, that part's prefixItems schema there or its items.
 func mergeItems(out *Object, parts []*Object) {
-	set := func(k string, v any) {
-		out.Keys = append(out.Keys, k)
-		out.Values[k] = v
-	}
+	set := out.add
 	if len(parts) == 1 {
 		for _, k := range []string{"prefixItems", "items"} {
 			if v, ok := parts[0].Get(k); ok {
@@ -1905,14 +1891,25 @@ func mergeItems(out *Object, parts []*Object) {
 		}
 		set("prefixItems", prefix)
 	}
-	var items []any
+	out.addAllOf(parts, "items")
+}
+
+// add appends key k with value v.
+func (o *Object) add(k string, v any) {
+	o.Keys = append(o.Keys, k)
+	o.Values[k] = v
+}
+
+// addAllOf sets key k to the allOf of the values the parts give it, if any part gives one.
+func (o *Object) addAllOf(parts []*Object, k string) {
+	var list []any
 	for _, p := range parts {
-		if v, ok := p.Get("items"); ok {
-			items = append(items, v)
+		if v, ok := p.Get(k); ok {
+			list = append(list, v)
 		}
 	}
-	if len(items) > 0 {
-		set("items", allOfSchemas(items))
+	if len(list) > 0 {
+		o.add(k, allOfSchemas(list))
 	}
 }
 

@@ -357,6 +357,9 @@ func hsumStore(acc VecVirtual, dst Mem) {
 	VMOVSS(hi, dst)
 }
 
+// load8Of loads 8 weights of a float type into a YMM as float32 (the last 8-block of a row).
+var load8Of = map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}
+
 func loadF32(m Mem, y VecVirtual) { VMOVUPS(m, y) }
 func loadF16(m Mem, y VecVirtual) { VCVTPH2PS(m, y) }
 func loadBF16(m Mem, y VecVirtual) {
@@ -385,7 +388,7 @@ func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
 // order, so a row's result has the same bits whatever the number of activation rows. load16
 // loads 16 weights from m into a ZMM as float32; the last 8-block uses loadF32/16/BF16.
 func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
-	load8 := map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}[typ]
+	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx%dAVX512", typ, nx)
 	TEXT(name, NOSPLIT, signature)
 	Doc(fmt.Sprintf("%s computes %d activation row(s) against rows weight rows (AVX-512).", name, nx))
@@ -487,7 +490,7 @@ func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 // it has the same bits.
 func floatKernel512Pairs(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	const nx = 4
-	load8 := map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}[typ]
+	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx4PairsAVX512", typ)
 	TEXT(name, NOSPLIT, signature)
 	Doc(fmt.Sprintf("%s computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.", name))
@@ -621,7 +624,7 @@ func floatKernel512Pairs(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 // attention's 64-wide heads and 16-wide cache blocks, cost 15 shuffle-and-add steps for 16
 // rows instead of one reduction per row.
 func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
-	load8 := map[string]func(Mem, VecVirtual){"F32": loadF32, "F16": loadF16, "BF16": loadBF16}[typ]
+	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx1Rows16AVX512", typ)
 	TEXT(name, NOSPLIT, signature)
 	Doc(fmt.Sprintf("%s computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.", name))
