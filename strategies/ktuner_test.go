@@ -15,17 +15,14 @@ import (
 // most catchUpRows new ones. It returns the tokens per second achieved, all costs counted, and
 // the steps by k.
 func simulate(maxK int, draft time.Duration, verify func(m int) time.Duration, alpha float64, steps int) (float64, []int) {
-	return simulateCatchUp(maxK, draft, verify, alpha, steps, 0, 0, nil)
+	return simulateCatchUp(maxK, draft, verify, alpha, steps, 0, 0, nil, 1)
 }
 
-// simulateCatchUp is simulate with a prompt the draft must catch up with first, and noise:
-// when not nil, every verification takes noise() times its cost (a machine shared with other
-// work).
-func simulateCatchUp(maxK int, draft time.Duration, verify func(m int) time.Duration, alpha float64, steps, prompt int, catchUp time.Duration, noise func(*rand.Rand) float64) (float64, []int) {
-	r := rand.New(rand.NewPCG(1, 2))
-	if noise != nil {
-		r = rand.New(rand.NewPCG(uint64(noise(nil)), 2)) // noise(nil) is the seed
-	}
+// simulateCatchUp is simulate with a prompt the draft must catch up with first, noise (when
+// not nil, every verification takes noise() times its cost: a machine shared with other work)
+// and the seed of the simulation's random numbers.
+func simulateCatchUp(maxK int, draft time.Duration, verify func(m int) time.Duration, alpha float64, steps, prompt int, catchUp time.Duration, noise func(*rand.Rand) float64, seed uint64) (float64, []int) {
+	r := rand.New(rand.NewPCG(seed, 2))
 	t := newKTuner(maxK)
 	counts := make([]int, maxK+1)
 	var tokens int
@@ -138,7 +135,7 @@ func TestKTunerCatchUpIsNotADraftCost(t *testing.T) {
 	ms := time.Millisecond
 	verify := func(m int) time.Duration { return 10*ms + time.Duration(m-1)*ms/2 }
 	const maxK, alpha = 16, 0.9
-	got, counts := simulateCatchUp(maxK, 5*ms/2, verify, alpha, 200, 200, ms, nil)
+	got, counts := simulateCatchUp(maxK, 5*ms/2, verify, alpha, 200, 200, ms, nil, 1)
 	k, want := bestFixed(maxK, 5*ms/2, verify, alpha)
 	t.Logf("best fixed k %d: %.0f tok/s; tuned: %.0f tok/s, steps by k %v", k, want, got, counts)
 	if got < 0.85*want {
@@ -150,9 +147,10 @@ func TestKTunerCatchUpIsNotADraftCost(t *testing.T) {
 }
 
 // TestKTunerNoisyMachine is a memory-bound target on a shared machine: one verification in
-// six takes 1.6 times its cost. A slow forward at a rarely tried number of rows must not make
-// that many rows look expensive for good (with a table of costs by rows it did: 1.52× greedy
-// where a fixed k reached 1.80×).
+// six takes 1.6 times its cost, and the policy must still reach 85 % of the best fixed k. (On
+// a real machine, a table of costs by rows kept one slow forward for good and settled at 1.52×
+// greedy where a fixed k reached 1.80×; this simulation's noise does not reproduce that — the
+// table passes it too — so it guards the fitted line against noise, not that failure.)
 func TestKTunerNoisyMachine(t *testing.T) {
 	ms := time.Millisecond
 	verify := func(m int) time.Duration { return 11*ms + time.Duration(m-1)*ms/4 }
@@ -163,13 +161,8 @@ func TestKTunerNoisyMachine(t *testing.T) {
 		return 1 + 0.1*r.Float64()
 	}
 	const maxK, alpha = 16, 0.95
-	for seed := 1; seed <= 5; seed++ {
-		got, counts := simulateCatchUp(maxK, 3*ms, verify, alpha, 120, 100, ms/2, func(r *rand.Rand) float64 {
-			if r == nil {
-				return float64(seed)
-			}
-			return noise(r)
-		})
+	for seed := uint64(1); seed <= 5; seed++ {
+		got, counts := simulateCatchUp(maxK, 3*ms, verify, alpha, 120, 100, ms/2, noise, seed)
 		k, want := bestFixed(maxK, 3*ms, verify, alpha)
 		want /= 1.6/6 + 1.05*5/6 // the noise's average cost
 		t.Logf("seed %d: best fixed k %d: %.0f tok/s with noise; tuned: %.0f tok/s, steps by k %v", seed, k, want, got, counts)
