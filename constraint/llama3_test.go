@@ -1,6 +1,7 @@
 package constraint_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -189,6 +190,12 @@ func BenchmarkMaskLlama3(b *testing.B) {
 
 func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 	corpus := maskCorpus(b)
+	if only := os.Getenv("LOOM_MASK_SCHEMAS"); only != "" { // a substring of the names, to profile a few
+		corpus = slices.DeleteFunc(corpus, func(c schemaCase) bool { return !strings.Contains(c.name, only) })
+		if len(corpus) == 0 {
+			b.Fatalf("LOOM_MASK_SCHEMAS=%q names no schema of the corpus", only)
+		}
+	}
 	constraint.TrieFor(tok)
 	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
 	if err != nil {
@@ -207,6 +214,7 @@ func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 	}
 	opt := loomschema.Options{FormatAnnotation: true}
 	var masks, compiles []time.Duration
+	perSchema := make([]time.Duration, len(corpus))
 	for b.Loop() {
 		for i, c := range corpus {
 			t0 := time.Now()
@@ -221,6 +229,7 @@ func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 					t0 := time.Now()
 					m := p.Mask(tok)
 					masks = append(masks, time.Since(t0))
+					perSchema[i] += masks[len(masks)-1]
 					if !m.Has(id) {
 						b.Fatalf("%s: token %d %q of the document is masked", c.name, step, tok.TokenBytes(id))
 					}
@@ -242,6 +251,14 @@ func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 		}
 		b.ReportMetric(us(ds[len(ds)/2]), name+"-p50-µs")
 		b.ReportMetric(us(ds[len(ds)*99/100]), name+"-p99-µs")
+	}
+	order := make([]int, len(corpus))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(perSchema[y], perSchema[x]) })
+	for _, i := range order[:min(10, len(order))] {
+		b.Logf("slowest: %8.1f ms of masks in %s", float64(perSchema[i].Microseconds())/1e3/float64(b.N), corpus[i].name)
 	}
 	report(masks, "mask", true)
 	report(compiles, "compile", false)

@@ -177,19 +177,35 @@ func (m *Matcher) Advance(b byte) bool {
 		m.push(s)
 		return true
 	}
-	memo := len(cur.scan) <= 64
+	// The signature is a bit per scan item; past 64 items the bits are hashed into sig and
+	// kept in wide, which the memo compares in full.
 	var sig uint64
-	if memo {
+	var wide []uint64
+	if len(cur.scan) <= 64 {
 		for j, ii := range cur.scan {
 			if g.Terminals[cur.items[ii].next.Terminal()].Has(b) {
 				sig |= 1 << j
 			}
 		}
-		if s := m.memo.get(cur.id, sig); s != nil {
-			m.memo.putByte(cur.id, b, s)
-			m.push(s)
-			return true
+	} else {
+		sc := m.scratchFor()
+		wide = sc.sig[:0]
+		for j := 0; j < len(cur.scan); j += 64 {
+			var w uint64
+			for i, ii := range cur.scan[j:min(j+64, len(cur.scan))] {
+				if g.Terminals[cur.items[ii].next.Terminal()].Has(b) {
+					w |= 1 << i
+				}
+			}
+			wide = append(wide, w)
+			sig = (sig^w)*0x9E3779B97F4A7C15 + uint64(len(wide))
 		}
+		sc.sig = wide
+	}
+	if s := m.memo.get(cur.id, sig, wide); s != nil {
+		m.memo.putByte(cur.id, b, s)
+		m.push(s)
+		return true
 	}
 	s := m.newSet()
 	sc := m.scratchFor()
@@ -201,11 +217,9 @@ func (m *Matcher) Advance(b byte) bool {
 		}
 	}
 	m.closure(s, int32(k+1))
-	if memo {
-		s.pinned = true
-		m.memo.put(cur.id, sig, s)
-		m.memo.putByte(cur.id, b, s)
-	}
+	s.pinned = true
+	m.memo.put(cur.id, sig, wide, s)
+	m.memo.putByte(cur.id, b, s)
 	m.push(s)
 	return true
 }

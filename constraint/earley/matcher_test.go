@@ -164,9 +164,32 @@ func TestMatcherAgainstRegexp(t *testing.T) {
 		{"root ::= x\nx ::= \"a\" x | \"b\" x | \"c\"", `^[ab]*c$`, "abc"},
 		{"root ::= \"(\" x \")\" y\nx ::= (\"a\" x)?\ny ::= (\"b\" z)?\nz ::= y", `^\(a*\)b*$`, "()ab"},
 	}
+	// 300 words in parallel: after a byte, more than 64 scan items at once (the memo of
+	// Advance then keys sets by a wide signature).
+	words := map[string]bool{}
+	wordRng := rand.New(rand.NewPCG(3, 4))
+	for len(words) < 300 {
+		w := make([]byte, 2+wordRng.IntN(5))
+		for i := range w {
+			w[i] = "abcd"[wordRng.IntN(4)]
+		}
+		words[string(w)] = true
+	}
+	var gbnf, re []string
+	for w := range words {
+		gbnf = append(gbnf, `"`+w+`"`)
+		re = append(re, w)
+	}
+	tests = append(tests, struct{ grammar, re, alphabet string }{
+		"root ::= (" + strings.Join(gbnf, " | ") + ")+", "^(" + strings.Join(re, "|") + ")+$", "abcd",
+	})
+	wide := 0
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, tt := range tests {
 		g := grammar.MustCompile(tt.grammar)
+		if m := New(g); m.Advance('a') && len(m.sets[1].scan) > 64 {
+			wide++
+		}
 		re := regexp.MustCompile(tt.re)
 		// One matcher rolled back between strings, so states built for earlier strings are
 		// reused (the memo of Advance), next to a fresh matcher per string.
@@ -196,6 +219,9 @@ func TestMatcherAgainstRegexp(t *testing.T) {
 		if accepted == 0 {
 			t.Fatalf("%s: no random string was accepted; the comparison is vacuous", tt.grammar)
 		}
+	}
+	if wide == 0 {
+		t.Fatal("no grammar has more than 64 scan items in a set")
 	}
 }
 

@@ -1,5 +1,7 @@
 package earley
 
+import "slices"
+
 // The memo's two direct-mapped tables start small (a clone advanced by a few bytes allocates
 // little) and double, emptied, each time they have taken twice their size in entries, up to
 // 1<<memoBits and 1<<memoSigBits entries; entries are overwritten on collision, so memory
@@ -32,6 +34,7 @@ type byteEntry struct {
 type sigEntry struct {
 	parent uint64
 	sig    uint64
+	wide   []uint64 // the whole signature when the parent has more than 64 scan items
 	child  *set
 }
 
@@ -39,23 +42,27 @@ func memoHash(parent, x uint64, bits uint) uint64 {
 	return ((parent * 0x9E3779B97F4A7C15) ^ (x * 0xC2B2AE3D27D4EB4F)) * 0x94D049BB133111EB >> (64 - bits)
 }
 
-func (m *memo) get(parent, sig uint64) *set {
+func (m *memo) get(parent, sig uint64, wide []uint64) *set {
 	if m.sigs == nil {
 		return nil
 	}
-	if e := &m.sigs[memoHash(parent, sig, m.sigBits)]; e.parent == parent && e.sig == sig {
+	if e := &m.sigs[memoHash(parent, sig, m.sigBits)]; e.parent == parent && e.sig == sig && slices.Equal(e.wide, wide) {
 		return e.child
 	}
 	return nil
 }
 
-func (m *memo) put(parent, sig uint64, child *set) {
+// put remembers child under (parent, sig, wide); wide is copied.
+func (m *memo) put(parent, sig uint64, wide []uint64, child *set) {
 	if m.sigs == nil || m.sigFill >= memoGrowthOf*len(m.sigs) && m.sigBits < memoSigBits {
 		m.sigBits = max(memoMinBits, m.sigBits+1)
 		m.sigs, m.sigFill = make([]sigEntry, 1<<m.sigBits), 0
 	}
 	m.sigFill++
-	m.sigs[memoHash(parent, sig, m.sigBits)] = sigEntry{parent: parent, sig: sig, child: child}
+	if wide != nil {
+		wide = slices.Clone(wide)
+	}
+	m.sigs[memoHash(parent, sig, m.sigBits)] = sigEntry{parent: parent, sig: sig, wide: wide, child: child}
 }
 
 func (m *memo) byByte(parent uint64, b byte) *set {

@@ -15,6 +15,8 @@ type scratch struct {
 	items []item
 	// leoBuild gathers a set's Leo entries before they move to the set's storage.
 	leoBuild []leoItem
+	// sig is the wide signature of the byte being advanced (Advance).
+	sig []uint64
 }
 
 type slot struct {
