@@ -37,7 +37,7 @@ type Automaton struct {
 }
 
 const (
-	maxPositions = 16384
+	maxPositions = 4096
 	maxStates    = 4096
 )
 
@@ -450,6 +450,18 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 		}
 		return t
 	}
+	// rep[c] is the first byte that occurs at exactly the positions c does: every state
+	// moves both alike, so the move is computed once per class of bytes.
+	var rep [256]int
+	firstOf := map[string]int{}
+	for c := range 256 {
+		k := key(byByte[c])
+		if r, ok := firstOf[k]; ok {
+			rep[c] = r
+		} else {
+			firstOf[k], rep[c] = c, c
+		}
+	}
 	var start bits
 	start.add(0)
 	ids := map[string]int{key(start): 1}
@@ -470,7 +482,13 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 		if onBoundary {
 			fresh = first
 		}
+		base := len(a.trans)
 		for c := range 256 {
+			if r := rep[c]; r != c { // the same positions as an earlier byte: the same move
+				a.trans = append(a.trans, a.trans[base+r])
+				starts = append(starts, starts[base+r])
+				continue
+			}
 			t := and(f, byByte[c])
 			if t.empty() {
 				a.trans = append(a.trans, 0)
