@@ -5,6 +5,7 @@ import (
 	"math"
 	mathbits "math/bits"
 	"reflect"
+	"slices"
 
 	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/grammar"
@@ -36,6 +37,10 @@ type Processor struct {
 	// vocabulary slices.
 	runs   []earley.Run
 	slices []*tokentrie.Slice
+	// childRuns is the scratch of the walk's child slices; walk is the walk's options, its
+	// Child bound to p once.
+	childRuns []earley.Run
+	walk      tokentrie.WalkOptions
 	// maskFor and maskAt are the tokenizer and parser position the mask was last computed
 	// for, while it is still that of the current state (Accept and Clone reset them).
 	maskFor core.Tokenizer
@@ -74,6 +79,7 @@ func (p *Processor) Clone() core.StatefulProcessor {
 	c := *p
 	c.m = p.m.Clone()
 	c.mask, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
+	c.childRuns, c.walk = nil, tokentrie.WalkOptions{}
 	return &c
 }
 
@@ -211,7 +217,11 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 				p.slices = append(p.slices, sl)
 			}
 		}
-		trie.Fill(p.m, p.mask, p.slices...)
+		if p.walk.Child == nil {
+			p.walk.Child = func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return p.childSlices(trie, dst) }
+		}
+		p.walk.Slices = p.slices
+		trie.FillWith(p.m, p.mask, p.walk)
 	}
 	if p.ended || p.m.IsAccepting() {
 		for _, id := range endOfGeneration(tok) {
@@ -224,6 +234,19 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 		p.maskFor, p.maskAt = tok, p.m.Len()
 	}
 	return Mask{bits: p.mask, n: trie.VocabSize()}
+}
+
+// childSlices appends the child slices of the unbounded runs the parser may repeat after the
+// first byte of a token (p.m is in that state) and that it could not repeat at the root.
+func (p *Processor) childSlices(trie *tokentrie.Trie, dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice {
+	p.childRuns = p.m.ActiveRuns(p.childRuns[:0])
+	for _, r := range p.childRuns {
+		if r.Budget >= 0 || slices.ContainsFunc(p.runs, func(root earley.Run) bool { return root.Automaton == r.Automaton }) {
+			continue
+		}
+		dst = append(dst, childSliceFor(trie, r))
+	}
+	return dst
 }
 
 // Forced implements core.Forcer: when the mask of the current state holds a single token, it

@@ -41,3 +41,10 @@ func sliceFor(trie *tokentrie.Trie, r earley.Run) *tokentrie.Slice {
 	s := r.Automaton.Memo(key{trie, r.Budget}, func() any { return trie.Slice(r.Automaton, r.Budget) })
 	return s.(*tokentrie.Slice)
 }
+
+// childSliceFor returns trie's child slice for run r's automaton, kept with the automaton.
+func childSliceFor(trie *tokentrie.Trie, r earley.Run) *tokentrie.ChildSlice {
+	type key struct{ trie *tokentrie.Trie }
+	s := r.Automaton.Memo(key{trie}, func() any { return trie.ChildSlice(r.Automaton) })
+	return s.(*tokentrie.ChildSlice)
+}

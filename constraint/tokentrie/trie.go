@@ -137,8 +137,9 @@ func (s *Slice) skips(i int) bool {
 const maxCachedSlices = 256
 
 type sliceCache struct {
-	mu      sync.Mutex
-	entries map[string]*sliceEntry
+	mu       sync.Mutex
+	entries  map[string]*sliceEntry
+	children map[string]*ChildSlice
 }
 
 // sliceEntry is one automaton's slices: unbounded, and per budget below the most copies any

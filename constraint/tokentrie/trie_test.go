@@ -76,3 +76,87 @@ func TestFillAgainstPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// classLoop is the automaton of [lo-hi]*: one state, a new copy at every byte.
+type classLoop struct{ lo, hi byte }
+
+func (a classLoop) Key() string   { return "loop" + string([]byte{a.lo, a.hi}) }
+func (a classLoop) Start() uint32 { return 1 }
+func (a classLoop) Counted() bool { return true }
+func (a classLoop) Step(s uint32, b byte) (uint32, bool) {
+	if b < a.lo || b > a.hi {
+		return 0, false
+	}
+	return 1, true
+}
+
+// headLoop recognises one byte of head followed by any bytes in [lo-hi]: the language of a
+// property name whose first byte rules out the names it cannot be.
+type headLoop struct {
+	head   string
+	lo, hi byte
+	n      int // bytes pushed
+}
+
+func (r *headLoop) CanAdvance(b byte) bool {
+	if r.n == 0 {
+		return bytes.IndexByte([]byte(r.head), b) >= 0
+	}
+	return b >= r.lo && b <= r.hi
+}
+
+func (r *headLoop) Advance(b byte) bool {
+	if !r.CanAdvance(b) {
+		return false
+	}
+	r.n++
+	return true
+}
+
+func (r *headLoop) Pop(n int) { r.n -= n }
+
+// TestFillWithChildSlices checks a walk that takes child slices below the first byte against
+// the plain walk and against each token's bytes, and that it walks fewer nodes.
+func TestFillWithChildSlices(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	trie := tokentrie.New(tok)
+	for _, tc := range []struct {
+		head   string
+		lo, hi byte
+	}{
+		{" ", 'a', 'z'},
+		{" tT", 'a', 'z'},
+		{"abc ", ' ', '~'},
+	} {
+		loop := classLoop{tc.lo, tc.hi}
+		r := &headLoop{head: tc.head, lo: tc.lo, hi: tc.hi}
+		child, plain := tokentrie.NewMask(tok.VocabSize()), tokentrie.NewMask(tok.VocabSize())
+		calls := 0
+		steps := trie.FillWith(r, child, tokentrie.WalkOptions{Child: func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice {
+			calls++
+			if r.n != 1 {
+				t.Fatalf("Child called with %d bytes pushed, want 1", r.n)
+			}
+			return append(dst, trie.ChildSlice(loop))
+		}})
+		plainSteps := trie.Fill(r, plain)
+		if r.n != 0 {
+			t.Fatalf("walks left %d bytes pushed", r.n)
+		}
+		for id := range tok.VocabSize() {
+			b := tok.TokenBytes(core.TokenID(id))
+			want := len(b) > 0 && bytes.IndexByte([]byte(tc.head), b[0]) >= 0 && !bytes.ContainsFunc(b[1:], func(c rune) bool { return c < rune(tc.lo) || c > rune(tc.hi) })
+			if got := child.Has(core.TokenID(id)); got != want || plain.Has(core.TokenID(id)) != want {
+				t.Fatalf("%+v: token %d %q: child walk %v, plain walk %v, want %v", tc, id, b, got, plain.Has(core.TokenID(id)), want)
+			}
+		}
+		if calls == 0 || steps >= plainSteps {
+			t.Fatalf("%+v: %d Child calls, %d steps against %d without child slices", tc, calls, steps, plainSteps)
+		}
+		t.Logf("%+v: %d Child calls, %d steps against %d", tc, calls, steps, plainSteps)
+	}
+}

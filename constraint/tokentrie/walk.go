@@ -48,11 +48,33 @@ func (m Mask) Count() int {
 // (the loops the parser may repeat from here): their tokens are added at once, and the
 // subtrees made only of their tokens are not walked.
 func (t *Trie) Fill(r Recognizer, mask Mask, slices ...*Slice) int {
+	return t.FillWith(r, mask, WalkOptions{Slices: slices})
+}
+
+// WalkOptions are the vocabulary slices a walk may take instead of walking.
+type WalkOptions struct {
+	// Slices are accepted by the recogniser in full from its state at the root.
+	Slices []*Slice
+	// Child, when set, is called with the recogniser in the state after a first byte whose
+	// subtree has at least MinChildNodes nodes (and that no Slice skips): the child slices it
+	// appends to dst are accepted in full from that state, within that byte's subtree.
+	Child func(dst []*ChildSlice) []*ChildSlice
+}
+
+// MinChildNodes is the smallest first-byte subtree for which a walk asks WalkOptions.Child
+// for slices: below it, walking costs less than finding them.
+const MinChildNodes = 512
+
+// FillWith is Fill with child slices too.
+func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
+	slices := o.Slices
 	for _, s := range slices {
 		for w, bits := range s.tokens {
 			mask[w] |= bits
 		}
 	}
+	var child []*ChildSlice // in force below the first byte whose subtree ends at childEnd
+	childEnd := 0
 	depth := 0 // bytes pushed on r
 	steps := 0
 	nodes := t.nodes
@@ -62,7 +84,10 @@ func (t *Trie) Fill(r Recognizer, mask Mask, slices ...*Slice) int {
 			r.Pop(depth - d)
 			depth = d
 		}
-		if skipped(slices, i) {
+		if i >= childEnd {
+			child = child[:0]
+		}
+		if skipped(slices, i) || len(child) > 0 && childSkips(child, i) {
 			i = int(nd.end)
 			continue
 		}
@@ -84,12 +109,31 @@ func (t *Trie) Fill(r Recognizer, mask Mask, slices ...*Slice) int {
 		for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
 			mask.Set(id)
 		}
+		if depth == 1 && o.Child != nil && int(nd.end)-i >= MinChildNodes {
+			child = o.Child(child[:0])
+			childEnd = int(nd.end)
+			for _, cs := range child {
+				for _, id := range cs.tokens(nd.b) {
+					mask.Set(id)
+				}
+			}
+		}
 		i++
 	}
 	if depth > 0 {
 		r.Pop(depth)
 	}
 	return steps
+}
+
+// childSkips reports whether node i's subtree lies wholly in one of the child slices.
+func childSkips(child []*ChildSlice, i int) bool {
+	for _, s := range child {
+		if s.skips(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // skipped reports whether node i's subtree lies wholly in one of slices.
