@@ -18,5 +18,8 @@
 // (earley.Matcher.ActiveRuns). A slice costs one pass over the trie per repetition body and
 // tokenizer, cached across grammars; nothing else proportional to the vocabulary is done when a
 // grammar is compiled, and nothing is cached per parser state: a mask costs one parser step per
-// trie node the walk visits outside the slices.
+// trie node the walk visits outside the slices. The walk takes slices one byte below the root
+// too ("child slices", tokentrie.ChildSlice): after a first byte, the repetitions the parser may
+// run only from there (the rest of a property name once its first byte has ruled out the
+// names it cannot be).
 package constraint

@@ -300,6 +300,9 @@ func (e *docEnv) substitute(t *testing.T, text string) string {
 	for _, line := range strings.Split(text, "\n") {
 		cmd, _, _ := strings.Cut(line, " #")
 		f := strings.Fields(cmd)
+		for len(f) > 0 && regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`).MatchString(f[0]) {
+			f = f[1:] // NAME=value before the command
+		}
 		switch {
 		case strings.TrimSpace(cmd) == "bash scripts/test.sh":
 			line = "bash -n scripts/test.sh"
