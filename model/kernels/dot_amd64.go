@@ -241,14 +241,38 @@ func dotBF16x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstri
 // dotQ8_0x1VNNI computes 1 activation row(s) against rows weight rows.
 func dotQ8_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ4_0x1VNNI computes 1 activation row(s) against rows weight rows.
+func dotQ4_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx1VNNI computes 1 activation row(s) against rows weight rows.
+func dotIQ4_NLx1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x2VNNI computes 2 activation row(s) against rows weight rows.
 func dotQ8_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_0x2VNNI computes 2 activation row(s) against rows weight rows.
+func dotQ4_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx2VNNI computes 2 activation row(s) against rows weight rows.
+func dotIQ4_NLx2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotQ8_0x3VNNI computes 3 activation row(s) against rows weight rows.
 func dotQ8_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ4_0x3VNNI computes 3 activation row(s) against rows weight rows.
+func dotQ4_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx3VNNI computes 3 activation row(s) against rows weight rows.
+func dotIQ4_NLx3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x4VNNI computes 4 activation row(s) against rows weight rows.
 func dotQ8_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_0x4VNNI computes 4 activation row(s) against rows weight rows.
+func dotQ4_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLx4VNNI computes 4 activation row(s) against rows weight rows.
+func dotIQ4_NLx4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)

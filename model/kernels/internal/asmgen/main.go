@@ -88,6 +88,8 @@ func main() {
 	})
 	for nx := 1; nx <= 4; nx++ {
 		q80VNNI(nx)
+		q40VNNI(nx)
+		iq4NLVNNI(nx)
 	}
 	axpy()
 	quant32()
@@ -98,6 +100,9 @@ func main() {
 var (
 	// VPERMPS indices: elements 0 and 1 (2 and 3) of a vector, each ×8.
 	permLo2, permHi2 Mem
+	// shiftNibbleLanes shifts the quadwords of a ZMM's lanes 1 and 3 right by 4 (VPSRLVQ):
+	// the high nibbles of the blocks broadcast into lanes 0-1 and 2-3.
+	shiftNibbleLanes Mem
 
 	mask0F, mask30, maskQ4KScale, maskQ6KScale, absMask, permPack, f127, f1, shiftHigh4 Mem
 	// permRows16 puts the 16-row kernels' sums in row order: lane r takes the tree's lane
@@ -141,6 +146,10 @@ func constants() {
 	permLo2 = GLOBL("permLo2", RODATA|NOPTR)
 	for i := 0; i < 16; i++ {
 		DATA(4*i, U32(i/8))
+	}
+	shiftNibbleLanes = GLOBL("shiftNibbleLanes", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(8*i, U64(4*uint64(i/2%2)))
 	}
 	permHi2 = GLOBL("permHi2", RODATA|NOPTR)
 	for i := 0; i < 16; i++ {
@@ -840,11 +849,66 @@ func vpdpbusd(sgn, u, dst Op) {
 // block) into one 16-lane float accumulator per activation row: the same order for every
 // number of activation rows.
 func q80VNNI(nx int) {
-	name := fmt.Sprintf("dotQ8_0x%dVNNI", nx)
+	blockVNNI(fmt.Sprintf("dotQ8_0x%dVNNI", nx), nx, 34, func() {}, func(s *rowState, h int) VecVirtual {
+		w := ZMM()
+		VMOVDQU(Mem{Base: s.p, Disp: 68*h + 2}, w.AsY())
+		VINSERTI64X4(U8(1), Mem{Base: s.p, Disp: 68*h + 36}, w, w)
+		return w
+	})
+}
+
+// nibbleVNNI is q80VNNI for the blocks of sixteen bytes of nibbles {f16 d; uint8 qs[16]} of
+// Q4_0 and IQ4_NL: the nibbles of two blocks are unpacked into one ZMM in element order
+// (block 2h's low nibbles, its high nibbles, then block 2h+1's) and made signed weights by
+// value (−8 for Q4_0, the IQ4_NL table's lookup).
+func nibbleVNNI(name string, nx int, setup func(), value func(w VecVirtual)) {
+	var m0F, shifts VecVirtual
+	blockVNNI(name, nx, 18, func() {
+		t := GP32()
+		MOVL(U32(0x0f0f0f0f), t)
+		m0F = ZMM()
+		VPBROADCASTD(t, m0F)
+		shifts = ZMM()
+		VMOVDQU64(shiftNibbleLanes, shifts)
+		setup()
+	}, func(s *rowState, h int) VecVirtual {
+		w := ZMM()
+		VBROADCASTI32X4(Mem{Base: s.p, Disp: 18*(2*h) + 2}, w)
+		VINSERTI32X4(U8(2), Mem{Base: s.p, Disp: 18*(2*h+1) + 2}, w, w)
+		VINSERTI32X4(U8(3), Mem{Base: s.p, Disp: 18*(2*h+1) + 2}, w, w)
+		VPSRLVQ(shifts, w, w)
+		VPANDD(m0F, w, w)
+		value(w)
+		return w
+	})
+}
+
+func q40VNNI(nx int) {
+	var eight VecVirtual
+	nibbleVNNI(fmt.Sprintf("dotQ4_0x%dVNNI", nx), nx, func() {
+		t := GP32()
+		MOVL(U32(0x08080808), t)
+		eight = ZMM()
+		VPBROADCASTD(t, eight)
+	}, func(w VecVirtual) { VPSUBB(eight, w, w) })
+}
+
+func iq4NLVNNI(nx int) {
+	var values VecVirtual
+	nibbleVNNI(fmt.Sprintf("dotIQ4_NLx%dVNNI", nx), nx, func() {
+		values = ZMM()
+		VBROADCASTI32X4(iq4nlValues, values)
+	}, func(w VecVirtual) { VPSHUFB(w, values, w) })
+}
+
+// blockVNNI is the body of the VNNI kernels over blocks of 32 weights with an f16 scale first,
+// wBlock bytes each, in groups of four: weights(s, h) returns the signed weights of blocks 2h
+// and 2h+1 in one ZMM, in element order.
+func blockVNNI(name string, nx, wBlock int, setup func(), weights func(s *rowState, h int) VecVirtual) {
 	var c80, zero, idxLo, idxHi VecVirtual
 	wideAcc = true
 	defer func() { wideAcc = false }()
-	rowsWithSetup(name, nx, 4*34, act32Group, func() {
+	rowsWithSetup(name, nx, 4*wBlock, act32Group, func() {
 		t := GP32()
 		MOVL(U32(0x80808080), t)
 		c80 = ZMM()
@@ -854,12 +918,11 @@ func q80VNNI(nx int) {
 		idxLo, idxHi = ZMM(), ZMM()
 		VMOVDQU64(permLo2, idxLo)
 		VMOVDQU64(permHi2, idxHi)
+		setup()
 	}, func(s *rowState, _ int) {
 		var wv, neg [2]VecVirtual
 		for h := 0; h < 2; h++ {
-			wv[h] = ZMM()
-			VMOVDQU(Mem{Base: s.p, Disp: 68*h + 2}, wv[h].AsY())
-			VINSERTI64X4(U8(1), Mem{Base: s.p, Disp: 68*h + 36}, wv[h], wv[h])
+			wv[h] = weights(s, h)
 			n := ZMM()
 			VPXORD(n, n, n)
 			vpdpbusd(wv[h], c80, n) // 128·Σw per dword
@@ -871,7 +934,7 @@ func q80VNNI(nx int) {
 		MOVWLZX(Mem{Base: s.p}, t)
 		VMOVD(t, dw)
 		for k := 1; k < 4; k++ {
-			VPINSRW(U8(k), Mem{Base: s.p, Disp: k * 34}, dw, dw)
+			VPINSRW(U8(k), Mem{Base: s.p, Disp: k * wBlock}, dw, dw)
 		}
 		VCVTPH2PS(dw, dw)
 		for i := 0; i < nx; i++ {
