@@ -52,7 +52,7 @@ func init() {
 	asmImpl = avx2
 	impls = append(impls, avx2)
 	// With AVX-512 the float types' products run on 16-wide registers, and those of Q8_0,
-	// Q4_0 and IQ4_NL on VPDPBUSD where the CPU has AVX-512 VNNI; the other types keep their
+	// Q4_0, Q5_0 and IQ4_NL on VPDPBUSD where the CPU has AVX-512 VNNI; the other types keep their
 	// AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
 	if !cpu.X86.HasAVX512F {
 		return
@@ -71,6 +71,7 @@ func init() {
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
 		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}
 		avx512.dot[kQ4_0] = [4]dotFunc{dotQ4_0x1VNNI, dotQ4_0x2VNNI, dotQ4_0x3VNNI, dotQ4_0x4VNNI}
+		avx512.dot[kQ5_0] = [4]dotFunc{dotQ5_0x1VNNI, dotQ5_0x2VNNI, dotQ5_0x3VNNI, dotQ5_0x4VNNI}
 		avx512.dot[kIQ4_NL] = [4]dotFunc{dotIQ4_NLx1VNNI, dotIQ4_NLx2VNNI, dotIQ4_NLx3VNNI, dotIQ4_NLx4VNNI}
 	}
 	impls = append(impls, &avx512)

@@ -244,6 +244,9 @@ func dotQ8_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 // dotQ4_0x1VNNI computes 1 activation row(s) against rows weight rows.
 func dotQ4_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ5_0x1VNNI computes 1 activation row(s) against rows weight rows.
+func dotQ5_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotIQ4_NLx1VNNI computes 1 activation row(s) against rows weight rows.
 func dotIQ4_NLx1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -252,6 +255,9 @@ func dotQ8_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 
 // dotQ4_0x2VNNI computes 2 activation row(s) against rows weight rows.
 func dotQ4_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_0x2VNNI computes 2 activation row(s) against rows weight rows.
+func dotQ5_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotIQ4_NLx2VNNI computes 2 activation row(s) against rows weight rows.
 func dotIQ4_NLx2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
@@ -262,6 +268,9 @@ func dotQ8_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 // dotQ4_0x3VNNI computes 3 activation row(s) against rows weight rows.
 func dotQ4_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ5_0x3VNNI computes 3 activation row(s) against rows weight rows.
+func dotQ5_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotIQ4_NLx3VNNI computes 3 activation row(s) against rows weight rows.
 func dotIQ4_NLx3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -270,6 +279,9 @@ func dotQ8_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 
 // dotQ4_0x4VNNI computes 4 activation row(s) against rows weight rows.
 func dotQ4_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_0x4VNNI computes 4 activation row(s) against rows weight rows.
+func dotQ5_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotIQ4_NLx4VNNI computes 4 activation row(s) against rows weight rows.
 func dotIQ4_NLx4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)

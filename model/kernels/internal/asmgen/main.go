@@ -89,6 +89,7 @@ func main() {
 	for nx := 1; nx <= 4; nx++ {
 		q80VNNI(nx)
 		q40VNNI(nx)
+		q50VNNI(nx)
 		iq4NLVNNI(nx)
 	}
 	axpy()
@@ -857,13 +858,13 @@ func q80VNNI(nx int) {
 	})
 }
 
-// nibbleVNNI is q80VNNI for the blocks of sixteen bytes of nibbles {f16 d; uint8 qs[16]} of
-// Q4_0 and IQ4_NL: the nibbles of two blocks are unpacked into one ZMM in element order
+// nibbleVNNI is q80VNNI for the blocks of sixteen bytes of nibbles (at qsOff in blocks of
+// wBlock bytes) of Q4_0, Q5_0 and IQ4_NL: the nibbles of two blocks are unpacked into one ZMM in element order
 // (block 2h's low nibbles, its high nibbles, then block 2h+1's) and made signed weights by
-// value (−8 for Q4_0, the IQ4_NL table's lookup).
-func nibbleVNNI(name string, nx int, setup func(), value func(w VecVirtual)) {
+// value (−8 for Q4_0, the fifth bits and −16 for Q5_0, the IQ4_NL table's lookup).
+func nibbleVNNI(name string, nx, wBlock, qsOff int, setup func(), value func(s *rowState, h int, w VecVirtual)) {
 	var m0F, shifts VecVirtual
-	blockVNNI(name, nx, 18, func() {
+	blockVNNI(name, nx, wBlock, func() {
 		t := GP32()
 		MOVL(U32(0x0f0f0f0f), t)
 		m0F = ZMM()
@@ -873,32 +874,58 @@ func nibbleVNNI(name string, nx int, setup func(), value func(w VecVirtual)) {
 		setup()
 	}, func(s *rowState, h int) VecVirtual {
 		w := ZMM()
-		VBROADCASTI32X4(Mem{Base: s.p, Disp: 18*(2*h) + 2}, w)
-		VINSERTI32X4(U8(2), Mem{Base: s.p, Disp: 18*(2*h+1) + 2}, w, w)
-		VINSERTI32X4(U8(3), Mem{Base: s.p, Disp: 18*(2*h+1) + 2}, w, w)
+		VBROADCASTI32X4(Mem{Base: s.p, Disp: wBlock*(2*h) + qsOff}, w)
+		VINSERTI32X4(U8(2), Mem{Base: s.p, Disp: wBlock*(2*h+1) + qsOff}, w, w)
+		VINSERTI32X4(U8(3), Mem{Base: s.p, Disp: wBlock*(2*h+1) + qsOff}, w, w)
 		VPSRLVQ(shifts, w, w)
 		VPANDD(m0F, w, w)
-		value(w)
+		value(s, h, w)
 		return w
 	})
 }
 
 func q40VNNI(nx int) {
 	var eight VecVirtual
-	nibbleVNNI(fmt.Sprintf("dotQ4_0x%dVNNI", nx), nx, func() {
+	nibbleVNNI(fmt.Sprintf("dotQ4_0x%dVNNI", nx), nx, 18, 2, func() {
 		t := GP32()
 		MOVL(U32(0x08080808), t)
 		eight = ZMM()
 		VPBROADCASTD(t, eight)
-	}, func(w VecVirtual) { VPSUBB(eight, w, w) })
+	}, func(_ *rowState, _ int, w VecVirtual) { VPSUBB(eight, w, w) })
+}
+
+// q50VNNI: Q5_0 blocks {f16 d; uint32 qh; uint8 qs[16]}, bit i of qh the fifth bit of element
+// i: the two blocks' qh make a 64-bit mask whose bit i is byte i of the ZMM (VPMOVM2B).
+func q50VNNI(nx int) {
+	var m10, sixteen VecVirtual
+	nibbleVNNI(fmt.Sprintf("dotQ5_0x%dVNNI", nx), nx, 22, 6, func() {
+		t := GP32()
+		MOVL(U32(0x10101010), t)
+		m10 = ZMM()
+		VPBROADCASTD(t, m10)
+		sixteen = m10
+	}, func(s *rowState, h int, w VecVirtual) {
+		lo, hi := GP64(), GP64()
+		MOVL(Mem{Base: s.p, Disp: 22*(2*h) + 2}, lo.As32())
+		MOVL(Mem{Base: s.p, Disp: 22*(2*h+1) + 2}, hi.As32())
+		SHLQ(U8(32), hi)
+		ORQ(hi, lo)
+		k := K()
+		KMOVQ(lo, k)
+		b := ZMM()
+		VPMOVM2B(k, b)
+		VPANDD(m10, b, b)
+		VPORD(b, w, w)
+		VPSUBB(sixteen, w, w)
+	})
 }
 
 func iq4NLVNNI(nx int) {
 	var values VecVirtual
-	nibbleVNNI(fmt.Sprintf("dotIQ4_NLx%dVNNI", nx), nx, func() {
+	nibbleVNNI(fmt.Sprintf("dotIQ4_NLx%dVNNI", nx), nx, 18, 2, func() {
 		values = ZMM()
 		VBROADCASTI32X4(iq4nlValues, values)
-	}, func(w VecVirtual) { VPSHUFB(w, values, w) })
+	}, func(_ *rowState, _ int, w VecVirtual) { VPSHUFB(w, values, w) })
 }
 
 // blockVNNI is the body of the VNNI kernels over blocks of 32 weights with an f16 scale first,
