@@ -18,3 +18,10 @@ func WalkSteps(p *Processor, trie *tokentrie.Trie) (child, rootOnly int) {
 	rootOnly = trie.Fill(q.m, tokentrie.NewMask(trie.VocabSize()), roots...)
 	return child, rootOnly
 }
+
+// MaskCacheHits is the number of masks p and its clones took from their cache.
+func MaskCacheHits(p *Processor) int {
+	p.masks.mu.Lock()
+	defer p.masks.mu.Unlock()
+	return p.masks.hits
+}

@@ -6,6 +6,7 @@ import (
 	mathbits "math/bits"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/grammar"
@@ -47,6 +48,54 @@ type Processor struct {
 	maskAt  int
 	ended   bool  // an end-of-generation token was accepted
 	err     error // a forbidden token was accepted
+	// masks is shared by p and its clones: the masks of recent parser states by state key
+	// (earley.Matcher.AppendStateKey); key is the scratch the current key is built in.
+	masks *maskCache
+	key   []byte
+}
+
+// maskCache keeps the masks of the last few parser states of a processor and its clones, by
+// the state's key: inside a JSON string the state after every character has the same key, so
+// the string's masks after the first cost a copy. It is safe for concurrent use.
+type maskCache struct {
+	mu      sync.Mutex
+	entries [maskCacheSize]maskEntry
+	next    int // the entry the next miss replaces
+	hits    int
+}
+
+type maskEntry struct {
+	tok  core.Tokenizer
+	key  string
+	bits tokentrie.Mask
+}
+
+// maskCacheSize is the number of masks a maskCache keeps (each the vocabulary's size in bits:
+// 16 KB for 128k tokens).
+const maskCacheSize = 8
+
+// get copies the mask cached for (tok, key) into dst and reports whether there was one.
+func (c *maskCache) get(tok core.Tokenizer, key []byte, dst tokentrie.Mask) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.entries {
+		if e := &c.entries[i]; e.tok == tok && e.key == string(key) && len(e.bits) == len(dst) {
+			copy(dst, e.bits)
+			c.hits++
+			return true
+		}
+	}
+	return false
+}
+
+// put caches a copy of mask for (tok, key).
+func (c *maskCache) put(tok core.Tokenizer, key []byte, mask tokentrie.Mask) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := &c.entries[c.next]
+	c.next = (c.next + 1) % maskCacheSize
+	e.tok, e.key = tok, string(key)
+	e.bits = append(e.bits[:0], mask...)
 }
 
 // NewGrammar compiles GBNF source (start rule "root") into a processor named "grammar".
@@ -65,7 +114,7 @@ func NewGrammar(src string) (*Processor, error) {
 
 // New returns a processor named name that constrains output to cfg.
 func New(name string, cfg *grammar.CFG) *Processor {
-	return &Processor{name: name, cfg: cfg, m: earley.New(cfg)}
+	return &Processor{name: name, cfg: cfg, m: earley.New(cfg), masks: &maskCache{}}
 }
 
 // Name implements core.LogitsProcessor.
@@ -79,7 +128,7 @@ func (p *Processor) Clone() core.StatefulProcessor {
 	c := *p
 	c.m = p.m.Clone()
 	c.mask, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
-	c.childRuns, c.walk = nil, tokentrie.WalkOptions{}
+	c.childRuns, c.walk, c.key = nil, tokentrie.WalkOptions{}, nil
 	return &c
 }
 
@@ -209,6 +258,14 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	} else {
 		p.mask.Clear()
 	}
+	cacheable := !p.ended && reflect.TypeOf(tok).Comparable()
+	if cacheable {
+		p.key = p.m.AppendStateKey(p.key[:0])
+		if p.masks.get(tok, p.key, p.mask) {
+			p.maskFor, p.maskAt = tok, p.m.Len()
+			return Mask{bits: p.mask, n: trie.VocabSize()}
+		}
+	}
 	if !p.ended {
 		p.runs = p.m.ActiveRuns(p.runs[:0])
 		p.slices = p.slices[:0]
@@ -229,6 +286,9 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 				p.mask.Set(id)
 			}
 		}
+	}
+	if cacheable {
+		p.masks.put(tok, p.key, p.mask)
 	}
 	if reflect.TypeOf(tok).Comparable() {
 		p.maskFor, p.maskAt = tok, p.m.Len()

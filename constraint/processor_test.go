@@ -10,6 +10,7 @@ import (
 	"github.com/loomlm/loom/constraint"
 	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/grammar"
+	loomschema "github.com/loomlm/loom/constraint/jsonschema"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/strategies"
 )
@@ -196,5 +197,49 @@ func TestSamplingProducesGrammarText(t *testing.T) {
 				t.Fatalf("seed %d sequence %d: %q does not decode as a person: %v", seed, s.Index, s.Text, err)
 			}
 		}
+	}
+}
+
+// TestMaskCacheInsideString decodes a long JSON string token by token: inside it the parser's
+// state after every token has the same key, so the masks after the first come from the cache
+// shared by the processor's clones. Each must equal the mask of a processor built fresh and
+// advanced over the same bytes (whose own cache is empty).
+func TestMaskCacheInsideString(t *testing.T) {
+	_, tok := openDefault(t)
+	schema := `{"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}`
+	start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"text": "In the beginning God created the heaven and the earth. And the earth was without form, and void"}`
+	ids, err := tok.Encode(doc, core.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := start.Clone().(*constraint.Processor)
+	for step, id := range ids {
+		got := p.Mask(tok)
+		fresh, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, prev := range ids[:step] {
+			fresh.Accept(seq, prev)
+		}
+		want := fresh.Mask(tok)
+		for v := range tok.VocabSize() {
+			if got.Has(core.TokenID(v)) != want.Has(core.TokenID(v)) {
+				t.Fatalf("step %d: token %d %q: cached %v, fresh %v", step, v, tok.Piece(core.TokenID(v)), got.Has(core.TokenID(v)), want.Has(core.TokenID(v)))
+			}
+		}
+		p.Accept(seq, id)
+		p = p.Clone().(*constraint.Processor) // as a session does after every token
+	}
+	if hits := constraint.MaskCacheHits(p); hits < len(ids)/3 {
+		t.Fatalf("%d of %d masks came from the cache; inside the string they should", hits, len(ids))
 	}
 }

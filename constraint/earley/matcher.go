@@ -403,3 +403,52 @@ func (m *Matcher) closure(s *set, k int32) {
 	}
 	m.computeLeo(s, k)
 }
+
+// AppendStateKey appends to dst a key of the parser's current state: two matchers (of the
+// same grammar) with equal keys accept exactly the same continuations, whatever their
+// positions. The key lists the last set's scan and wait items and Leo entries with each
+// origin written as "this set" or as the position and identity of the set it names (a set
+// below the last one is shared, never changed, and fixes the chart beneath it), and whether
+// the set accepts and is the first. Inside a JSON string, say, the states after each
+// character have equal keys. Sets of equal content built in different orders may get
+// different keys; equal keys never mean different states.
+func (m *Matcher) AppendStateKey(dst []byte) []byte {
+	k := int32(len(m.sets) - 1)
+	s := m.sets[k]
+	u32 := func(v uint32) { dst = append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
+	origin := func(o int32) {
+		if o == k {
+			u32(math.MaxUint32)
+			return
+		}
+		u32(uint32(o))
+		id := m.sets[o].id
+		u32(uint32(id))
+		u32(uint32(id >> 32))
+	}
+	flags := uint32(0)
+	if s.accept {
+		flags |= 1
+	}
+	if k == 0 {
+		flags |= 2
+	}
+	u32(flags)
+	u32(uint32(len(s.scan)))
+	u32(uint32(len(s.wait)))
+	u32(uint32(len(s.leo)))
+	for _, list := range [2][]int32{s.scan, s.wait} {
+		for _, i := range list {
+			it := &s.items[i]
+			u32(uint32(it.prod))
+			u32(uint32(it.dot))
+			origin(it.origin)
+		}
+	}
+	for _, e := range s.leo {
+		u32(uint32(e.nt))
+		u32(uint32(e.prod))
+		origin(e.origin)
+	}
+	return dst
+}

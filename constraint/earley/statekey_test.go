@@ -1,0 +1,105 @@
+package earley
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/loomlm/loom/constraint/grammar"
+)
+
+// randomNext returns a random byte of alphabet that may follow m's bytes, or any allowed byte
+// when none of alphabet is, and false when no byte may follow.
+func randomNext(m *Matcher, alphabet string, rng *rand.Rand) (byte, bool) {
+	next := m.NextBytes()
+	var ok []byte
+	for i := range len(alphabet) {
+		if next.Has(alphabet[i]) {
+			ok = append(ok, alphabet[i])
+		}
+	}
+	if len(ok) == 0 {
+		for b := range 256 {
+			if next.Has(byte(b)) {
+				ok = append(ok, byte(b))
+			}
+		}
+	}
+	if len(ok) == 0 {
+		return 0, false
+	}
+	return ok[rng.IntN(len(ok))], true
+}
+
+// TestStateKeyEqualMeansSameFuture checks AppendStateKey against what it promises: states
+// reached by random walks through a grammar, at different positions, whose keys are equal
+// accept exactly the same continuations (random continuations valid for one of them, and
+// random byte strings), and states inside a JSON string have equal keys after each character.
+func TestStateKeyEqualMeansSameFuture(t *testing.T) {
+	tests := []struct{ grammar, alphabet string }{
+		{jsonGrammar, `{}[]":, 0123456789-.eEtrufalsn\/ab` + "\n"},
+		{`root ::= ("ab" | "c")* "d"{1,3}`, "abcd"},
+		{"root ::= x\nx ::= \"a\" x | \"b\" x | \"c\"", "abc"},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tt := range tests {
+		g := grammar.MustCompile(tt.grammar)
+		states := map[string][]*Matcher{}
+		for range 300 {
+			m := New(g)
+			for range 40 {
+				key := string(m.AppendStateKey(nil))
+				states[key] = append(states[key], m.Clone())
+				b, ok := randomNext(m, tt.alphabet, rng)
+				if !ok || !m.Advance(b) {
+					break
+				}
+			}
+		}
+		moved := 0
+		for _, ms := range states {
+			if len(ms) < 2 {
+				continue
+			}
+			a, b := ms[0], ms[len(ms)-1]
+			if a.Len() != b.Len() {
+				moved++
+			}
+			for trial := range 20 {
+				x, y := a.Clone(), b.Clone()
+				for step := range 30 {
+					var c byte
+					if trial%2 == 0 { // a continuation valid for x
+						var ok bool
+						if c, ok = randomNext(x, tt.alphabet, rng); !ok {
+							break
+						}
+					} else {
+						c = tt.alphabet[rng.IntN(len(tt.alphabet))]
+					}
+					okX, okY := x.Advance(c), y.Advance(c)
+					if okX != okY || x.IsAccepting() != y.IsAccepting() || x.NextBytes() != y.NextBytes() {
+						t.Fatalf("%s: states at positions %d and %d have equal keys but differ after %d more bytes (byte %q: %v, %v)", tt.grammar, a.Len(), b.Len(), step+1, c, okX, okY)
+					}
+					if !okX {
+						break
+					}
+				}
+			}
+		}
+		if moved == 0 {
+			t.Fatalf("%s: no two states at different positions had equal keys; the test is vacuous", tt.grammar)
+		}
+	}
+	// Inside a JSON string, the state after each plain character has the same key.
+	m := New(grammar.MustCompile(jsonGrammar))
+	if _, ok := m.AdvanceBytes([]byte(`{"k": "ab`)); !ok {
+		t.Fatal("prefix rejected")
+	}
+	key := string(m.AppendStateKey(nil))
+	for _, c := range []byte("cdefg hij") {
+		m.Advance(c)
+		if got := string(m.AppendStateKey(nil)); got != key {
+			t.Fatalf("after %q inside a string the key changed", c)
+		}
+	}
+}
