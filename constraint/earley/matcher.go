@@ -47,6 +47,9 @@ type set struct {
 	id uint64
 	// pinned sets are referenced by a memo and never recycled.
 	pinned bool
+	// walkOnly sets were built during a token-trie walk and never pushed outside one: no chart
+	// holds them, only the memo, so they are recycled when a walk starts from a new root.
+	walkOnly bool
 	// ownItems and ownIdx are the set's storage for items and for scan and wait indices,
 	// kept when the set is recycled.
 	ownItems []item
@@ -76,6 +79,11 @@ type Matcher struct {
 	setArena []set
 	// runs are the grammar's item automata (loop.go), shared with clones.
 	runs *grammarRuns
+	// walking is set between BeginWalk and EndWalk; walkSets are the sets built by walks
+	// since the last root changed, and walkRoot that root's id.
+	walking  bool
+	walkRoot uint64
+	walkSets []*set
 }
 
 // New returns a matcher at the start of g.
@@ -174,7 +182,7 @@ func (m *Matcher) Advance(b byte) bool {
 	// it is built once and shared (siblings in a token-trie walk, all the ordinary
 	// characters inside a string).
 	if s := m.memo.byByte(cur.id, b); s != nil {
-		m.push(s)
+		m.pushKept(s)
 		return true
 	}
 	// The signature is a bit per scan item; past 64 items the bits are hashed into sig and
@@ -204,7 +212,7 @@ func (m *Matcher) Advance(b byte) bool {
 	}
 	if s := m.memo.get(cur.id, sig, wide); s != nil {
 		m.memo.putByte(cur.id, b, s)
-		m.push(s)
+		m.pushKept(s)
 		return true
 	}
 	s := m.newSet()
@@ -218,6 +226,10 @@ func (m *Matcher) Advance(b byte) bool {
 	}
 	m.closure(s, int32(k+1))
 	s.pinned = true
+	if m.walking {
+		s.walkOnly = true
+		m.walkSets = append(m.walkSets, s)
+	}
 	m.memo.put(cur.id, sig, wide, s)
 	m.memo.putByte(cur.id, b, s)
 	m.push(s)
@@ -236,6 +248,42 @@ func (m *Matcher) AdvanceBytes(bs []byte) (int, bool) {
 	}
 	return len(bs), true
 }
+
+// pushKept pushes a set the memo kept: one pushed outside a walk may be held by a clone's
+// chart from now on, and is no longer recycled with its walk's sets.
+func (m *Matcher) pushKept(s *set) {
+	if !m.walking {
+		s.walkOnly = false
+	}
+	m.push(s)
+}
+
+// BeginWalk tells m that a token-trie walk starts from its current state: the bytes advanced
+// until EndWalk are popped again, except those a later Advance takes from the memo. When the
+// walk starts from another state than the last walk, the sets only the last walks built are
+// recycled (and the memo forgets them), so a decode loop does not allocate a new chart's worth
+// of sets for every token.
+func (m *Matcher) BeginWalk() {
+	if root := m.sets[len(m.sets)-1].id; root != m.walkRoot {
+		recycled := false
+		for _, s := range m.walkSets {
+			if s.walkOnly {
+				s.walkOnly, s.pinned = false, false
+				m.spare = append(m.spare, s)
+				recycled = true
+			}
+		}
+		m.walkSets = m.walkSets[:0]
+		if recycled {
+			m.memo.forget()
+		}
+		m.walkRoot = root
+	}
+	m.walking = true
+}
+
+// EndWalk ends the walk BeginWalk started.
+func (m *Matcher) EndWalk() { m.walking = false }
 
 // push appends s to the chart, copying the chart first if the slot is shared with a clone.
 // The sets themselves stay shared (they are never changed; only sets at or above shared
@@ -260,6 +308,7 @@ func (m *Matcher) newSet() *set {
 		s.leo = s.leo[:0]
 		s.next = grammar.ByteSet{}
 		s.accept = false
+		s.walkOnly = false
 		s.id = setIDs.Add(1)
 		return s
 	}

@@ -23,16 +23,23 @@ type memo struct {
 	sigs              []sigEntry
 	byteBits, sigBits uint
 	byteFill, sigFill int // entries put since the table was made
+	// gen is the generation of the entries that count: forget moves to the next one.
+	gen uint32
 }
+
+// forget drops every entry (in O(1): entries of an older generation do not count).
+func (m *memo) forget() { m.gen++ }
 
 type byteEntry struct {
 	parent uint64 // 0: empty (set ids start at 1)
 	b      byte
+	gen    uint32
 	child  *set
 }
 
 type sigEntry struct {
 	parent uint64
+	gen    uint32
 	sig    uint64
 	wide   []uint64 // the whole signature when the parent has more than 64 scan items
 	child  *set
@@ -46,7 +53,7 @@ func (m *memo) get(parent, sig uint64, wide []uint64) *set {
 	if m.sigs == nil {
 		return nil
 	}
-	if e := &m.sigs[memoHash(parent, sig, m.sigBits)]; e.parent == parent && e.sig == sig && slices.Equal(e.wide, wide) {
+	if e := &m.sigs[memoHash(parent, sig, m.sigBits)]; e.parent == parent && e.gen == m.gen && e.sig == sig && slices.Equal(e.wide, wide) {
 		return e.child
 	}
 	return nil
@@ -62,14 +69,14 @@ func (m *memo) put(parent, sig uint64, wide []uint64, child *set) {
 	if wide != nil {
 		wide = slices.Clone(wide)
 	}
-	m.sigs[memoHash(parent, sig, m.sigBits)] = sigEntry{parent: parent, sig: sig, wide: wide, child: child}
+	m.sigs[memoHash(parent, sig, m.sigBits)] = sigEntry{parent: parent, gen: m.gen, sig: sig, wide: wide, child: child}
 }
 
 func (m *memo) byByte(parent uint64, b byte) *set {
 	if m.bytes == nil {
 		return nil
 	}
-	if e := &m.bytes[memoHash(parent, uint64(b), m.byteBits)]; e.parent == parent && e.b == b {
+	if e := &m.bytes[memoHash(parent, uint64(b), m.byteBits)]; e.parent == parent && e.gen == m.gen && e.b == b {
 		return e.child
 	}
 	return nil
@@ -81,5 +88,5 @@ func (m *memo) putByte(parent uint64, b byte, child *set) {
 		m.bytes, m.byteFill = make([]byteEntry, 1<<m.byteBits), 0
 	}
 	m.byteFill++
-	m.bytes[memoHash(parent, uint64(b), m.byteBits)] = byteEntry{parent: parent, b: b, child: child}
+	m.bytes[memoHash(parent, uint64(b), m.byteBits)] = byteEntry{parent: parent, b: b, gen: m.gen, child: child}
 }

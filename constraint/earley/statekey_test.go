@@ -41,6 +41,7 @@ func TestStateKeyEqualMeansSameFuture(t *testing.T) {
 		{"root ::= x\nx ::= \"a\" x | \"b\" x | \"c\"", "abc"},
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
+	moved := 0 // pairs of equal keys at different positions
 	for _, tt := range tests {
 		g := grammar.MustCompile(tt.grammar)
 		states := map[string][]*Matcher{}
@@ -55,7 +56,6 @@ func TestStateKeyEqualMeansSameFuture(t *testing.T) {
 				}
 			}
 		}
-		moved := 0
 		for _, ms := range states {
 			if len(ms) < 2 {
 				continue
@@ -86,9 +86,11 @@ func TestStateKeyEqualMeansSameFuture(t *testing.T) {
 				}
 			}
 		}
-		if moved == 0 {
-			t.Fatalf("%s: no two states at different positions had equal keys; the test is vacuous", tt.grammar)
-		}
+	}
+	// Equal keys at different positions need the memo to have reused the same sets below, so
+	// how many there are varies with set ids; inside JSON strings there are always some.
+	if moved == 0 {
+		t.Fatal("no two states at different positions had equal keys; the test is vacuous")
 	}
 	// Inside a JSON string, the state after each plain character has the same key.
 	m := New(grammar.MustCompile(jsonGrammar))

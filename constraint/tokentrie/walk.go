@@ -65,8 +65,19 @@ type WalkOptions struct {
 // for slices: below it, walking costs less than finding them.
 const MinChildNodes = 512
 
+// Walker is a Recognizer told when a walk begins and ends (earley.Matcher recycles what its
+// earlier walks built).
+type Walker interface {
+	BeginWalk()
+	EndWalk()
+}
+
 // FillWith is Fill with child slices too.
 func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
+	if w, ok := r.(Walker); ok {
+		w.BeginWalk()
+		defer w.EndWalk()
+	}
 	slices := o.Slices
 	for _, s := range slices {
 		for w, bits := range s.tokens {
