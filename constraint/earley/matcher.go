@@ -50,6 +50,9 @@ type set struct {
 	// walkOnly sets were built during a token-trie walk and never pushed outside one: no chart
 	// holds them, only the memo, so they are recycled when a walk starts from a new root.
 	walkOnly bool
+	// same caches SameAsPrevious for this set over the set it is always built on: 0 unknown,
+	// 1 the same state, 2 not.
+	same int8
 	// ownItems and ownIdx are the set's storage for items and for scan and wait indices,
 	// kept when the set is recycled.
 	ownItems []item
@@ -282,6 +285,51 @@ func (m *Matcher) BeginWalk() {
 	m.walking = true
 }
 
+// SameAsPrevious reports whether the last byte advanced left the parser in a state that
+// accepts exactly the continuations the state before it accepted: the last set equals the one
+// below it once each set's own position is taken as the same (the state of a loop after one
+// more character, such as inside a JSON string). The items of both sets name the same sets
+// below, so the two states have equal keys (AppendStateKey). A token-trie walk then goes on
+// from the previous state (tokentrie.Aliaser), and a run of such bytes costs no new set.
+func (m *Matcher) SameAsPrevious() bool {
+	k := int32(len(m.sets) - 1)
+	if k < 2 { // the first set's own items are also "started at 0", which accepting checks
+		return false
+	}
+	s, p := m.sets[k], m.sets[k-1]
+	if s.same == 0 {
+		s.same = 2
+		if sameShifted(s, p, k) {
+			s.same = 1
+		}
+	}
+	return s.same == 1
+}
+
+// sameShifted reports whether set s at position k equals set p at k-1 when each set's own
+// position is taken as the same and every other origin is below k-1.
+func sameShifted(s, p *set, k int32) bool {
+	if s.accept != p.accept || s.next != p.next || len(s.scan) != len(p.scan) || len(s.wait) != len(p.wait) || len(s.leo) != len(p.leo) {
+		return false
+	}
+	origin := func(a, b int32) bool { return a == k && b == k-1 || a == b && a < k-1 }
+	for _, lists := range [2][2][]int32{{s.scan, p.scan}, {s.wait, p.wait}} {
+		for j, i := range lists[0] {
+			x, y := &s.items[i], &p.items[lists[1][j]]
+			if x.prod != y.prod || x.dot != y.dot || !origin(x.origin, y.origin) {
+				return false
+			}
+		}
+	}
+	for j := range s.leo {
+		x, y := &s.leo[j], &p.leo[j]
+		if x.nt != y.nt || x.prod != y.prod || !origin(x.origin, y.origin) {
+			return false
+		}
+	}
+	return true
+}
+
 // EndWalk ends the walk BeginWalk started.
 func (m *Matcher) EndWalk() { m.walking = false }
 
@@ -309,6 +357,7 @@ func (m *Matcher) newSet() *set {
 		s.next = grammar.ByteSet{}
 		s.accept = false
 		s.walkOnly = false
+		s.same = 0
 		s.id = setIDs.Add(1)
 		return s
 	}

@@ -160,3 +160,47 @@ func TestFillWithChildSlices(t *testing.T) {
 		t.Logf("%+v: %d Child calls, %d steps against %d", tc, calls, steps, plainSteps)
 	}
 }
+
+// aliasingHeadLoop is headLoop that says, after every byte of the loop past the first two,
+// that the state is the same as before it.
+type aliasingHeadLoop struct {
+	headLoop
+	aliased int
+}
+
+func (r *aliasingHeadLoop) SameAsPrevious() bool {
+	if r.n >= 3 {
+		r.aliased++
+		return true
+	}
+	return false
+}
+
+// TestFillWithAliasing checks that a walk that goes on from the previous state where the
+// recogniser says the new one is the same gives the plain walk's mask, and leaves nothing
+// pushed.
+func TestFillWithAliasing(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	trie := tokentrie.New(tok)
+	for _, head := range []string{" ", " tT", "abc "} {
+		r := &aliasingHeadLoop{headLoop: headLoop{head: head, lo: 'a', hi: 'z'}}
+		got, want := tokentrie.NewMask(tok.VocabSize()), tokentrie.NewMask(tok.VocabSize())
+		trie.Fill(r, got)
+		trie.Fill(&r.headLoop, want)
+		if r.n != 0 {
+			t.Fatalf("%q: the walks left %d bytes pushed", head, r.n)
+		}
+		for id := range tok.VocabSize() {
+			if got.Has(core.TokenID(id)) != want.Has(core.TokenID(id)) {
+				t.Fatalf("%q: token %d %q: aliasing walk %v, plain walk %v", head, id, tok.TokenBytes(core.TokenID(id)), got.Has(core.TokenID(id)), want.Has(core.TokenID(id)))
+			}
+		}
+		if r.aliased == 0 {
+			t.Fatalf("%q: the walk never went on from a previous state", head)
+		}
+	}
+}

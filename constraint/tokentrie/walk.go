@@ -72,6 +72,14 @@ type Walker interface {
 	EndWalk()
 }
 
+// An Aliaser is a Recognizer that can tell, just after a successful Advance, that the new
+// state accepts exactly the continuations of the state before it (the state of a loop after
+// one more byte). The walk then pops the new state and walks the byte's subtree from the
+// previous one: a long run of such bytes ("=====" inside a JSON string) costs no new state.
+type Aliaser interface {
+	SameAsPrevious() bool
+}
+
 // FillWith is Fill with child slices too.
 func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 	if w, ok := r.(Walker); ok {
@@ -86,14 +94,29 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 	}
 	var child []*ChildSlice // in force below the first byte whose subtree ends at childEnd
 	childEnd := 0
-	depth := 0 // bytes pushed on r
+	alias, _ := r.(Aliaser)
+	// depth is the trie depth of the walk's position; pushed[d] tells whether the byte at
+	// depth d was pushed on r (not when r said the state after it was the same as before).
+	depth := 0
+	pushed := make([]bool, t.maxLen+1)
+	pop := func(to int) {
+		n := 0
+		for d := to + 1; d <= depth; d++ {
+			if pushed[d] {
+				n++
+			}
+		}
+		if n > 0 {
+			r.Pop(n)
+		}
+		depth = to
+	}
 	steps := 0
 	nodes := t.nodes
 	for i := 1; i < len(nodes); {
 		nd := &nodes[i]
 		if d := int(nd.depth) - 1; depth > d {
-			r.Pop(depth - d)
-			depth = d
+			pop(d)
 		}
 		if i >= childEnd {
 			child = child[:0]
@@ -117,6 +140,11 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 			continue
 		}
 		depth++
+		pushed[depth] = true
+		if alias != nil && alias.SameAsPrevious() {
+			r.Pop(1)
+			pushed[depth] = false
+		}
 		for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
 			mask.Set(id)
 		}
@@ -131,9 +159,7 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 		}
 		i++
 	}
-	if depth > 0 {
-		r.Pop(depth)
-	}
+	pop(0)
 	return steps
 }
 
