@@ -269,10 +269,18 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	if !p.ended {
 		p.runs = p.m.ActiveRuns(p.runs[:0])
 		p.slices = p.slices[:0]
+		var unbounded []*earley.Automaton
 		for _, r := range p.runs {
+			if r.Budget < 0 {
+				unbounded = append(unbounded, r.Automaton)
+				continue
+			}
 			if sl := sliceFor(trie, r); sl != nil {
 				p.slices = append(p.slices, sl)
 			}
+		}
+		if sl := unionSliceFor(trie, unbounded); sl != nil {
+			p.slices = append(p.slices, sl)
 		}
 		if p.walk.Child == nil {
 			p.walk.Child = func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return p.childSlices(trie, dst) }
@@ -300,11 +308,20 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 // first byte of a token (p.m is in that state) and that it could not repeat at the root.
 func (p *Processor) childSlices(trie *tokentrie.Trie, dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice {
 	p.childRuns = p.m.ActiveRuns(p.childRuns[:0])
+	var parts []*earley.Automaton
+	new := false
 	for _, r := range p.childRuns {
-		if r.Budget >= 0 || slices.ContainsFunc(p.runs, func(root earley.Run) bool { return root.Automaton == r.Automaton }) {
+		if r.Budget >= 0 {
 			continue
 		}
-		dst = append(dst, childSliceFor(trie, r))
+		parts = append(parts, r.Automaton)
+		new = new || !slices.ContainsFunc(p.runs, func(root earley.Run) bool { return root.Budget < 0 && root.Automaton == r.Automaton })
+	}
+	if !new { // the root's slices already skip what these runs accept
+		return dst
+	}
+	if cs := unionChildSliceFor(trie, parts); cs != nil {
+		dst = append(dst, cs)
 	}
 	return dst
 }

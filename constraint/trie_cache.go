@@ -3,6 +3,7 @@ package constraint
 import (
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/earley"
 	"github.com/loomlm/loom/constraint/tokentrie"
@@ -42,9 +43,67 @@ func sliceFor(trie *tokentrie.Trie, r earley.Run) *tokentrie.Slice {
 	return s.(*tokentrie.Slice)
 }
 
-// childSliceFor returns trie's child slice for run r's automaton, kept with the automaton.
-func childSliceFor(trie *tokentrie.Trie, r earley.Run) *tokentrie.ChildSlice {
-	type key struct{ trie *tokentrie.Trie }
-	s := r.Automaton.Memo(key{trie}, func() any { return trie.ChildSlice(r.Automaton) })
-	return s.(*tokentrie.ChildSlice)
+// maxUnionParts is the most repetitions whose union a walk takes as one slice.
+const maxUnionParts = 4
+
+// unionKey names the union of up to maxUnionParts automata for a trie (as a child slice or
+// not). The pointers keep the automata alive while the entry exists, so an address is never
+// that of another automaton.
+type unionKey struct {
+	trie  *tokentrie.Trie
+	parts [maxUnionParts]*earley.Automaton
+	child bool
+}
+
+// unions caches the slices of unions: unionKey → *tokentrie.Slice or *tokentrie.ChildSlice
+// (nil when the union is too large); unionCount bounds it.
+var (
+	unions     sync.Map
+	unionCount atomic.Int64
+)
+
+// maxCachedUnions bounds the union cache; past it, it starts over.
+const maxCachedUnions = 4096
+
+// union returns the cached slice of parts' union under key, computing it with build (from the
+// union automaton, or from the single part) on first use.
+func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build func(tokentrie.Automaton) any) any {
+	if len(parts) == 0 || len(parts) > maxUnionParts {
+		return nil
+	}
+	k := unionKey{trie: trie, child: child}
+	copy(k.parts[:], parts)
+	if v, ok := unions.Load(k); ok {
+		return v
+	}
+	var v any
+	if len(parts) == 1 {
+		v = build(parts[0])
+	} else {
+		as := make([]tokentrie.Automaton, len(parts))
+		for i, p := range parts {
+			as[i] = p
+		}
+		if u := tokentrie.Union(as...); u != nil {
+			v = build(u)
+		}
+	}
+	if unionCount.Add(1) > maxCachedUnions {
+		unions.Clear()
+		unionCount.Store(1)
+	}
+	unions.Store(k, v)
+	return v
+}
+
+// unionSliceFor returns trie's slice of the union of parts (any number of copies each), or nil.
+func unionSliceFor(trie *tokentrie.Trie, parts []*earley.Automaton) *tokentrie.Slice {
+	s, _ := union(trie, parts, false, func(a tokentrie.Automaton) any { return trie.Slice(a, -1) }).(*tokentrie.Slice)
+	return s
+}
+
+// unionChildSliceFor returns trie's child slice of the union of parts, or nil.
+func unionChildSliceFor(trie *tokentrie.Trie, parts []*earley.Automaton) *tokentrie.ChildSlice {
+	s, _ := union(trie, parts, true, func(a tokentrie.Automaton) any { return trie.ChildSlice(a) }).(*tokentrie.ChildSlice)
+	return s
 }

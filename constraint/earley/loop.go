@@ -23,7 +23,7 @@ import (
 // Automaton is X* as a deterministic automaton over bytes, built from X by Glushkov's
 // construction and the subset construction, when X derives a regular language through
 // acyclic rules (a character class, a JSON string character with its escapes, a Unicode
-// property) within limits (maxPositions terminal occurrences, maxStates states). Each
+// property) within limits (maxPositions terminal occurrences, maxStates states, maxWork). Each
 // transition also says whether it starts a new copy of X, so that a bounded repetition can be
 // held to its budget; when that is ambiguous (a byte that may both continue a copy and start
 // the next), only unbounded uses are made.
@@ -35,6 +35,11 @@ type Automaton struct {
 	counted bool
 	memo    sync.Map
 }
+
+// maxWork bounds states × positions in a determinization: a counted repetition of a long
+// string (a list of strings of at most 200 characters) has thousands of positions and
+// would reach maxStates only after seconds.
+const maxWork = 1 << 22
 
 const (
 	maxPositions = 4096
@@ -502,7 +507,7 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 			k := key(t)
 			id, ok := ids[k]
 			if !ok {
-				if len(queue) == maxStates {
+				if len(queue) == maxStates || len(queue)*len(b.follow) > maxWork {
 					return nil
 				}
 				queue = append(queue, t)

@@ -377,7 +377,7 @@ func DFAOfRules(e grammar.Expr, rules map[string]grammar.Expr) (*DFA, error) {
 		}
 		d.States[i].Edges = edges
 	}
-	return d, nil
+	return d.minimize(), nil
 }
 
 // appendEdge appends e, merged with the last edge when they are adjacent with one target.
@@ -565,6 +565,66 @@ func (d *DFA) trim() *DFA {
 			}
 		}
 		out.States[renum[i]].Edges = edges
+	}
+	return out.minimize()
+}
+
+// minimize merges the states that accept the same strings (Moore's partition refinement:
+// states start split by acceptance and are split again by where their edges lead, until
+// nothing splits). A name automaton's "a letter so far" and "letters so far" become one state
+// that loops, which a token mask takes as a repetition.
+func (d *DFA) minimize() *DFA {
+	n := len(d.States)
+	class := make([]int, n)
+	classes := 1
+	for i, s := range d.States {
+		if s.Accept != d.States[0].Accept {
+			class[i], classes = 1, 2
+		}
+	}
+	var buf []byte
+	var merged []Edge
+	for {
+		sigs := map[string]int{}
+		next := make([]int, n)
+		for i, s := range d.States {
+			merged = merged[:0]
+			for _, e := range s.Edges {
+				merged = appendEdge(merged, Edge{Lo: e.Lo, Hi: e.Hi, To: class[e.To]})
+			}
+			buf = encodeInts(buf[:0], []int{class[i]})
+			for _, e := range merged {
+				buf = encodeInts(buf, []int{int(e.Lo), int(e.Hi), e.To})
+			}
+			id, ok := sigs[string(buf)]
+			if !ok {
+				id = len(sigs)
+				sigs[string(buf)] = id
+			}
+			next[i] = id
+		}
+		class = next
+		if len(sigs) == classes {
+			break
+		}
+		classes = len(sigs)
+	}
+	if classes == n {
+		return d
+	}
+	out := &DFA{States: make([]State, classes)}
+	done := make([]bool, classes)
+	for i, s := range d.States {
+		c := class[i]
+		if done[c] {
+			continue
+		}
+		done[c] = true
+		var edges []Edge
+		for _, e := range s.Edges {
+			edges = appendEdge(edges, Edge{Lo: e.Lo, Hi: e.Hi, To: class[e.To]})
+		}
+		out.States[c] = State{Accept: s.Accept, Edges: edges}
 	}
 	return out
 }

@@ -113,3 +113,40 @@ func TestProductOperations(t *testing.T) {
 		}
 	}
 }
+
+// TestDFAsAreMinimal checks that DFAOf and the products give minimal automata, for languages
+// whose smallest automaton is known, and that the minimal ones still accept what they
+// should. (TestDFAMatchesRegexp and TestProductOperations check every pattern's language.)
+func TestDFAsAreMinimal(t *testing.T) {
+	for _, tc := range []struct {
+		re     string
+		states int
+	}{
+		{`a+|aa*`, 2}, // start, then a loop on a
+		{`(a|b)*`, 1}, // one accepting loop
+		{`aaa*`, 3},   // "", "a", then the loop
+		{`[^a]*a[^a]*`, 2},
+	} {
+		d, err := DFAOf(tc.re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.States) != tc.states {
+			t.Errorf("%q: %d states, want %d", tc.re, len(d.States), tc.states)
+		}
+	}
+	// "Not only letters": a first letter and further letters are one state that loops.
+	letters, _ := DFAOf(`\p{Letter}+`)
+	not, err := Complement(letters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(not.States) != 3 {
+		t.Errorf("complement of letters+: %d states, want 3 (start, letters so far, anything)", len(not.States))
+	}
+	for w, want := range map[string]bool{"": true, "π": false, "πa": false, "ab1": true, "1": true} {
+		if got := not.Match(w); got != want {
+			t.Errorf("complement of letters+ on %q: %v, want %v", w, got, want)
+		}
+	}
+}

@@ -204,3 +204,40 @@ func TestFillWithAliasing(t *testing.T) {
 		}
 	}
 }
+
+// TestUnionSlice checks the slice of a union of two loops against each token's bytes: a token
+// is in it when one of the loops accepts all its bytes.
+func TestUnionSlice(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	trie := tokentrie.New(tok)
+	a, b := classLoop{'a', 'm'}, classLoop{'h', 'z'}
+	u := tokentrie.Union(a, b)
+	if u == nil {
+		t.Fatal("Union of two one-state loops is nil")
+	}
+	union := trie.Slice(u, -1)
+	mask := tokentrie.NewMask(tok.VocabSize())
+	r := &prefixRecognizer{} // accepts nothing: the mask is the slice's tokens alone
+	trie.Fill(r, mask, union)
+	in := func(bs []byte, lo, hi byte) bool {
+		return !bytes.ContainsFunc(bs, func(c rune) bool { return c < rune(lo) || c > rune(hi) })
+	}
+	n := 0
+	for id := range tok.VocabSize() {
+		bs := tok.TokenBytes(core.TokenID(id))
+		want := len(bs) > 0 && (in(bs, 'a', 'm') || in(bs, 'h', 'z'))
+		if got := mask.Has(core.TokenID(id)); got != want {
+			t.Fatalf("token %d %q: in the union's slice %v, want %v", id, bs, got, want)
+		}
+		if want && in(bs, 'a', 'g') != in(bs, 'n', 'z') { // only one loop accepts it
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no token is accepted by one loop alone; the test is vacuous")
+	}
+}

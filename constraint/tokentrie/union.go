@@ -1,0 +1,81 @@
+package tokentrie
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// maxUnionStates bounds the states of a union automaton.
+const maxUnionStates = 4096
+
+// Union returns the automaton of the union of the languages of parts (each run any number of
+// copies; the union counts none), built by the product construction over the states reachable
+// from the parts' starts, or nil past maxUnionStates states. A walk takes a union's slice
+// where the parser may run several repetitions from one state — the rest of a property name
+// that may match a pattern or not — and a token accepted by any of them is accepted.
+func Union(parts ...Automaton) Automaton {
+	u := &union{trans: nil}
+	ids := map[string]uint32{}
+	var states [][]uint32
+	key := func(st []uint32) string {
+		b := make([]byte, 0, 4*len(st))
+		for _, s := range st {
+			b = binary.LittleEndian.AppendUint32(b, s)
+		}
+		return string(b)
+	}
+	start := make([]uint32, len(parts))
+	for i, p := range parts {
+		start[i] = p.Start()
+	}
+	ids[key(start)] = 1
+	states = append(states, start)
+	for q := 0; q < len(states); q++ {
+		for b := range 256 {
+			next := make([]uint32, len(parts))
+			alive := false
+			for i, p := range parts {
+				if s := states[q][i]; s != 0 {
+					next[i], _ = p.Step(s, byte(b))
+					alive = alive || next[i] != 0
+				}
+			}
+			if !alive {
+				u.trans = append(u.trans, 0)
+				continue
+			}
+			k := key(next)
+			id, ok := ids[k]
+			if !ok {
+				if len(states) == maxUnionStates {
+					return nil
+				}
+				states = append(states, next)
+				id = uint32(len(states))
+				ids[k] = id
+			}
+			u.trans = append(u.trans, id)
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("union")
+	for _, t := range u.trans {
+		sb.WriteByte(byte(t))
+		sb.WriteByte(byte(t >> 8))
+	}
+	u.key = sb.String()
+	return u
+}
+
+// union is a product automaton (see Union): trans[(s-1)*256+b] is the state after b.
+type union struct {
+	trans []uint32
+	key   string
+}
+
+func (u *union) Key() string   { return u.key }
+func (u *union) Start() uint32 { return 1 }
+func (u *union) Counted() bool { return false }
+func (u *union) Step(s uint32, b byte) (uint32, bool) {
+	return u.trans[(int(s)-1)*256+int(b)], false
+}
