@@ -1,10 +1,12 @@
 package earley
 
 import (
+	"fmt"
 	bits64 "math/bits"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/grammar"
 )
@@ -34,6 +36,9 @@ type Automaton struct {
 	// counted: the copies a byte string starts are well defined.
 	counted bool
 	memo    sync.Map
+	// first is the start state (1 when 0): a prefix automaton of a grammar rule starts at
+	// that rule's state of its group's automaton.
+	first uint32
 }
 
 // maxWork bounds states × positions in a determinization: a counted repetition of a long
@@ -51,7 +56,12 @@ const (
 func (a *Automaton) Key() string { return a.key }
 
 // Start is the initial state: a boundary between copies of X.
-func (a *Automaton) Start() uint32 { return 1 }
+func (a *Automaton) Start() uint32 {
+	if a.first != 0 {
+		return a.first
+	}
+	return 1
+}
 
 // Step returns the state after byte b from state s (0: b cannot follow) and whether b starts
 // a new copy of X.
@@ -145,6 +155,43 @@ func (r *grammarRuns) automaton(x grammar.Symbol, lead grammar.Symbol) *Automato
 	return a
 }
 
+// prefixAutomata holds one Automaton per prefix automaton's transitions and start, so that
+// every compile of a grammar gets the same one (and the slices kept with it); prefixCount
+// bounds it (past maxCachedAutomata it starts over).
+var (
+	prefixAutomata sync.Map // prefixKey → *Automaton
+	prefixCount    atomic.Int64
+)
+
+type prefixKey struct {
+	trans *uint16
+	start uint32
+}
+
+// prefix returns the automaton of the prefixes of nonterminal nt's strings (grammar.CFG's
+// Prefixes), or nil.
+func (r *grammarRuns) prefix(nt int32) *Automaton {
+	p := r.g.Prefixes[nt]
+	if p == nil {
+		return nil
+	}
+	trans, start, key, ok := p.DFA()
+	if !ok {
+		return nil
+	}
+	k := prefixKey{&trans[0], start}
+	if a, ok := prefixAutomata.Load(k); ok {
+		return a.(*Automaton)
+	}
+	a := &Automaton{key: fmt.Sprintf("%s@%d", key, start), trans: trans, start: make([]uint64, (len(trans)+63)/64), first: start}
+	if prefixCount.Add(1) > maxCachedAutomata {
+		prefixAutomata.Clear()
+		prefixCount.Store(1)
+	}
+	v, _ := prefixAutomata.LoadOrStore(k, a)
+	return v.(*Automaton)
+}
+
 // budget returns how many copies of X = RHS[dot] the item (prod, dot) may consume from here.
 func (r *grammarRuns) budget(prod, dot int32) int {
 	p := &r.g.Prods[prod]
@@ -191,6 +238,14 @@ func (m *Matcher) ActiveRuns(dst []Run) []Run {
 		it := &s.items[i]
 		if it.next == complete {
 			continue
+		}
+		if r.g.Prefixes != nil && !it.next.IsTerminal() {
+			if a := r.prefix(int32(it.next)); a != nil {
+				if u := (Run{a, unbounded}); !slices.Contains(dst, u) {
+					dst = append(dst, u)
+				}
+				continue
+			}
 		}
 		n := r.budget(it.prod, it.dot)
 		lead := grammar.Symbol(-1)

@@ -32,6 +32,11 @@ func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
 // Grammar is a parsed grammar: its rules in source order.
 type Grammar struct {
 	Rules []Rule
+	// RegularGroups, optional, are groups of rule names whose rules refer to each other only
+	// in tail position (a regular expression's automaton, one rule per state, the entry
+	// first): Compile gives each group's entry rule a prefix automaton (CFG.Prefixes; see
+	// NewPrefixGroup).
+	RegularGroups [][]string
 }
 
 // Rule is one rule, name ::= body.

@@ -60,6 +60,10 @@ type CFG struct {
 	Nullable []bool
 	// Start is the start nonterminal.
 	Start int32
+	// Prefixes, where set, give nonterminals whose strings are a regular language a byte
+	// automaton of those strings' prefixes (see NewPrefixGroup), for a parser to take as
+	// vocabulary slices.
+	Prefixes map[int32]*PrefixAutomaton
 }
 
 // String writes the CFG one production per line, for debugging.

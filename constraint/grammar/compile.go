@@ -33,7 +33,39 @@ func Compile(g *Grammar, start string) (*CFG, error) {
 		c.cfg.ByLHS[p.LHS] = append(c.cfg.ByLHS[p.LHS], int32(i))
 	}
 	c.nullable()
+	if len(g.RegularGroups) > 0 {
+		c.prefixes(g)
+	}
 	return c.cfg, nil
+}
+
+// prefixes gives the entry rule of each of g's regular groups its prefix automaton (built on
+// first use). Only the entry: inside, the automaton's loops are repetitions with slices of
+// their own, and a slice per state would cost a pass over the vocabulary each.
+func (c *compiler) prefixes(g *Grammar) {
+	bodies := make(map[string]Expr, len(g.Rules))
+	for _, r := range g.Rules {
+		bodies[r.Name] = r.Body
+	}
+	nts := make(map[string]int32, len(c.cfg.Names))
+	for i, n := range c.cfg.Names {
+		nts[n] = int32(i)
+	}
+	c.cfg.Prefixes = map[int32]*PrefixAutomaton{}
+	for _, group := range g.RegularGroups {
+		var rules []Rule
+		for _, name := range group {
+			if body, ok := bodies[name]; ok {
+				rules = append(rules, Rule{Name: name, Body: body})
+			}
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		if nt, ok := nts[rules[0].Name]; ok {
+			c.cfg.Prefixes[nt] = NewPrefixGroup(rules, bodies)[0]
+		}
+	}
 }
 
 // MustCompile parses and compiles src with start rule "root" and panics on error; for tests

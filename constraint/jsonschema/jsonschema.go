@@ -136,7 +136,7 @@ func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 	for i := range rules {
 		rules[i].Pos = grammar.Pos{Line: 1, Col: 1}
 	}
-	return &grammar.Grammar{Rules: rules}, nil
+	return &grammar.Grammar{Rules: rules, RegularGroups: c.regular}, nil
 }
 
 type compiler struct {
@@ -146,6 +146,7 @@ type compiler struct {
 	entered map[*Object][]string // the resources the parts of a merged schema entered
 	opt     Options
 	rules   []grammar.Rule
+	regular [][]string        // groups of rules of regular expressions' automata (stringExpr)
 	refs    map[string]string // JSON pointer → rule of the schema there
 	base    map[string]bool   // base rules added
 	n       int

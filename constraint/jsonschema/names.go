@@ -186,6 +186,21 @@ func (c *compiler) stringExpr(d *regex.DFA) grammar.Expr {
 	return seq(lit(`"`), ref(rules[0].Name), lit(`"`))
 }
 
+// nameExpr is stringExpr for the names of properties matched by automata: the automaton's
+// rules are also a regular group (grammar.Grammar.RegularGroups), so that at a name's first
+// byte, where several names' automata are read at once and none loops yet, a token mask takes
+// every prefix of a name as one slice. (A string value's automaton is read alone, with its
+// loops' slices; the vocabulary pass a group's slice costs is not repaid there.)
+func (c *compiler) nameExpr(d *regex.DFA) grammar.Expr {
+	e := c.stringExpr(d)
+	states := make([]string, len(d.States)) // the automaton's rules come first, then classes
+	for i := range states {
+		states[i] = fmt.Sprintf("dfa-%d-%d", c.n, i)
+	}
+	c.regular = append(c.regular, states)
+	return e
+}
+
 // patternProperty is one entry of patternProperties.
 type patternProperty struct {
 	dfa    *regex.DFA
@@ -312,7 +327,7 @@ func (c *compiler) otherMembers(listed []string, names *regex.DFA, allNames bool
 				continue
 			}
 		}
-		alts = append(alts, seq(c.stringExpr(key), ws, lit(":"), ws, value))
+		alts = append(alts, seq(c.nameExpr(key), ws, lit(":"), ws, value))
 	}
 	return alt(alts...), nil
 }
