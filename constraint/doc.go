@@ -21,5 +21,13 @@
 // trie node the walk visits outside the slices. The walk takes slices one byte below the root
 // too ("child slices", tokentrie.ChildSlice): after a first byte, the repetitions the parser may
 // run only from there (the rest of a property name once its first byte has ruled out the
-// names it cannot be).
+// names it cannot be); several repetitions at once are one slice of their union; and a rule
+// group the grammar declares regular (grammar.Grammar.RegularGroups: the automata of property
+// names) has a prefix automaton whose slice is every prefix of its strings.
+//
+// Two more things keep a mask cheap. Where a byte leaves the parser in the state it was in
+// (inside a string, a run of '=' or spaces), the walk goes on from that state instead of
+// building one per byte (earley.Matcher.SameAsPrevious). And masks are cached by the parser
+// state's key (earley.Matcher.AppendStateKey), in a cache shared by a processor and its
+// clones: inside a JSON string the state after every character has the same key.
 package constraint
