@@ -531,8 +531,10 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 	for q := 0; q < len(queue); q++ {
 		var f, w bits
 		onBoundary := false
-		for p := range b.follow {
-			if queue[q].has(p) {
+		for wi, word := range queue[q] { // the state's positions, by their set bits
+			for word != 0 {
+				p := wi*64 + bits64.TrailingZeros64(word)
+				word &= word - 1
 				f.union(b.follow[p])
 				w.union(within[p])
 				onBoundary = onBoundary || boundary.has(p)

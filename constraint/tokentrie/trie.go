@@ -143,15 +143,38 @@ type sliceCache struct {
 }
 
 // sliceEntry is one automaton's slices: unbounded, and per budget below the most copies any
-// token starts (only for a counted automaton).
+// token starts (only for a counted automaton), each made when first asked for.
 type sliceEntry struct {
 	all     *Slice
-	budgets []*Slice // budgets[r]: at most r copies
+	budgets []*Slice  // budgets[r]: at most r copies (nil until asked for)
+	byUnits [][]int32 // byUnits[r]: the live nodes holding tokens whose path starts r copies
+}
+
+// budget returns the slice of budget r < len(e.budgets), making it (and the smaller ones it
+// is made from) on first use: budget r's tokens are budget r-1's and those whose path starts
+// exactly r copies.
+func (t *Trie) budget(e *sliceEntry, r int) *Slice {
+	if e.budgets[r] != nil {
+		return e.budgets[r]
+	}
+	tokens, count := NewMask(t.vocab), 0
+	if r > 0 {
+		prev := t.budget(e, r-1)
+		tokens, count = append(Mask(nil), prev.tokens...), prev.count
+	}
+	for _, i := range e.byUnits[r] {
+		for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
+			tokens.Set(id)
+			count++
+		}
+	}
+	e.budgets[r] = &Slice{tokens: tokens, skip: e.all.skip, subMax: e.all.subMax, budget: r, count: count}
+	return e.budgets[r]
 }
 
 // Slice returns the slice of a within budget copies (budget < 0: any number). The first call
-// for an automaton key makes one pass over the trie and builds the slices of every budget;
-// they are cached by the key. A bounded slice needs a counted automaton; for another, Slice
+// for an automaton key makes one pass over the trie, and the first call for a budget makes its
+// token set; they are cached by the key. A bounded slice needs a counted automaton; for another, Slice
 // returns nil.
 func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	t.cache.mu.Lock()
@@ -170,7 +193,7 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	if !a.Counted() {
 		return nil
 	}
-	return e.budgets[budget]
+	return t.budget(e, budget)
 }
 
 func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
@@ -197,6 +220,12 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 		dead[i+1] = dead[i]
 		if st == 0 {
 			dead[i+1]++
+			if end := int(nd.end); end > i+1 { // the whole subtree is rejected: skip it
+				for j := i + 1; j < end; j++ {
+					dead[j+1] = dead[j] + 1
+				}
+				i = end - 1
+			}
 			continue
 		}
 		u := units[parent[i]]
@@ -225,19 +254,7 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 	if !a.Counted() {
 		return e
 	}
-	// Budget r's tokens are budget r-1's and those whose path starts exactly r copies.
-	prev := NewMask(t.vocab)
-	count := 0
-	for r := range maxUnits {
-		tokens := append(Mask(nil), prev...)
-		for _, i := range byUnits[r] {
-			for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
-				tokens.Set(id)
-				count++
-			}
-		}
-		e.budgets = append(e.budgets, &Slice{tokens: tokens, skip: all.skip, subMax: all.subMax, budget: r, count: count})
-		prev = tokens
-	}
+	e.budgets = make([]*Slice, maxUnits)
+	e.byUnits = byUnits[:maxUnits:maxUnits]
 	return e
 }

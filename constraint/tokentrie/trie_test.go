@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomlm/loom/constraint/tokentrie"
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/llama3vocab"
 	"github.com/loomlm/loom/model/llama"
 	"github.com/loomlm/loom/models"
 )
@@ -240,4 +241,48 @@ func TestUnionSlice(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no token is accepted by one loop alone; the test is vacuous")
 	}
+}
+
+// BenchmarkSliceBuild builds the slice of a loop on Llama 3's vocabulary (a pass over the
+// 268 000-node trie, done once per automaton and tokenizer): a class most tokens stay in
+// (every byte but '"' and '\\'), and one few do (digits).
+func BenchmarkSliceBuild(b *testing.B) {
+	tok := llama3vocab.Tokenizer(b)
+	trie := tokentrie.New(tok)
+	for _, tc := range []struct {
+		name string
+		loop tokentrie.Automaton
+	}{
+		{"string", notQuote{}},
+		{"digits", classLoop{'0', '9'}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				trie.Slice(uncached{tc.loop}, -1)
+			}
+		})
+	}
+}
+
+// notQuote loops on every byte but '"' and '\\'.
+type notQuote struct{}
+
+func (notQuote) Key() string   { return "notQuote" }
+func (notQuote) Start() uint32 { return 1 }
+func (notQuote) Counted() bool { return true }
+func (notQuote) Step(s uint32, b byte) (uint32, bool) {
+	if b == '"' || b == '\\' {
+		return 0, false
+	}
+	return 1, true
+}
+
+// uncached gives its automaton a new key at every call, so that Trie.Slice builds anew.
+type uncached struct{ tokentrie.Automaton }
+
+var uncachedKeys int
+
+func (u uncached) Key() string {
+	uncachedKeys++
+	return u.Automaton.Key() + string(rune(uncachedKeys))
 }
