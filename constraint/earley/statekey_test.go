@@ -30,6 +30,34 @@ func randomNext(m *Matcher, alphabet string, rng *rand.Rand) (byte, bool) {
 	return ok[rng.IntN(len(ok))], true
 }
 
+// futuresDiffer feeds clones of a and b the same random continuations (every other one valid
+// for a, the others random bytes of alphabet), trials of up to steps bytes, and reports the
+// first byte after which they differ (acceptance of the byte, accepting, next bytes).
+func futuresDiffer(a, b *Matcher, alphabet string, rng *rand.Rand, trials, steps int) (int, byte, bool) {
+	for trial := range trials {
+		x, y := a.Clone(), b.Clone()
+		for step := range steps {
+			var c byte
+			if trial%2 == 0 {
+				var ok bool
+				if c, ok = randomNext(x, alphabet, rng); !ok {
+					break
+				}
+			} else {
+				c = alphabet[rng.IntN(len(alphabet))]
+			}
+			okX, okY := x.Advance(c), y.Advance(c)
+			if okX != okY || x.IsAccepting() != y.IsAccepting() || x.NextBytes() != y.NextBytes() {
+				return step + 1, c, true
+			}
+			if !okX {
+				break
+			}
+		}
+	}
+	return 0, 0, false
+}
+
 // TestStateKeyEqualMeansSameFuture checks AppendStateKey against what it promises: states
 // reached by random walks through a grammar, at different positions, whose keys are equal
 // accept exactly the same continuations (random continuations valid for one of them, and
@@ -64,26 +92,8 @@ func TestStateKeyEqualMeansSameFuture(t *testing.T) {
 			if a.Len() != b.Len() {
 				moved++
 			}
-			for trial := range 20 {
-				x, y := a.Clone(), b.Clone()
-				for step := range 30 {
-					var c byte
-					if trial%2 == 0 { // a continuation valid for x
-						var ok bool
-						if c, ok = randomNext(x, tt.alphabet, rng); !ok {
-							break
-						}
-					} else {
-						c = tt.alphabet[rng.IntN(len(tt.alphabet))]
-					}
-					okX, okY := x.Advance(c), y.Advance(c)
-					if okX != okY || x.IsAccepting() != y.IsAccepting() || x.NextBytes() != y.NextBytes() {
-						t.Fatalf("%s: states at positions %d and %d have equal keys but differ after %d more bytes (byte %q: %v, %v)", tt.grammar, a.Len(), b.Len(), step+1, c, okX, okY)
-					}
-					if !okX {
-						break
-					}
-				}
+			if step, c, differ := futuresDiffer(a, b, tt.alphabet, rng, 20, 30); differ {
+				t.Fatalf("%s: states at positions %d and %d have equal keys but differ after %d more bytes (the last %q)", tt.grammar, a.Len(), b.Len(), step, c)
 			}
 		}
 	}
@@ -133,26 +143,8 @@ func TestSameAsPreviousMeansSameFuture(t *testing.T) {
 					continue
 				}
 				same++
-				for trial := range 10 {
-					x, y := before.Clone(), m.Clone()
-					for step := range 20 {
-						var c byte
-						if trial%2 == 0 {
-							var ok bool
-							if c, ok = randomNext(x, tt.alphabet, rng); !ok {
-								break
-							}
-						} else {
-							c = tt.alphabet[rng.IntN(len(tt.alphabet))]
-						}
-						okX, okY := x.Advance(c), y.Advance(c)
-						if okX != okY || x.IsAccepting() != y.IsAccepting() || x.NextBytes() != y.NextBytes() {
-							t.Fatalf("%s: after %d bytes, byte %q left the same state by SameAsPrevious, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, step+1, c)
-						}
-						if !okX {
-							break
-						}
-					}
+				if step, c, differ := futuresDiffer(before, m, tt.alphabet, rng, 10, 20); differ {
+					t.Fatalf("%s: after %d bytes, byte %q left the same state by SameAsPrevious, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, step, c)
 				}
 			}
 		}

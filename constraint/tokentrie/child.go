@@ -60,12 +60,7 @@ func (t *Trie) newChildSlice(a Automaton) *ChildSlice {
 		states[d] = st
 		if st == 0 {
 			dead[i+1]++
-			if end := int(nd.end); end > i+1 { // the whole subtree is rejected: skip it
-				for j := i + 1; j < end; j++ {
-					dead[j+1] = dead[j] + 1
-				}
-				i = end - 1
-			}
+			i = t.skipDead(dead, i)
 			continue
 		}
 		s.ids = append(s.ids, t.tokens[nd.tokLo:nd.tokHi]...)

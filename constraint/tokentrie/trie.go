@@ -196,6 +196,17 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	return t.budget(e, budget)
 }
 
+// skipDead counts as rejected the subtree below node i, whose own byte the automaton rejected
+// (dead[j+1] counts the rejected nodes up to j), and returns the last node of the subtree, so
+// that a pass goes on after it.
+func (t *Trie) skipDead(dead []int32, i int) int {
+	end := int(t.nodes[i].end)
+	for j := i + 1; j < end; j++ {
+		dead[j+1] = dead[j] + 1
+	}
+	return end - 1
+}
+
 func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), subMax: make([]uint8, len(t.nodes)), budget: -1}
 	units := make([]uint8, len(t.nodes)) // copies the node's path starts, saturating at 255
@@ -220,12 +231,7 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 		dead[i+1] = dead[i]
 		if st == 0 {
 			dead[i+1]++
-			if end := int(nd.end); end > i+1 { // the whole subtree is rejected: skip it
-				for j := i + 1; j < end; j++ {
-					dead[j+1] = dead[j] + 1
-				}
-				i = end - 1
-			}
+			i = t.skipDead(dead, i)
 			continue
 		}
 		u := units[parent[i]]
