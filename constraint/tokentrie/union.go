@@ -12,7 +12,10 @@ const maxUnionStates = 4096
 // copies; the union counts none), built by the product construction over the states reachable
 // from the parts' starts, or nil past maxUnionStates states. A walk takes a union's slice
 // where the parser may run several repetitions from one state — the rest of a property name
-// that may match a pattern or not — and a token accepted by any of them is accepted.
+// that may match a pattern or not — and a token accepted by any of them is accepted. Where one
+// part is alive in every reachable state of the product, the union keeps exactly the byte
+// strings that part keeps alive, and Union returns that part, whose slice a walk may already
+// have.
 func Union(parts ...Automaton) Automaton {
 	u := &union{trans: nil}
 	ids := map[string]uint32{}
@@ -30,7 +33,16 @@ func Union(parts ...Automaton) Automaton {
 	}
 	ids[key(start)] = 1
 	states = append(states, start)
+	covers := make([]bool, len(parts)) // part i alive in every reachable state so far
+	for i := range covers {
+		covers[i] = true
+	}
 	for q := 0; q < len(states); q++ {
+		for i, st := range states[q] {
+			if st == 0 {
+				covers[i] = false
+			}
+		}
 		for b := range 256 {
 			next := make([]uint32, len(parts))
 			alive := false
@@ -55,6 +67,11 @@ func Union(parts ...Automaton) Automaton {
 				ids[k] = id
 			}
 			u.trans = append(u.trans, id)
+		}
+	}
+	for i, c := range covers {
+		if c {
+			return parts[i]
 		}
 	}
 	var sb strings.Builder
