@@ -1,7 +1,9 @@
 package constraint
 
 import (
+	"cmp"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -73,6 +75,7 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 	}
 	k := unionKey{trie: trie, child: child}
 	copy(k.parts[:], parts)
+	slices.SortFunc(k.parts[:len(parts)], func(a, b *earley.Automaton) int { return cmp.Compare(a.ID(), b.ID()) }) // one entry per set
 	if v, ok := unions.Load(k); ok {
 		return v
 	}
@@ -81,7 +84,7 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 		v = build(parts[0])
 	} else {
 		as := make([]tokentrie.Automaton, len(parts))
-		for i, p := range parts {
+		for i, p := range k.parts[:len(parts)] {
 			as[i] = p
 		}
 		if u := tokentrie.Union(as...); u != nil {

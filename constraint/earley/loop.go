@@ -39,7 +39,14 @@ type Automaton struct {
 	// first is the start state (1 when 0): a prefix automaton of a grammar rule starts at
 	// that rule's state of its group's automaton.
 	first uint32
+	id    uint64 // unique among automata
 }
+
+// automatonIDs numbers automata.
+var automatonIDs atomic.Uint64
+
+// ID is unique among the automata of the process: an order for sets of them.
+func (a *Automaton) ID() uint64 { return a.id }
 
 // maxWork bounds states × positions in a determinization: a counted repetition of a long
 // string (a list of strings of at most 200 characters) has thousands of positions and
@@ -183,7 +190,7 @@ func (r *grammarRuns) prefix(nt int32) *Automaton {
 	if a, ok := prefixAutomata.Load(k); ok {
 		return a.(*Automaton)
 	}
-	a := &Automaton{key: fmt.Sprintf("%s@%d", key, start), trans: trans, start: make([]uint64, (len(trans)+63)/64), first: start}
+	a := &Automaton{key: fmt.Sprintf("%s@%d", key, start), trans: trans, start: make([]uint64, (len(trans)+63)/64), first: start, id: automatonIDs.Add(1)}
 	if prefixCount.Add(1) > maxCachedAutomata {
 		prefixAutomata.Clear()
 		prefixCount.Store(1)
@@ -526,7 +533,7 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 	start.add(0)
 	ids := map[string]int{key(start): 1}
 	queue := []bits{start}
-	a := &Automaton{counted: true}
+	a := &Automaton{counted: true, id: automatonIDs.Add(1)}
 	var starts []bool
 	for q := 0; q < len(queue); q++ {
 		var f, w bits
