@@ -38,13 +38,28 @@ func (t *Trie) ChildSlice(a Automaton) *ChildSlice {
 
 func (t *Trie) newChildSlice(a Automaton) *ChildSlice {
 	s := &ChildSlice{skip: make([]uint64, (len(t.nodes)+63)/64)}
-	dead := make([]int32, len(t.nodes)+1) // dead[i+1]: rejected nodes of depth ≥ 2 up to i
+	// One pass in preorder, as newSliceEntry: dead[k] says a rejected node lies below the live
+	// node of depth k+2 on the current path (the automaton starts again below each first byte).
+	var open []int32
+	var dead []bool
+	closeTo := func(depth int) { // leave the subtrees of the open nodes deeper than depth
+		for len(open) > max(depth-1, 0) {
+			n := len(open) - 1
+			if !dead[n] {
+				s.skip[open[n]>>6] |= 1 << (open[n] & 63)
+			}
+			if n > 0 {
+				dead[n-1] = dead[n-1] || dead[n]
+			}
+			open, dead = open[:n], dead[:n]
+		}
+	}
 	states := make([]uint32, t.maxLen+1)
 	first := -1
 	for i := 1; i < len(t.nodes); i++ {
 		nd := &t.nodes[i]
 		d := int(nd.depth)
-		dead[i+1] = dead[i]
+		closeTo(d - 1)
 		if d == 1 {
 			for c := first + 1; c <= int(nd.b); c++ {
 				s.lo[c] = int32(len(s.ids))
@@ -53,25 +68,21 @@ func (t *Trie) newChildSlice(a Automaton) *ChildSlice {
 			states[1] = a.Start()
 			continue
 		}
-		st := uint32(0)
-		if states[d-1] != 0 {
-			st, _ = a.Step(states[d-1], nd.b)
-		}
-		states[d] = st
+		st, _ := a.Step(states[d-1], nd.b) // the parent is live: dead subtrees are skipped
 		if st == 0 {
-			dead[i+1]++
-			i = t.skipDead(dead, i)
+			if n := len(open); n > 0 {
+				dead[n-1] = true
+			}
+			i = int(nd.end) - 1 // the whole subtree is rejected
 			continue
 		}
+		states[d] = st
+		open, dead = append(open, int32(i)), append(dead, false)
 		s.ids = append(s.ids, t.tokens[nd.tokLo:nd.tokHi]...)
 	}
+	closeTo(0)
 	for c := first + 1; c <= 256; c++ {
 		s.lo[c] = int32(len(s.ids))
-	}
-	for i := 1; i < len(t.nodes); i++ {
-		if t.nodes[i].depth >= 2 && dead[t.nodes[i].end]-dead[i] == 0 {
-			s.skip[i>>6] |= 1 << (i & 63)
-		}
 	}
 	return s
 }

@@ -196,49 +196,55 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	return t.budget(e, budget)
 }
 
-// skipDead counts as rejected the subtree below node i, whose own byte the automaton rejected
-// (dead[j+1] counts the rejected nodes up to j), and returns the last node of the subtree, so
-// that a pass goes on after it.
-func (t *Trie) skipDead(dead []int32, i int) int {
-	end := int(t.nodes[i].end)
-	for j := i + 1; j < end; j++ {
-		dead[j+1] = dead[j] + 1
-	}
-	return end - 1
-}
-
 func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), subMax: make([]uint8, len(t.nodes)), budget: -1}
-	units := make([]uint8, len(t.nodes)) // copies the node's path starts, saturating at 255
-	// dead[i+1] counts the nodes up to i whose path the automaton rejects.
-	dead := make([]int32, len(t.nodes)+1)
-	parent := make([]int32, len(t.nodes))
+	// One pass in preorder. open[k] is the live node of depth k+1 on the current path, with
+	// the most copies a token below it starts so far and whether a rejected node lies below
+	// it; a node's subMax and skip bit are known when the pass leaves its subtree.
+	type openNode struct {
+		node    int32
+		subMax  uint8
+		hasDead bool
+	}
+	open := make([]openNode, 0, t.maxLen)
+	closeTo := func(depth int) { // leave the subtrees of the open nodes deeper than depth
+		for len(open) > depth {
+			o := open[len(open)-1]
+			open = open[:len(open)-1]
+			all.subMax[o.node] = o.subMax
+			if !o.hasDead {
+				all.skip[o.node>>6] |= 1 << (o.node & 63)
+			}
+			if n := len(open); n > 0 {
+				open[n-1].subMax = max(open[n-1].subMax, o.subMax)
+				open[n-1].hasDead = open[n-1].hasDead || o.hasDead
+			}
+		}
+	}
 	states := make([]uint32, t.maxLen+1) // states[d]: the automaton after the path's d bytes
-	path := make([]int32, t.maxLen+1)    // path[d]: the node at depth d on the current path
+	units := make([]uint8, t.maxLen+1)   // units[d]: copies the path's d bytes start (≤ 255)
 	states[0] = a.Start()
-	var byUnits [256][]int32 // alive nodes holding tokens, by the copies their path starts
+	var byUnits [256][]int32 // live nodes holding tokens, by the copies their path starts
 	maxUnits := 0
 	for i := 1; i < len(t.nodes); i++ {
 		nd := &t.nodes[i]
 		d := int(nd.depth)
-		path[d] = int32(i)
-		parent[i] = path[d-1]
-		st, started := uint32(0), false
-		if states[d-1] != 0 {
-			st, started = a.Step(states[d-1], nd.b)
-		}
-		states[d] = st
-		dead[i+1] = dead[i]
+		closeTo(d - 1)
+		st, started := a.Step(states[d-1], nd.b) // the parent is live: dead subtrees are skipped
 		if st == 0 {
-			dead[i+1]++
-			i = t.skipDead(dead, i)
+			if n := len(open); n > 0 {
+				open[n-1].hasDead = true
+			}
+			i = int(nd.end) - 1 // the whole subtree is rejected
 			continue
 		}
-		u := units[parent[i]]
+		states[d] = st
+		u := units[d-1]
 		if started && u < 255 {
 			u++
 		}
-		units[i], all.subMax[i] = u, u
+		units[d] = u
+		open = append(open, openNode{node: int32(i), subMax: u})
 		maxUnits = max(maxUnits, int(u))
 		if nd.tokHi > nd.tokLo {
 			byUnits[u] = append(byUnits[u], int32(i))
@@ -248,14 +254,7 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 			all.count++
 		}
 	}
-	for i := len(t.nodes) - 1; i >= 1; i-- {
-		if p := parent[i]; all.subMax[i] > all.subMax[p] {
-			all.subMax[p] = all.subMax[i]
-		}
-		if dead[t.nodes[i].end]-dead[i] == 0 {
-			all.skip[i>>6] |= 1 << (i & 63)
-		}
-	}
+	closeTo(0)
 	e := &sliceEntry{all: all}
 	if !a.Counted() {
 		return e
