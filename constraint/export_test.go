@@ -6,16 +6,9 @@ import "github.com/loomlm/loom/constraint/tokentrie"
 // and without them (root slices only).
 func WalkSteps(p *Processor, trie *tokentrie.Trie) (child, rootOnly int) {
 	q := p.Clone().(*Processor)
-	var roots []*tokentrie.Slice
-	for _, r := range q.m.ActiveRuns(nil) {
-		if sl := sliceFor(trie, r); sl != nil {
-			roots = append(roots, sl)
-		}
-	}
-	q.runs = q.m.ActiveRuns(nil)
-	opt := tokentrie.WalkOptions{Slices: roots, Child: func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return q.childSlices(trie, dst) }}
+	opt := q.walkOptions(trie)
 	child = trie.FillWith(q.m, tokentrie.NewMask(trie.VocabSize()), opt)
-	rootOnly = trie.Fill(q.m, tokentrie.NewMask(trie.VocabSize()), roots...)
+	rootOnly = trie.Fill(q.m, tokentrie.NewMask(trie.VocabSize()), opt.Slices...)
 	return child, rootOnly
 }
 

@@ -42,6 +42,9 @@ type Processor struct {
 	// Child bound to p once.
 	childRuns []earley.Run
 	walk      tokentrie.WalkOptions
+	// parts and childParts are the scratch of the unbounded runs' automata at the root and
+	// below the first byte.
+	parts, childParts []*earley.Automaton
 	// maskFor and maskAt are the tokenizer and parser position the mask was last computed
 	// for, while it is still that of the current state (Accept and Clone reset them).
 	maskFor core.Tokenizer
@@ -129,6 +132,7 @@ func (p *Processor) Clone() core.StatefulProcessor {
 	c.m = p.m.Clone()
 	c.mask, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
 	c.childRuns, c.walk, c.key = nil, tokentrie.WalkOptions{}, nil
+	c.parts, c.childParts = nil, nil
 	return &c
 }
 
@@ -267,26 +271,7 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 		}
 	}
 	if !p.ended {
-		p.runs = p.m.ActiveRuns(p.runs[:0])
-		p.slices = p.slices[:0]
-		var unbounded []*earley.Automaton
-		for _, r := range p.runs {
-			if r.Budget < 0 {
-				unbounded = append(unbounded, r.Automaton)
-				continue
-			}
-			if sl := sliceFor(trie, r); sl != nil {
-				p.slices = append(p.slices, sl)
-			}
-		}
-		if sl := unionSliceFor(trie, unbounded); sl != nil {
-			p.slices = append(p.slices, sl)
-		}
-		if p.walk.Child == nil {
-			p.walk.Child = func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return p.childSlices(trie, dst) }
-		}
-		p.walk.Slices = p.slices
-		trie.FillWith(p.m, p.mask, p.walk)
+		trie.FillWith(p.m, p.mask, p.walkOptions(trie))
 	}
 	if p.ended || p.m.IsAccepting() {
 		for _, id := range endOfGeneration(tok) {
@@ -304,11 +289,38 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	return Mask{bits: p.mask, n: trie.VocabSize()}
 }
 
+// walkOptions returns the slices a mask of the current state walks with: those of the runs
+// the parser may repeat from here (the unbounded ones as one union), and child slices below
+// the first byte (childSlices).
+func (p *Processor) walkOptions(trie *tokentrie.Trie) tokentrie.WalkOptions {
+	p.runs = p.m.ActiveRuns(p.runs[:0])
+	p.slices = p.slices[:0]
+	unbounded := p.parts[:0]
+	for _, r := range p.runs {
+		if r.Budget < 0 {
+			unbounded = append(unbounded, r.Automaton)
+			continue
+		}
+		if sl := sliceFor(trie, r); sl != nil {
+			p.slices = append(p.slices, sl)
+		}
+	}
+	p.parts = unbounded
+	if sl := unionSliceFor(trie, unbounded); sl != nil {
+		p.slices = append(p.slices, sl)
+	}
+	if p.walk.Child == nil {
+		p.walk.Child = func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return p.childSlices(trie, dst) }
+	}
+	p.walk.Slices = p.slices
+	return p.walk
+}
+
 // childSlices appends the child slices of the unbounded runs the parser may repeat after the
 // first byte of a token (p.m is in that state) and that it could not repeat at the root.
 func (p *Processor) childSlices(trie *tokentrie.Trie, dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice {
 	p.childRuns = p.m.ActiveRuns(p.childRuns[:0])
-	var parts []*earley.Automaton
+	parts := p.childParts[:0]
 	new := false
 	for _, r := range p.childRuns {
 		if r.Budget >= 0 {
@@ -317,6 +329,7 @@ func (p *Processor) childSlices(trie *tokentrie.Trie, dst []*tokentrie.ChildSlic
 		parts = append(parts, r.Automaton)
 		new = new || !slices.ContainsFunc(p.runs, func(root earley.Run) bool { return root.Budget < 0 && root.Automaton == r.Automaton })
 	}
+	p.childParts = parts
 	if !new { // the root's slices already skip what these runs accept
 		return dst
 	}

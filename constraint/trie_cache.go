@@ -48,7 +48,7 @@ func sliceFor(trie *tokentrie.Trie, r earley.Run) *tokentrie.Slice {
 // maxUnionParts is the most repetitions whose union a walk takes as one slice.
 const maxUnionParts = 4
 
-// unionKey names the union of up to maxUnionParts automata for a trie (as a child slice or
+// unionKey names the union of two to maxUnionParts automata for a trie (as a child slice or
 // not). The pointers keep the automata alive while the entry exists, so an address is never
 // that of another automaton.
 type unionKey struct {
@@ -70,8 +70,15 @@ const maxCachedUnions = 4096
 // union returns the cached slice of parts' union under key, computing it with build (from the
 // union automaton, or from the single part) on first use.
 func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build func(tokentrie.Automaton) any) any {
-	if len(parts) == 0 || len(parts) > maxUnionParts {
+	switch {
+	case len(parts) == 0 || len(parts) > maxUnionParts:
 		return nil
+	case len(parts) == 1: // kept with the automaton, as sliceFor keeps a run's slice
+		type key struct {
+			trie  *tokentrie.Trie
+			child bool
+		}
+		return parts[0].Memo(key{trie, child}, func() any { return build(parts[0]) })
 	}
 	k := unionKey{trie: trie, child: child}
 	copy(k.parts[:], parts)
@@ -80,16 +87,12 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 		return v
 	}
 	var v any
-	if len(parts) == 1 {
-		v = build(parts[0])
-	} else {
-		as := make([]tokentrie.Automaton, len(parts))
-		for i, p := range k.parts[:len(parts)] {
-			as[i] = p
-		}
-		if u := tokentrie.Union(as...); u != nil {
-			v = build(u)
-		}
+	as := make([]tokentrie.Automaton, len(parts))
+	for i, p := range k.parts[:len(parts)] {
+		as[i] = p
+	}
+	if u := tokentrie.Union(as...); u != nil {
+		v = build(u)
 	}
 	if unionCount.Add(1) > maxCachedUnions {
 		unions.Clear()

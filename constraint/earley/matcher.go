@@ -45,8 +45,6 @@ type set struct {
 	// id is unique among all sets ever built (a recycled set gets a new one); the memo of
 	// Advance is keyed by it.
 	id uint64
-	// pinned sets are referenced by a memo and never recycled.
-	pinned bool
 	// walkOnly sets were built during a token-trie walk and never pushed outside one: no chart
 	// holds them, only the memo, so they are recycled when a walk starts from a new root.
 	walkOnly bool
@@ -82,9 +80,11 @@ type Matcher struct {
 	setArena []set
 	// runs are the grammar's item automata (loop.go), shared with clones.
 	runs *grammarRuns
-	// walking is set between BeginWalk and EndWalk; walkSets are the sets built by walks
-	// since the last root changed, and walkRoot that root's id.
+	// walking is set between BeginWalk and EndWalk, walkBase the lowest chart position the
+	// walk has been at; walkSets are the sets built by walks since the last root changed, and
+	// walkRoot that root's id.
 	walking  bool
+	walkBase int
 	walkRoot uint64
 	walkSets []*set
 }
@@ -128,6 +128,9 @@ func (m *Matcher) IsDone() bool {
 
 // Clone returns an independent matcher in the same state. It shares the chart and costs O(1).
 func (m *Matcher) Clone() *Matcher {
+	if m.walking {
+		m.keepWalkChart()
+	}
 	m.shared = max(m.shared, len(m.sets))
 	if m.runs == nil {
 		m.runs = newRuns(m.g)
@@ -143,13 +146,11 @@ func (m *Matcher) Rollback(pos int) error {
 	}
 	for i := len(m.sets) - 1; i > pos; i-- {
 		if i >= m.shared {
-			if !m.sets[i].pinned {
-				m.spare = append(m.spare, m.sets[i])
-			}
 			m.sets[i] = nil
 		}
 	}
 	m.sets = m.sets[:pos+1]
+	m.walkBase = min(m.walkBase, pos)
 	return nil
 }
 
@@ -162,13 +163,11 @@ func (m *Matcher) Pop(n int) {
 			panic("earley: Pop past the start")
 		}
 		if i >= m.shared {
-			if !m.sets[i].pinned {
-				m.spare = append(m.spare, m.sets[i])
-			}
 			m.sets[i] = nil
 		}
 		m.sets = m.sets[:i]
 	}
+	m.walkBase = min(m.walkBase, len(m.sets)-1)
 }
 
 // Advance feeds byte b. It returns false, leaving m unchanged, if b cannot continue the bytes
@@ -228,7 +227,6 @@ func (m *Matcher) Advance(b byte) bool {
 		}
 	}
 	m.closure(s, int32(k+1))
-	s.pinned = true
 	if m.walking {
 		s.walkOnly = true
 		m.walkSets = append(m.walkSets, s)
@@ -266,12 +264,17 @@ func (m *Matcher) pushKept(s *set) {
 // walk starts from another state than the last walk, the sets only the last walks built are
 // recycled (and the memo forgets them), so a decode loop does not allocate a new chart's worth
 // of sets for every token.
+//
+// Any order of calls is safe: a set a walk built that is still on the chart when the walk ends
+// or when the matcher is cloned, or that an Advance outside a walk takes from the memo, is
+// never recycled (a clone may hold it), and BeginWalk during a walk ends that walk first.
 func (m *Matcher) BeginWalk() {
+	m.EndWalk()
 	if root := m.sets[len(m.sets)-1].id; root != m.walkRoot {
 		recycled := false
 		for _, s := range m.walkSets {
 			if s.walkOnly {
-				s.walkOnly, s.pinned = false, false
+				s.walkOnly = false
 				m.spare = append(m.spare, s)
 				recycled = true
 			}
@@ -282,7 +285,15 @@ func (m *Matcher) BeginWalk() {
 		}
 		m.walkRoot = root
 	}
-	m.walking = true
+	m.walking, m.walkBase = true, len(m.sets)-1
+}
+
+// keepWalkChart marks the sets a walk pushed and that are still on the chart as kept: a clone
+// or the rest of the decoding may hold them.
+func (m *Matcher) keepWalkChart() {
+	for _, s := range m.sets[m.walkBase+1:] {
+		s.walkOnly = false
+	}
 }
 
 // SameAsPrevious reports whether the last byte advanced left the parser in a state that
@@ -330,8 +341,13 @@ func sameShifted(s, p *set, k int32) bool {
 	return true
 }
 
-// EndWalk ends the walk BeginWalk started.
-func (m *Matcher) EndWalk() { m.walking = false }
+// EndWalk ends the walk BeginWalk started (if any).
+func (m *Matcher) EndWalk() {
+	if m.walking {
+		m.keepWalkChart()
+		m.walking = false
+	}
+}
 
 // push appends s to the chart, copying the chart first if the slot is shared with a clone.
 // The sets themselves stay shared (they are never changed; only sets at or above shared

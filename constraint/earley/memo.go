@@ -17,7 +17,7 @@ const (
 // (the first level, which needs no signature) and by the byte's signature (the scan items it
 // matches; bytes with the same signature after the same set give the same set). Set ids are
 // unique among all sets ever built, so an entry is valid wherever its parent is on top. It
-// belongs to one Matcher; the sets it holds are immutable and pinned (never recycled).
+// belongs to one Matcher; the sets it holds are immutable, and recycled only after forget.
 type memo struct {
 	bytes             []byteEntry
 	sigs              []sigEntry

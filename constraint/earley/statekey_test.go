@@ -2,6 +2,7 @@ package earley
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/grammar"
@@ -153,4 +154,63 @@ func TestSameAsPreviousMeansSameFuture(t *testing.T) {
 		t.Fatal("SameAsPrevious never held; the test is vacuous")
 	}
 	t.Logf("%d bytes left the state the same", same)
+}
+
+// TestWalkCallsInAnyOrder drives matchers and their clones through random sequences of
+// Advance, Pop, Rollback, Clone, BeginWalk, EndWalk and SameAsPrevious — walks left open,
+// clones taken mid-walk, walks begun inside walks — and checks every matcher against a fresh
+// one fed the same bytes: recycling a walk's sets must never touch a set a chart still holds.
+func TestWalkCallsInAnyOrder(t *testing.T) {
+	g := grammar.MustCompile(jsonGrammar)
+	alphabet := `{}[]":, 0123456789-.eEtrufalsn\/ab`
+	rng := rand.New(rand.NewPCG(9, 10))
+	type tracked struct {
+		m       *Matcher
+		history []byte
+	}
+	check := func(step int, all []*tracked) {
+		for i, tm := range all {
+			fresh := New(g)
+			if _, ok := fresh.AdvanceBytes(tm.history); !ok {
+				t.Fatalf("step %d: matcher %d's bytes %q are rejected by a fresh matcher", step, i, tm.history)
+			}
+			if tm.m.Len() != fresh.Len() || tm.m.IsAccepting() != fresh.IsAccepting() || tm.m.NextBytes() != fresh.NextBytes() {
+				t.Fatalf("step %d: matcher %d after %q differs from a fresh matcher", step, i, tm.history)
+			}
+		}
+	}
+	for run := range 20 {
+		all := []*tracked{{m: New(g)}}
+		for step := range 400 {
+			tm := all[rng.IntN(len(all))]
+			switch op := rng.IntN(10); {
+			case op < 4:
+				if b, ok := randomNext(tm.m, alphabet, rng); ok && tm.m.Advance(b) {
+					tm.history = append(tm.history, b)
+				}
+			case op == 4 && tm.m.Len() > 0:
+				n := 1 + rng.IntN(tm.m.Len())
+				tm.m.Pop(n)
+				tm.history = tm.history[:len(tm.history)-n]
+			case op == 5:
+				pos := rng.IntN(tm.m.Len() + 1)
+				if err := tm.m.Rollback(pos); err != nil {
+					t.Fatal(err)
+				}
+				tm.history = tm.history[:pos]
+			case op == 6 && len(all) < 8:
+				all = append(all, &tracked{m: tm.m.Clone(), history: slices.Clone(tm.history)})
+			case op == 7:
+				tm.m.BeginWalk()
+			case op == 8:
+				tm.m.EndWalk()
+			default:
+				tm.m.SameAsPrevious()
+			}
+			if step%50 == 49 {
+				check(run*1000+step, all)
+			}
+		}
+		check(run*1000+400, all)
+	}
 }
