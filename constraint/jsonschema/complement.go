@@ -655,34 +655,18 @@ func anyOfSchemas(list []any) any {
 // foldHiddenItems is s with its hidden prefixItems and items joined to its prefixItems and
 // items (once unevaluatedItems has been rewritten, they constrain the same items).
 func foldHiddenItems(s *Object) *Object {
-	hp, hasHP := s.Values[hiddenPrefixItems].([]any)
-	hi, hasHI := s.Get(hiddenItems)
-	if !hasHP && !hasHI {
-		return s
+	if _, ok := s.Get(hiddenPrefixItems); !ok {
+		if _, ok := s.Get(hiddenItems); !ok {
+			return s
+		}
 	}
 	out := without(without(without(without(s, hiddenPrefixItems), hiddenItems), "prefixItems"), "items")
-	prefix, _ := s.Values["prefixItems"].([]any)
-	items, hasItems := s.Get("items")
-	at := func(list []any, rest any, hasRest bool, i int) any {
-		if i < len(list) {
-			return list[i]
+	hidden := &Object{Values: map[string]any{}}
+	for k, hk := range map[string]string{"prefixItems": hiddenPrefixItems, "items": hiddenItems} {
+		if v, ok := s.Get(hk); ok {
+			hidden.add(k, v)
 		}
-		if hasRest {
-			return rest
-		}
-		return true
 	}
-	if n := max(len(prefix), len(hp)); n > 0 {
-		merged := make([]any, n)
-		for i := range n {
-			merged[i] = allOfSchemas([]any{at(prefix, items, hasItems, i), at(hp, hi, hasHI, i)})
-		}
-		out.Keys = append(out.Keys, "prefixItems")
-		out.Values["prefixItems"] = merged
-	}
-	if hasItems || hasHI {
-		out.Keys = append(out.Keys, "items")
-		out.Values["items"] = allOfSchemas([]any{at(nil, items, hasItems, 0), at(nil, hi, hasHI, 0)})
-	}
+	mergeItems(out, []*Object{s, hidden})
 	return out
 }

@@ -1554,8 +1554,8 @@ func (c *compiler) resolve(s *Object, ptr, kw string) (any, string, error) {
 // schema that is a bare $ref is followed. Anything else is refused.
 func (c *compiler) merge(parts []any, ptr string) (any, error) {
 	out := &Object{Values: map[string]any{}}
-	var objParts, arrParts []*Object // parts with keywords on properties, on items
-	var conds []any                  // the parts' contains conditions
+	var objParts, arrParts, hidParts []*Object // parts with keywords on properties, on items, on hidden items
+	var conds []any                            // the parts' contains conditions
 	// Beside unevaluated* (in part 0, the schema itself), an if without then or else still
 	// evaluates what it matches.
 	annotationsMatter := false
@@ -1640,7 +1640,7 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			if _, ok := v.Get("$ref"); ok {
 				return nil, errAt(ptr, "allOf (or $ref beside other keywords) with a $ref that has keywords of its own is not supported")
 			}
-			objHas, arrHas := false, false
+			objHas, arrHas, hidHas := false, false, false
 			for _, k := range v.Keys {
 				if annotations[k] || inert(v, k) && !(k == "if" && annotationsMatter) {
 					continue
@@ -1651,6 +1651,9 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 					continue
 				case "prefixItems", "items":
 					arrHas = true
+					continue
+				case hiddenPrefixItems, hiddenItems:
+					hidHas = true
 					continue
 				case "contains", "minContains", "maxContains", moreContains:
 					continue // below: each part's contains is a condition of its own
@@ -1699,6 +1702,9 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 			if arrHas {
 				arrParts = append(arrParts, v)
 			}
+			if hidHas {
+				hidParts = append(hidParts, v)
+			}
 		default:
 			return nil, errAt(ptr, "a schema must be an object or a boolean")
 		}
@@ -1707,6 +1713,7 @@ func (c *compiler) merge(parts []any, ptr string) (any, error) {
 		return nil, err
 	}
 	mergeItems(out, arrParts)
+	mergeItemsAs(out, hidParts, hiddenPrefixItems, hiddenItems)
 	// The contains conditions: the first that evaluates as contains, the others, distinct, in
 	// moreContains.
 	var distinct []any
@@ -1861,9 +1868,16 @@ func mergeProperties(out *Object, parts []*Object, ptr string) error {
 // mergeItems writes into out the prefixItems and items of parts that must all hold: the item
 // at each position takes, from each part, that part's prefixItems schema there or its items.
 func mergeItems(out *Object, parts []*Object) {
+	mergeItemsAs(out, parts, "prefixItems", "items")
+}
+
+// mergeItemsAs is mergeItems for the pair of keywords prefixKey and itemsKey (the hidden ones
+// of a rewritten unevaluatedItems, say): position i of the merged list is the allOf of each
+// part's schema there, its prefix list's, or past its end its items'.
+func mergeItemsAs(out *Object, parts []*Object, prefixKey, itemsKey string) {
 	set := out.add
 	if len(parts) == 1 {
-		for _, k := range []string{"prefixItems", "items"} {
+		for _, k := range []string{prefixKey, itemsKey} {
 			if v, ok := parts[0].Get(k); ok {
 				set(k, v)
 			}
@@ -1872,7 +1886,7 @@ func mergeItems(out *Object, parts []*Object) {
 	}
 	n := 0
 	for _, p := range parts {
-		if list, ok := p.Values["prefixItems"].([]any); ok {
+		if list, ok := p.Values[prefixKey].([]any); ok {
 			n = max(n, len(list))
 		}
 	}
@@ -1881,18 +1895,18 @@ func mergeItems(out *Object, parts []*Object) {
 		for i := range n {
 			var list []any
 			for _, p := range parts {
-				pl, _ := p.Values["prefixItems"].([]any)
+				pl, _ := p.Values[prefixKey].([]any)
 				if i < len(pl) {
 					list = append(list, pl[i])
-				} else if items, ok := p.Get("items"); ok {
+				} else if items, ok := p.Get(itemsKey); ok {
 					list = append(list, items)
 				}
 			}
 			prefix[i] = allOfSchemas(list)
 		}
-		set("prefixItems", prefix)
+		set(prefixKey, prefix)
 	}
-	out.addAllOf(parts, "items")
+	out.addAllOf(parts, itemsKey)
 }
 
 // add appends key k with value v.
@@ -1991,26 +2005,6 @@ func mergeKeyword(k string, a, b any) (any, bool) {
 			if !slices.Contains(out, x) {
 				out = append(out, x)
 			}
-		}
-		return out, true
-	case hiddenItems:
-		return allOfSchemas([]any{a, b}), true
-	case hiddenPrefixItems:
-		la, ok1 := a.([]any)
-		lb, ok2 := b.([]any)
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		out := make([]any, max(len(la), len(lb)))
-		for i := range out {
-			var parts []any
-			if i < len(la) {
-				parts = append(parts, la[i])
-			}
-			if i < len(lb) {
-				parts = append(parts, lb[i])
-			}
-			out[i] = allOfSchemas(parts)
 		}
 		return out, true
 	case hiddenProperties:
