@@ -1510,6 +1510,9 @@ func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
 		key += " " + strings.Join(c.scope, " ")
 	}
 	if name, ok := c.refs[key]; ok {
+		if name == "" { // the target accepts nothing: so does every reference to it
+			return nil, nil
+		}
 		return ref(name), nil
 	}
 	c.n++
@@ -1522,7 +1525,8 @@ func (c *compiler) refRule(target any, tptr string) (grammar.Expr, error) {
 		return nil, err
 	}
 	if body == nil {
-		c.rules[idx].Body = &grammar.Class{} // nothing; a reference to it is dropped
+		c.refs[key] = ""
+		c.rules[idx].Body = &grammar.Class{} // nothing; references to it are dropped
 		return nil, nil
 	}
 	c.rules[idx].Body = body

@@ -22,6 +22,8 @@ func TestCompileAcceptsAndRejects(t *testing.T) {
 		{"not a type", `{"not": {"type": ["string", "null"]}}`,
 			[]string{"1", "-2.5", "true", "{}", "[]"},
 			[]string{`"x"`, "null"}},
+		{"two references to a false schema", `{"type": "object", "properties": {"a": {"$ref": "#/$defs/no"}, "b": {"$ref": "#/$defs/no"}}, "$defs": {"no": false}}`,
+			[]string{`{}`}, []string{`{"a":1}`, `{"b":1}`}},
 		{"double negation", `{"type": "integer", "not": {"not": {"minimum": 3}}}`,
 			[]string{"3", "40"},
 			[]string{"2", "-1", `"3"`}},
@@ -283,3 +285,4 @@ func nestedIfs(n int) string {
 	}
 	return s
 }
+
