@@ -101,6 +101,9 @@ type grammarRuns struct {
 
 	mu       sync.Mutex
 	automata map[[2]grammar.Symbol]*Automaton // nil: not regular within the limits
+	// prefixes[nt] is nt's prefix automaton once resolved (noPrefix: none); nil when the
+	// grammar has no Prefixes.
+	prefixes []atomic.Pointer[Automaton]
 }
 
 // unbounded is the bound of L → ε | L X.
@@ -108,6 +111,9 @@ const unbounded = -1
 
 func newRuns(g *grammar.CFG) *grammarRuns {
 	r := &grammarRuns{g: g, body: make([]grammar.Symbol, len(g.Names)), bound: make([]int, len(g.Names)), automata: map[[2]grammar.Symbol]*Automaton{}}
+	if len(g.Prefixes) > 0 {
+		r.prefixes = make([]atomic.Pointer[Automaton], len(g.Names))
+	}
 	done := make([]bool, len(g.Names))
 	var visit func(n int32)
 	visit = func(n int32) {
@@ -175,10 +181,31 @@ type prefixKey struct {
 	start uint32
 }
 
+// noPrefix marks, in grammarRuns.prefixes, a nonterminal found to have no prefix automaton.
+var noPrefix = new(Automaton)
+
 // prefix returns the automaton of the prefixes of nonterminal nt's strings (grammar.CFG's
-// Prefixes), or nil.
+// Prefixes), or nil; it is resolved once per nonterminal (ActiveRuns asks for every item).
 func (r *grammarRuns) prefix(nt int32) *Automaton {
-	p := r.g.Prefixes[nt]
+	if r.prefixes == nil {
+		return nil
+	}
+	a := r.prefixes[nt].Load()
+	if a == nil {
+		a = prefixAutomaton(r.g.Prefixes[nt])
+		if a == nil {
+			a = noPrefix
+		}
+		r.prefixes[nt].Store(a)
+	}
+	if a == noPrefix {
+		return nil
+	}
+	return a
+}
+
+// prefixAutomaton returns the Automaton of p, one per transitions and start, or nil.
+func prefixAutomaton(p *grammar.PrefixAutomaton) *Automaton {
 	if p == nil {
 		return nil
 	}
@@ -246,7 +273,7 @@ func (m *Matcher) ActiveRuns(dst []Run) []Run {
 		if it.next == complete {
 			continue
 		}
-		if r.g.Prefixes != nil && !it.next.IsTerminal() {
+		if r.prefixes != nil && !it.next.IsTerminal() {
 			if a := r.prefix(int32(it.next)); a != nil {
 				if u := (Run{a, unbounded}); !slices.Contains(dst, u) {
 					dst = append(dst, u)

@@ -53,8 +53,12 @@ var prefixGroups struct {
 // (bodies in other) are expanded in place and must not lead back into a rule being expanded.
 // A group that breaks these conditions, or whose automaton passes maxPrefixStates states, has
 // no automaton (DFA reports false), which costs a parser nothing but the slices.
+//
+// The rules and the bodies the group expands are read when NewPrefixGroup is called (the
+// automaton is built from a copy), so the caller may change them afterwards; rules with the
+// same name twice make a group with no automaton.
 func NewPrefixGroup(rules []Rule, other map[string]Expr) []*PrefixAutomaton {
-	key, ok := groupKey(rules, other)
+	key, used, ok := groupKey(rules, other)
 	var g *prefixGroup
 	if ok {
 		prefixGroups.Lock()
@@ -63,7 +67,7 @@ func NewPrefixGroup(rules []Rule, other map[string]Expr) []*PrefixAutomaton {
 			if prefixGroups.byContent == nil || len(prefixGroups.byContent) >= maxCachedPrefixGroups {
 				prefixGroups.byContent = map[string]*prefixGroup{}
 			}
-			g = &prefixGroup{rules: rules, other: other}
+			g = &prefixGroup{rules: slices.Clone(rules), other: used}
 			prefixGroups.byContent[key] = g
 		}
 		prefixGroups.Unlock()
@@ -80,12 +84,17 @@ func NewPrefixGroup(rules []Rule, other map[string]Expr) []*PrefixAutomaton {
 
 // groupKey writes rules' bodies with references to the group's rules as their indices and
 // other references expanded (memoised per name), so that groups with the same strings get the
-// same key whatever their rules are called. ok is false for a reference to an unknown rule.
-func groupKey(rules []Rule, other map[string]Expr) (string, bool) {
+// same key whatever their rules are called; used are the bodies of other it expanded. ok is
+// false for a reference to an unknown rule or a name given twice.
+func groupKey(rules []Rule, other map[string]Expr) (string, map[string]Expr, bool) {
 	index := make(map[string]int, len(rules))
 	for i, r := range rules {
+		if _, dup := index[r.Name]; dup {
+			return "", nil, false
+		}
 		index[r.Name] = i
 	}
+	used := map[string]Expr{}
 	expanded := map[string]string{}
 	var b strings.Builder
 	ok := true
@@ -128,6 +137,7 @@ func groupKey(rules []Rule, other map[string]Expr) (string, bool) {
 				ok = false
 				return
 			}
+			used[e.Name] = body
 			start := b.Len()
 			write(body, depth+1)
 			expanded[e.Name] = b.String()[start:]
@@ -139,7 +149,7 @@ func groupKey(rules []Rule, other map[string]Expr) (string, bool) {
 		write(r.Body, 0)
 		b.WriteByte(';')
 	}
-	return b.String(), ok
+	return b.String(), used, ok
 }
 
 type prefixGroup struct {
@@ -276,14 +286,19 @@ func (n *prefixNFA) build(e Expr, from int, tail bool) int {
 func (g *prefixGroup) build() {
 	n := &prefixNFA{entry: map[string]int{}, other: g.other}
 	n.final = n.state()
-	for _, r := range g.rules {
-		n.entry[r.Name] = n.state()
+	entries := make([]int, len(g.rules))
+	for i, r := range g.rules {
+		entries[i] = n.state()
+		n.entry[r.Name] = entries[i]
 	}
 	for _, r := range g.rules {
 		end := n.build(r.Body, n.entry[r.Name], true)
 		n.eps[end] = append(n.eps[end], n.final)
 	}
-	g.rules, g.other = nil, nil // not needed any more (the cache keeps g)
+	g.rules, g.other = nil, nil          // not needed any more (the cache keeps g)
+	if n.failed || len(n.eps) >= 1<<24 { // the subset keys below write a state in 3 bytes
+		return
+	}
 	if n.failed {
 		return
 	}
@@ -357,10 +372,9 @@ func (g *prefixGroup) build() {
 		ids[k] = uint16(len(sets))
 		return uint16(len(sets)), true
 	}
-	starts := make([]uint32, len(n.entry))
-	for i := range starts {
-		// entry states were made in rule order, right after final
-		id, ok := add(closure([]int{n.final + 1 + i}))
+	starts := make([]uint32, len(entries))
+	for i, entry := range entries {
+		id, ok := add(closure([]int{entry}))
 		if !ok {
 			return
 		}

@@ -1,7 +1,9 @@
 package grammar
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -28,7 +30,12 @@ c  ::= [ab]
 	}
 	bodies["d"] = &Class{}                              // matches nothing: "y" starts no string of s0
 	group := []Rule{g.Rules[0], g.Rules[2], g.Rules[3]} // s0, s1, s2
-	a := NewPrefixGroup(group, bodies)[0]
+	// The automaton is built from what the call was given, not from what the caller changes
+	// before the first DFA.
+	mutRules, mutBodies := slices.Clone(group), maps.Clone(bodies)
+	a := NewPrefixGroup(mutRules, mutBodies)[0]
+	mutRules[1].Body = &Literal{Text: "zzz"}
+	mutBodies["c"] = &Literal{Text: "q"}
 	trans, start, key, ok := a.DFA()
 	if !ok || key == "" {
 		t.Fatal("no automaton")
@@ -76,6 +83,10 @@ c  ::= [ab]
 	again, _, _, _ := NewPrefixGroup(group, bodies)[0].DFA()
 	if &again[0] != &trans[0] {
 		t.Error("the same group compiled twice got two automata")
+	}
+	// The same name twice: no automaton.
+	if _, _, _, ok := NewPrefixGroup([]Rule{group[0], group[0]}, bodies)[0].DFA(); ok {
+		t.Error("a group with a rule name twice got an automaton")
 	}
 	// A reference to a group rule that is not in tail position: no automaton.
 	bad := []Rule{{Name: "p", Body: &Seq{Items: []Expr{&Ref{Name: "p"}, &Literal{Text: "a"}}}}}

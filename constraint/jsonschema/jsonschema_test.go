@@ -285,4 +285,3 @@ func nestedIfs(n int) string {
 	}
 	return s
 }
-
