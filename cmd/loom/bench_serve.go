@@ -92,9 +92,21 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		}
 		conc = append(conc, c)
 	}
-	if *maxTokens < 1 || *words < 1 || *requests < 0 || *vary < 0 || *vary >= 1 {
-		fmt.Fprintln(stderr, "loom bench serve: -n and --prompt-words must be at least 1, --requests not negative, --vary in [0, 1)")
-		return errUsage
+	for _, bad := range []struct {
+		ok   bool
+		flag string
+		val  any
+		want string
+	}{
+		{*maxTokens >= 1, "-n", *maxTokens, "at least 1"},
+		{*words >= 1, "--prompt-words", *words, "at least 1"},
+		{*requests >= 0, "--requests", *requests, "not negative"},
+		{*vary >= 0 && *vary < 1, "--vary", *vary, "in [0, 1)"},
+	} {
+		if !bad.ok {
+			fmt.Fprintf(stderr, "loom bench serve: %s %v: must be %s\n", bad.flag, bad.val, bad.want)
+			return errUsage
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -177,13 +177,24 @@ func (c *compiler) stringDFA(node any, ptr, kw string) (d *regex.DFA, all bool, 
 // stringExpr is a JSON string literal whose decoded value d accepts: the automaton's states
 // become rules, their classes written as JSON writes them (escapeJSON).
 func (c *compiler) stringExpr(d *regex.DFA) grammar.Expr {
+	e, _ := c.stringRules(d)
+	return e
+}
+
+// stringRules is stringExpr that also returns the names of the automaton's state rules (the
+// first of them the entry).
+func (c *compiler) stringRules(d *regex.DFA) (grammar.Expr, []string) {
 	c.n++
 	rules := d.Grammar(fmt.Sprintf("dfa-%d-", c.n))
+	states := make([]string, len(d.States)) // the state rules come first, then shared classes
 	for i := range rules {
 		rules[i].Body = escapeJSON(rules[i].Body)
+		if i < len(states) {
+			states[i] = rules[i].Name
+		}
 	}
 	c.rules = append(c.rules, rules...)
-	return seq(lit(`"`), ref(rules[0].Name), lit(`"`))
+	return seq(lit(`"`), ref(rules[0].Name), lit(`"`)), states
 }
 
 // nameExpr is stringExpr for the names of properties matched by automata: the automaton's
@@ -192,11 +203,7 @@ func (c *compiler) stringExpr(d *regex.DFA) grammar.Expr {
 // every prefix of a name as one slice. (A string value's automaton is read alone, with its
 // loops' slices; the vocabulary pass a group's slice costs is not repaid there.)
 func (c *compiler) nameExpr(d *regex.DFA) grammar.Expr {
-	e := c.stringExpr(d)
-	states := make([]string, len(d.States)) // the automaton's rules come first, then classes
-	for i := range states {
-		states[i] = fmt.Sprintf("dfa-%d-%d", c.n, i)
-	}
+	e, states := c.stringRules(d)
 	c.regular = append(c.regular, states)
 	return e
 }

@@ -9,13 +9,17 @@ import (
 	"github.com/loomlm/loom/constraint/grammar"
 )
 
-// words are strings over a small alphabet (with a non-ASCII letter), every one up to length 3
-// and random longer ones.
+// words are strings over a small alphabet (with a non-ASCII letter), every one up to length 4
+// and 2 000 random longer ones (up to length 3 and 1 500 under the race detector).
 func words() []string {
+	depth, random := 4, 2000
+	if raceEnabled {
+		depth, random = 3, 1500
+	}
 	alphabet := []string{"a", "b", "f", "o", "0", "9", "_", "é", "\n"}
 	out := []string{""}
 	level := []string{""}
-	for range 3 {
+	for range depth {
 		var next []string
 		for _, w := range level {
 			for _, a := range alphabet {
@@ -26,7 +30,7 @@ func words() []string {
 		level = next
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range 1500 {
+	for range random {
 		w := ""
 		for range 5 + rng.IntN(10) {
 			w += alphabet[rng.IntN(len(alphabet))]
