@@ -1,6 +1,7 @@
 package earley
 
 import (
+	"encoding/binary"
 	"fmt"
 	bits64 "math/bits"
 	"slices"
@@ -357,23 +358,17 @@ const maxCachedAutomata = 1024
 // cached returns the determinized automaton of b's positions, from the cache when an equal
 // position automaton was determinized before.
 func (b *glushkov) cached(kind string, within []bits, boundary, first bits) *Automaton {
-	var sb strings.Builder
-	sb.WriteString(kind)
-	word := func(w uint64) {
-		for i := range 8 {
-			sb.WriteByte(byte(w >> (8 * i)))
-		}
-	}
+	kb := []byte(kind)
 	list := func(x bits) {
-		word(uint64(len(x)))
+		kb = binary.LittleEndian.AppendUint64(kb, uint64(len(x)))
 		for _, w := range x {
-			word(w)
+			kb = binary.LittleEndian.AppendUint64(kb, w)
 		}
 	}
 	for p := range b.follow {
 		if p > 0 {
 			for _, w := range b.sets[p-1] {
-				word(w)
+				kb = binary.LittleEndian.AppendUint64(kb, w)
 			}
 		}
 		list(b.follow[p])
@@ -381,7 +376,7 @@ func (b *glushkov) cached(kind string, within []bits, boundary, first bits) *Aut
 	}
 	list(boundary)
 	list(first)
-	k := sb.String()
+	k := string(kb)
 	automata.Lock()
 	a, ok := automata.byNFA[k]
 	automata.Unlock()
@@ -525,24 +520,35 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 			}
 		}
 	}
-	key := func(s bits) string {
+	// keyBuf is a set's key: its words up to the last non-zero one, little-endian (a map
+	// lookup by string(keyBuf) does not allocate; only a new state's key is copied).
+	var keyBuf []byte
+	key := func(s bits) []byte {
 		for len(s) > 0 && s[len(s)-1] == 0 {
 			s = s[:len(s)-1]
 		}
-		var sb strings.Builder
+		keyBuf = keyBuf[:0]
 		for _, w := range s {
-			for i := range 8 {
-				sb.WriteByte(byte(w >> (8 * i)))
+			keyBuf = binary.LittleEndian.AppendUint64(keyBuf, w)
+		}
+		return keyBuf
+	}
+	// andInto sets *dst to x ∩ y, reusing its storage; intersects reports whether x ∩ y is
+	// not empty.
+	andInto := func(dst *bits, x, y bits) {
+		n := min(len(x), len(y))
+		*dst = slices.Grow((*dst)[:0], n)[:n]
+		for i := range n {
+			(*dst)[i] = x[i] & y[i]
+		}
+	}
+	intersects := func(x, y bits) bool {
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if x[i]&y[i] != 0 {
+				return true
 			}
 		}
-		return sb.String()
-	}
-	and := func(x, y bits) bits {
-		var t bits
-		for i := 0; i < len(x) && i < len(y); i++ {
-			t = append(t, x[i]&y[i])
-		}
-		return t
+		return false
 	}
 	// rep[c] is the first byte that occurs at exactly the positions c does: every state
 	// moves both alike, so the move is computed once per class of bytes.
@@ -550,20 +556,22 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 	firstOf := map[string]int{}
 	for c := range 256 {
 		k := key(byByte[c])
-		if r, ok := firstOf[k]; ok {
+		if r, ok := firstOf[string(k)]; ok {
 			rep[c] = r
 		} else {
-			firstOf[k], rep[c] = c, c
+			firstOf[string(k)], rep[c] = c, c
 		}
 	}
 	var start bits
 	start.add(0)
-	ids := map[string]int{key(start): 1}
+	ids := map[string]int{string(key(start)): 1}
 	queue := []bits{start}
 	a := &Automaton{counted: true, id: automatonIDs.Add(1)}
 	var starts []bool
+	var f, w, t bits // scratch: a state's follow and within sets, a move's target
 	for q := 0; q < len(queue); q++ {
-		var f, w bits
+		clear(f)
+		clear(w)
 		onBoundary := false
 		for wi, word := range queue[q] { // the state's positions, by their set bits
 			for word != 0 {
@@ -585,25 +593,26 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 				starts = append(starts, starts[base+r])
 				continue
 			}
-			t := and(f, byByte[c])
+			andInto(&t, f, byByte[c])
 			if t.empty() {
 				a.trans = append(a.trans, 0)
 				starts = append(starts, false)
 				continue
 			}
-			inCopy, newCopy := !and(t, w).empty(), !and(t, and(fresh, byByte[c])).empty()
+			// t lies within byByte[c], so a fresh copy reaches it when t meets fresh.
+			inCopy, newCopy := intersects(t, w), intersects(t, fresh)
 			if inCopy && newCopy {
 				a.counted = false
 			}
 			k := key(t)
-			id, ok := ids[k]
+			id, ok := ids[string(k)]
 			if !ok {
 				if len(queue) == maxStates || len(queue)*len(b.follow) > maxWork {
 					return nil
 				}
-				queue = append(queue, t)
+				queue = append(queue, slices.Clone(t))
 				id = len(queue)
-				ids[k] = id
+				ids[string(k)] = id
 			}
 			a.trans = append(a.trans, uint16(id))
 			starts = append(starts, newCopy && !inCopy)

@@ -328,10 +328,12 @@ func (g *prefixGroup) build() {
 	}
 	mark := make([]int, len(n.eps))
 	gen := 0
-	var st []int
+	var st, closed []int
+	// closure returns the sorted ε-closure of set over useful states, in scratch storage
+	// (add copies it when it is a new state).
 	closure := func(set []int) []int {
 		gen++
-		var out []int
+		closed = closed[:0]
 		st = append(st[:0], set...)
 		for len(st) > 0 {
 			s := st[len(st)-1]
@@ -340,20 +342,21 @@ func (g *prefixGroup) build() {
 				continue
 			}
 			mark[s] = gen
-			out = append(out, s)
+			closed = append(closed, s)
 			st = append(st, n.eps[s]...)
 		}
-		slices.Sort(out)
-		return out
+		slices.Sort(closed)
+		return closed
 	}
-	key := func(set []int) string {
-		var b strings.Builder
+	// key writes a set's key (each state in 3 bytes) to keyBuf; a map lookup by
+	// string(keyBuf) does not allocate, and only new keys are copied.
+	var keyBuf []byte
+	key := func(set []int) []byte {
+		keyBuf = keyBuf[:0]
 		for _, s := range set {
-			b.WriteByte(byte(s))
-			b.WriteByte(byte(s >> 8))
-			b.WriteByte(byte(s >> 16))
+			keyBuf = append(keyBuf, byte(s), byte(s>>8), byte(s>>16))
 		}
-		return b.String()
+		return keyBuf
 	}
 	ids := map[string]uint16{}
 	var sets [][]int
@@ -362,14 +365,14 @@ func (g *prefixGroup) build() {
 			return 0, true
 		}
 		k := key(set)
-		if id, ok := ids[k]; ok {
+		if id, ok := ids[string(k)]; ok {
 			return id, true
 		}
 		if len(sets) == maxPrefixStates {
 			return 0, false
 		}
-		sets = append(sets, set)
-		ids[k] = uint16(len(sets))
+		sets = append(sets, slices.Clone(set))
+		ids[string(k)] = uint16(len(sets))
 		return uint16(len(sets)), true
 	}
 	starts := make([]uint32, len(entries))
@@ -381,30 +384,43 @@ func (g *prefixGroup) build() {
 		starts[i] = uint32(id)
 	}
 	var trans []uint16
-	var next [256][]int
+	var next []int
+	var cuts []int
+	byMoves := map[string]uint16{} // bytes with the same moves go to the same state
 	for q := 0; q < len(sets); q++ {
-		for b := range next {
-			next[b] = next[b][:0]
-		}
+		// The moves out of the state change only where one of its byte ranges starts or
+		// ends: between two cuts every byte has the same moves.
+		cuts = append(cuts[:0], 0, 256)
 		for _, s := range sets[q] {
 			for _, m := range n.moves[s] {
-				for b := int(m.lo); b <= int(m.hi); b++ {
-					next[b] = append(next[b], m.to)
-				}
+				cuts = append(cuts, int(m.lo), int(m.hi)+1)
 			}
 		}
-		byMoves := map[string]uint16{} // bytes with the same moves go to the same state
-		for b := range 256 {
-			k := key(next[b])
-			id, seen := byMoves[k]
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		clear(byMoves)
+		for i := 0; i+1 < len(cuts); i++ {
+			lo, hi := cuts[i], cuts[i+1]
+			next = next[:0]
+			for _, s := range sets[q] {
+				for _, m := range n.moves[s] {
+					if int(m.lo) <= lo && lo <= int(m.hi) {
+						next = append(next, m.to)
+					}
+				}
+			}
+			id, seen := byMoves[string(key(next))]
 			if !seen {
+				k := string(keyBuf) // add rewrites keyBuf
 				var ok bool
-				if id, ok = add(closure(next[b])); !ok {
+				if id, ok = add(closure(next)); !ok {
 					return
 				}
 				byMoves[k] = id
 			}
-			trans = append(trans, id)
+			for range hi - lo {
+				trans = append(trans, id)
+			}
 		}
 	}
 	var kb strings.Builder
