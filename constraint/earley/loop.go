@@ -159,14 +159,96 @@ func (r *grammarRuns) automaton(x grammar.Symbol, lead grammar.Symbol) *Automato
 	k := [2]grammar.Symbol{x, lead}
 	a, ok := r.automata[k]
 	if !ok {
-		if lead < 0 {
-			a = newAutomaton(r.g, x)
-		} else {
-			a = newLeadAutomaton(r.g, x, r.body[lead])
-		}
+		a = cachedAutomaton(r.g, x, lead, r.body)
 		r.automata[k] = a
 	}
 	return a
+}
+
+// cachedAutomaton returns the automaton of x* (lead < 0) or of x body[lead]*, from the cache
+// of automata by sub-grammar when an equal one was built before (a schema compiled again, or
+// another with the same string rules): the position automaton of a large character class
+// costs more to build than its cached determinization saves.
+func cachedAutomaton(g *grammar.CFG, x, lead grammar.Symbol, body []grammar.Symbol) *Automaton {
+	var key []byte
+	if lead < 0 {
+		key = grammarKey(append(key, "loop"...), g, x)
+	} else {
+		key = grammarKey(append(key, "lead"...), g, x, body[lead])
+	}
+	if key == nil { // recursive: not regular
+		return nil
+	}
+	automata.Lock()
+	a, ok := automata.byGrammar[string(key)]
+	automata.Unlock()
+	if ok {
+		return a
+	}
+	if lead < 0 {
+		a = newAutomaton(g, x)
+	} else {
+		a = newLeadAutomaton(g, x, body[lead])
+	}
+	automata.Lock()
+	if automata.byGrammar == nil || len(automata.byGrammar) >= maxCachedAutomata {
+		automata.byGrammar = map[string]*Automaton{}
+	}
+	automata.byGrammar[string(key)] = a
+	automata.Unlock()
+	return a
+}
+
+// grammarKey appends to dst a canonical form of the sub-grammar reachable from syms, or
+// returns nil if it is recursive (a nonterminal reachable from itself, which no position
+// automaton expands): nonterminals are numbered in the order of a depth-first visit (a
+// nonterminal met again is written as its number), terminals are written as their byte sets,
+// productions and their symbols in order. Glushkov's construction reads nothing else, so equal
+// keys give the same automaton.
+func grammarKey(dst []byte, g *grammar.CFG, syms ...grammar.Symbol) []byte {
+	type visit struct {
+		id   int
+		open bool // being visited: met again, it is recursive
+	}
+	seen := map[int32]*visit{}
+	recursive := false
+	var walk func(s grammar.Symbol)
+	walk = func(s grammar.Symbol) {
+		if recursive {
+			return
+		}
+		if s.IsTerminal() {
+			dst = append(dst, 't')
+			for _, w := range g.Terminals[s.Terminal()] {
+				dst = binary.LittleEndian.AppendUint64(dst, w)
+			}
+			return
+		}
+		nt := int32(s)
+		if v := seen[nt]; v != nil {
+			recursive = recursive || v.open
+			dst = binary.AppendUvarint(append(dst, 'r'), uint64(v.id))
+			return
+		}
+		v := &visit{id: len(seen), open: true}
+		seen[nt] = v
+		dst = binary.AppendUvarint(append(dst, 'n'), uint64(len(g.ByLHS[nt])))
+		for _, pi := range g.ByLHS[nt] {
+			rhs := g.Prods[pi].RHS
+			dst = binary.AppendUvarint(dst, uint64(len(rhs)))
+			for _, y := range rhs {
+				walk(y)
+			}
+		}
+		v.open = false
+	}
+	for _, s := range syms {
+		walk(s)
+	}
+	if recursive {
+		return nil
+	}
+	return dst
 }
 
 // prefixAutomata holds one Automaton per prefix automaton's transitions and start, so that
@@ -350,6 +432,9 @@ func newAutomaton(g *grammar.CFG, x grammar.Symbol) *Automaton {
 var automata struct {
 	sync.Mutex
 	byNFA map[string]*Automaton // nil: beyond the limits
+	// byGrammar holds the same automata by the sub-grammar they were built from (see
+	// grammarKey).
+	byGrammar map[string]*Automaton
 }
 
 // maxCachedAutomata bounds the cache; past it, it starts over.

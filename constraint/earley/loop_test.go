@@ -1,6 +1,7 @@
 package earley
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/grammar"
@@ -65,5 +66,54 @@ func TestActiveRuns(t *testing.T) {
 		if (s != 0) != tc.alive || tc.alive && n != tc.copies {
 			t.Errorf("%q: alive %v, %d copies; want %v, %d", tc.text, s != 0, n, tc.alive, tc.copies)
 		}
+	}
+}
+
+// TestCachedAutomatonIsTheBuiltOne checks the cache of automata by sub-grammar against
+// building every automaton afresh: over random grammars (each compiled twice, so that the
+// second compile finds the first's automata), for every nonterminal x, x* and x y* for every
+// nonterminal y have the transitions of the automaton built from scratch, or neither exists.
+func TestCachedAutomatonIsTheBuiltOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	keyOf := func(a *Automaton) string {
+		if a == nil {
+			return "<nil>"
+		}
+		return a.Key()
+	}
+	hits := 0
+	for range 200 {
+		src := randomGrammar(rng)
+		for range 2 {
+			g, err := grammar.Parse(src)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			cfg, err := grammar.Compile(g, "root")
+			if err != nil {
+				continue // a grammar with left recursion, say
+			}
+			self := make([]grammar.Symbol, len(cfg.Names)) // body[y] = y
+			for n := range self {
+				self[n] = grammar.Symbol(n)
+			}
+			for x := range cfg.Names {
+				xs := grammar.Symbol(x)
+				if got, want := keyOf(cachedAutomaton(cfg, xs, -1, self)), keyOf(newAutomaton(cfg, xs)); got != want {
+					t.Fatalf("%s: %s*: cached %q, built %q", src, cfg.Names[x], got, want)
+				} else if got != "<nil>" {
+					hits++
+				}
+				for y := range cfg.Names {
+					ys := grammar.Symbol(y)
+					if got, want := keyOf(cachedAutomaton(cfg, xs, ys, self)), keyOf(newLeadAutomaton(cfg, xs, ys)); got != want {
+						t.Fatalf("%s: %s %s*: cached %q, built %q", src, cfg.Names[x], cfg.Names[y], got, want)
+					}
+				}
+			}
+		}
+	}
+	if hits < 100 {
+		t.Fatalf("only %d regular repetitions met: the test checks too little", hits)
 	}
 }
