@@ -73,6 +73,7 @@ func init() {
 		avx512.dot[kQ4_0] = [4]dotFunc{dotQ4_0x1VNNI, dotQ4_0x2VNNI, dotQ4_0x3VNNI, dotQ4_0x4VNNI}
 		avx512.dot[kQ5_0] = [4]dotFunc{dotQ5_0x1VNNI, dotQ5_0x2VNNI, dotQ5_0x3VNNI, dotQ5_0x4VNNI}
 		avx512.dot[kIQ4_NL] = [4]dotFunc{dotIQ4_NLx1VNNI, dotIQ4_NLx2VNNI, dotIQ4_NLx3VNNI, dotIQ4_NLx4VNNI}
+		avx512.packed[kQ4_0] = [4]packedFunc{dotQ4_0P16x1VNNI, dotQ4_0P16x2VNNI, dotQ4_0P16x3VNNI, dotQ4_0P16x4VNNI}
 	}
 	impls = append(impls, &avx512)
 	if os.Getenv("LOOM_KERNELS") != "avx2" {

@@ -250,6 +250,9 @@ func dotQ5_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 // dotIQ4_NLx1VNNI computes 1 activation row(s) against rows weight rows.
 func dotIQ4_NLx1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ4_0P16x1VNNI computes 1 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
+func dotQ4_0P16x1VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x2VNNI computes 2 activation row(s) against rows weight rows.
 func dotQ8_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -261,6 +264,9 @@ func dotQ5_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 
 // dotIQ4_NLx2VNNI computes 2 activation row(s) against rows weight rows.
 func dotIQ4_NLx2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_0P16x2VNNI computes 2 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
+func dotQ4_0P16x2VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
 // dotQ8_0x3VNNI computes 3 activation row(s) against rows weight rows.
 func dotQ8_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
@@ -274,6 +280,9 @@ func dotQ5_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 // dotIQ4_NLx3VNNI computes 3 activation row(s) against rows weight rows.
 func dotIQ4_NLx3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ4_0P16x3VNNI computes 3 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
+func dotQ4_0P16x3VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x4VNNI computes 4 activation row(s) against rows weight rows.
 func dotQ8_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -285,6 +294,9 @@ func dotQ5_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 
 // dotIQ4_NLx4VNNI computes 4 activation row(s) against rows weight rows.
 func dotIQ4_NLx4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_0P16x4VNNI computes 4 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
+func dotQ4_0P16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)

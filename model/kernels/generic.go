@@ -243,6 +243,9 @@ var genericImpl = impl{
 		kQ5_K:   genericKernels(176, actKBytes, dotRowK(kQ5_K)),
 		kIQ4_XS: genericKernels(136, actKBytes, dotRowK(kIQ4_XS)),
 	},
+	packed: [numKinds][4]packedFunc{
+		kQ4_0: {genericQ40Packed(1), genericQ40Packed(2), genericQ40Packed(3), genericQ40Packed(4)},
+	},
 	axpy:    axpyGeneric,
 	quant32: quant32Generic,
 	quantK:  quantKGeneric,

@@ -14,6 +14,10 @@
 // largest |x| of the activation block holding element j, plus Σ|w_j|·amax_b(j)·2^-11 for the
 // half-precision scale of the blocks of 32.
 //
+// Pack copies a matrix of a type with packed kernels (Q4_0 on AVX-512 VNNI) into groups of 16
+// rows interleaved block by block, one row per lane of a register (packed.go): the model packs
+// its weights when it loads them, and every product of a packed matrix runs on the copy.
+//
 // A row's result has the same bits whatever batch it is computed in (MatVec, or any row of a
 // MatMul or MatMuls of any size), so batched and token-by-token forwards agree exactly; the
 // assembly and pure-Go implementations agree to rounding only.
@@ -41,6 +45,8 @@ type Matrix struct {
 	Type       ggml.Type
 	Rows, Cols int
 	Data       []byte
+
+	packed *packed // the rows packed for the kernels, if Pack packed them
 }
 
 // NewMatrix returns a validated view of data as a rows × cols matrix of type t.
@@ -75,7 +81,12 @@ func (m Matrix) Slice(r0, r1 int) Matrix {
 		panic(fmt.Sprintf("kernels: rows [%d, %d) of a matrix of %d rows", r0, r1, m.Rows))
 	}
 	rb := m.RowBytes()
-	return Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*rb : r1*rb : r1*rb]}
+	s := Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*rb : r1*rb : r1*rb]}
+	if m.packed != nil && r0%16 == 0 && (r1%16 == 0 || r1 == m.Rows) { // whole groups: share them
+		gb := m.packed.nb * q40PackedBlock
+		s.packed = &packed{data: m.packed.data[r0/16*gb : (r1+15)/16*gb], nb: m.packed.nb}
+	}
+	return s
 }
 
 // Validate checks that the type is supported, that Cols is a whole number of blocks and that
@@ -160,7 +171,7 @@ func MatMul(out []float32, m Matrix, x []float32, n int) {
 		// nothing.
 		tk := kernelOf(m.Type)
 		a := prepare(im, tk.act, x, n, m.Cols)
-		p := product{out: out, m: m, tk: *tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], a: a, rb: rb}
+		p := newProduct(im, out, m, a)
 		p.rows(n, 0, m.Rows)
 		a.release()
 		return

@@ -609,11 +609,11 @@ func TestValidate(t *testing.T) {
 		m    Matrix
 		ok   bool
 	}{
-		{"ok", Matrix{ggml.Q8_0, 2, 64, make([]byte, 2*2*34)}, true},
-		{"short data", Matrix{ggml.Q8_0, 2, 64, make([]byte, 2*2*34-1)}, false},
-		{"partial block", Matrix{ggml.Q4_K, 1, 128, make([]byte, 72)}, false},
-		{"unsupported type", Matrix{ggml.IQ2_XXS, 1, 256, make([]byte, 66)}, false},
-		{"zero columns", Matrix{ggml.F32, 1, 0, nil}, false},
+		{"ok", Matrix{Type: ggml.Q8_0, Rows: 2, Cols: 64, Data: make([]byte, 2*2*34)}, true},
+		{"short data", Matrix{Type: ggml.Q8_0, Rows: 2, Cols: 64, Data: make([]byte, 2*2*34-1)}, false},
+		{"partial block", Matrix{Type: ggml.Q4_K, Rows: 1, Cols: 128, Data: make([]byte, 72)}, false},
+		{"unsupported type", Matrix{Type: ggml.IQ2_XXS, Rows: 1, Cols: 256, Data: make([]byte, 66)}, false},
+		{"zero columns", Matrix{Type: ggml.F32, Rows: 1, Cols: 0, Data: nil}, false},
 	}
 	for _, c := range cases {
 		if err := c.m.Validate(); (err == nil) != c.ok {
@@ -623,7 +623,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestMatMulPanicsOnBadLengths(t *testing.T) {
-	m := Matrix{ggml.F32, 2, 8, make([]byte, 64)}
+	m := Matrix{Type: ggml.F32, Rows: 2, Cols: 8, Data: make([]byte, 64)}
 	defer func() {
 		if recover() == nil {
 			t.Fatal("no panic")

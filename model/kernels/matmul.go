@@ -115,6 +115,9 @@ type impl struct {
 	// pairs4[k], where not nil, is dot[k][3] for two weight rows at a time (rows even), with
 	// the same bits: each activation block is loaded once for both rows.
 	pairs4 [numKinds]dotFunc
+	// packed[k][nx-1], where not nil, computes nx activation rows against matrices of kind k
+	// packed by Pack; Pack packs only for an implementation that has them.
+	packed [numKinds][4]packedFunc
 	axpy   func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)
@@ -224,8 +227,24 @@ type product struct {
 	kern   *[4]dotFunc
 	rows16 dotFunc // nil, or the kind's 16-row kernel (used for one activation row)
 	pairs4 dotFunc // nil, or the kind's kernel of four activation rows and two weight rows
+	// packed is the kind's kernels over packed rows (the generic ones where the
+	// implementation has none), used when m is packed.
+	packed *[4]packedFunc
 	a      acts
 	rb     int
+}
+
+// newProduct returns the product of m with the activations a into out on im's kernels.
+func newProduct(im *impl, out []float32, m Matrix, a acts) product {
+	tk := *kernelOf(m.Type)
+	p := product{out: out, m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], a: a, rb: m.RowBytes()}
+	if m.packed != nil {
+		p.packed = &im.packed[tk.kind]
+		if p.packed[0] == nil {
+			p.packed = &genericImpl.packed[tk.kind]
+		}
+	}
+	return p
 }
 
 // rows16MaxCols is the longest row a product of one activation row hands to the 16-row
@@ -237,6 +256,10 @@ const rows16MaxCols = 256
 
 // rows computes rows [r0, r1) of the product for all n activation rows.
 func (p *product) rows(n, r0, r1 int) {
+	if p.packed != nil {
+		p.packedRows(n, r0, r1, p.packed)
+		return
+	}
 	m, a, rb := p.m, &p.a, p.rb
 	nBlocks := m.Cols >> p.tk.blockShift
 	tail := m.Cols & (p.tk.blockElems - 1) // float columns, or 32-element blocks past the last group
@@ -304,7 +327,7 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 			a := prepare(im, tk.act, x, n, m.Cols)
 			prepared[tk.act] = &a
 		}
-		ps[k] = product{out: outs[k], m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], a: *prepared[tk.act], rb: m.RowBytes()}
+		ps[k] = newProduct(im, outs[k], m, *prepared[tk.act])
 		total += m.Rows
 		work += m.Rows * ps[k].rb
 	}

@@ -685,9 +685,22 @@ func (m *Model) loadTensors() error {
 	if err := ld.err(); err != nil {
 		return err
 	}
+	m.output = kernels.Pack(m.output) // m.embd keeps the rows a token's embedding is read from
+	packFFN := func(f *ffn) {
+		for k := range f.gateUp {
+			f.gateUp[k] = kernels.Pack(f.gateUp[k])
+		}
+		f.down = kernels.Pack(f.down)
+	}
 	for i := range m.layers {
 		l := &m.layers[i]
+		l.wq, l.wk, l.wv, l.wo = kernels.Pack(l.wq), kernels.Pack(l.wk), kernels.Pack(l.wv), kernels.Pack(l.wo)
 		l.qkv = []kernels.Matrix{l.wq, l.wk, l.wv}
+		packFFN(&l.dense)
+		packFFN(&l.shared)
+		for e := range l.experts {
+			packFFN(&l.experts[e])
+		}
 	}
 	m.embdRow = m.embd.RowBytes()
 	return nil

@@ -91,6 +91,7 @@ func main() {
 		q40VNNI(nx)
 		q50VNNI(nx)
 		iq4NLVNNI(nx)
+		q40Packed16(nx)
 	}
 	axpy()
 	quant32()
@@ -1720,6 +1721,124 @@ func quantK() {
 	DECQ(nb)
 	JMP(LabelRef("block"))
 	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// packedSignature is the signature of the kernels over rows packed in groups of 16
+// (packed.go): groups consecutive groups of nb blocks each, their 16 results per activation
+// row stored at out (+ i·ostride floats for activation row i), 16 floats per group.
+const packedSignature = "func(w *byte, groups, nb int, x *byte, xstride int, out *float32, ostride int)"
+
+// q40Packed16 computes nx activation rows against Q4_0 weights packed 16 rows to a group:
+// per block, the 16 rows' f16 scales (32 bytes), then four chunks of 64 bytes, chunk c
+// holding bytes 4c…4c+3 of each row's 16 quant bytes in the row's dword lane. One VPDPBUSD
+// then multiplies four weights of every row (the nibbles, 0…15, unsigned) by four activation
+// quants broadcast to every lane (signed): eight make each row's integer sum of the block, in
+// its own lane, started at the activation block's −8·Σq. The sums are converted and scaled
+// by d_w·d_x into one accumulator per activation row, block after block — the same order for
+// every number of activation rows, so every batch gets the same bits.
+func q40Packed16(nx int) {
+	const blockBytes = 32 + 4*64
+	name := fmt.Sprintf("dotQ4_0P16x%dVNNI", nx)
+	TEXT(name, NOSPLIT, packedSignature)
+	Doc(fmt.Sprintf("%s computes %d activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).", name, nx))
+	w := Load(Param("w"), GP64())
+	groups := Load(Param("groups"), GP64())
+	out := Load(Param("out"), GP64())
+	xs := []Register{Load(Param("x"), GP64())}
+	if nx > 1 {
+		xstride := Load(Param("xstride"), GP64())
+		for i := 1; i < nx; i++ {
+			xi := GP64()
+			LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
+			xs = append(xs, xi)
+		}
+	}
+	ostride := Load(Param("ostride"), GP64())
+	SHLQ(U8(2), ostride)
+	groupBytes := Load(Param("nb"), GP64())
+	IMUL3Q(U32(blockBytes), groupBytes, groupBytes)
+	m0F := ZMM()
+	t := GP32()
+	MOVL(U32(0x0f0f0f0f), t)
+	VPBROADCASTD(t, m0F)
+	acc := make([]VecVirtual, nx)
+	for i := range acc {
+		acc[i] = ZMM()
+	}
+	var lo, hi [4]VecVirtual
+	for c := range lo {
+		lo[c], hi[c] = ZMM(), ZMM()
+	}
+	dw, isum, f := ZMM(), ZMM(), ZMM()
+	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
+
+	// block emits block k (0…3) of the activation group at xo, the weights at p + k·blockBytes.
+	block := func(k int) {
+		base := k * blockBytes
+		VCVTPH2PS(Mem{Base: p, Disp: base}, dw)
+		for c := 0; c < 4; c++ {
+			VMOVDQU64(Mem{Base: p, Disp: base + 32 + 64*c}, hi[c])
+			VPANDD(m0F, hi[c], lo[c])
+			VPSRLW(U8(4), hi[c], hi[c])
+			VPANDD(m0F, hi[c], hi[c])
+		}
+		for i := 0; i < nx; i++ {
+			xm := func(disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
+			VPBROADCASTD(xm(16+4*k), isum) // −8·Σq of the activation block
+			for c := 0; c < 4; c++ {
+				Instruction(&ir.Instruction{Opcode: "VPDPBUSD", Suffixes: []string{"BCST"},
+					Operands: []Op{xm(48 + 32*k + 4*c), lo[c], isum}, Inputs: []Op{xm(48 + 32*k + 4*c), lo[c], isum}, Outputs: []Op{isum},
+					ISA: []string{"AVX512F", "AVX512_VNNI"}})
+				Instruction(&ir.Instruction{Opcode: "VPDPBUSD", Suffixes: []string{"BCST"},
+					Operands: []Op{xm(48 + 32*k + 16 + 4*c), hi[c], isum}, Inputs: []Op{xm(48 + 32*k + 16 + 4*c), hi[c], isum}, Outputs: []Op{isum},
+					ISA: []string{"AVX512F", "AVX512_VNNI"}})
+			}
+			VCVTDQ2PS(isum, f)
+			VMULPS_BCST(xm(4*k), dw, isum) // d_w·d_x, reusing isum
+			VFMADD231PS(f, isum, acc[i])
+		}
+	}
+
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_done"))
+	for i := range acc {
+		VPXORD(acc[i], acc[i], acc[i])
+	}
+	MOVQ(w, p)
+	XORQ(xo, xo)
+	Load(Param("nb"), cnt)
+	Label(name + "_quad")
+	CMPQ(cnt, U8(4))
+	JB(LabelRef(name + "_tail"))
+	for k := 0; k < 4; k++ {
+		block(k)
+	}
+	ADDQ(U32(4*blockBytes), p)
+	ADDQ(U32(176), xo)
+	SUBQ(U8(4), cnt)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_tail")
+	for k := 0; k < 3; k++ {
+		CMPQ(cnt, U8(k+1))
+		JB(LabelRef(name + "_store"))
+		block(k)
+	}
+	Label(name + "_store")
+	MOVQ(out, o)
+	for i := 0; i < nx; i++ {
+		VMOVUPS(acc[i], Mem{Base: o})
+		if i+1 < nx {
+			ADDQ(ostride, o)
+		}
+	}
+	ADDQ(groupBytes, w)
+	ADDQ(U8(64), out)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }

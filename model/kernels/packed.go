@@ -1,0 +1,140 @@
+package kernels
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/loomlm/loom/model/ggml"
+)
+
+// Packed weights. The row-major block layout of a GGUF file makes a product sum each weight
+// row across a vector register and then reduce the register to one number, per row and per
+// activation row, with a conversion and a scale per pair of blocks; for a batch of activation
+// rows that bookkeeping costs more than the multiplications. Pack copies a matrix of a type
+// with packed kernels into groups of 16 rows interleaved block by block, so that each row has
+// its own lane of a 16-lane register: one VPDPBUSD multiplies four weights of each of the 16
+// rows by four activation quants broadcast to all lanes, a row's block sum ends in its lane,
+// and one conversion and one multiply-add per block serve 16 rows (llama.cpp repacks Q4_0 for
+// its AVX2 and AVX-512 kernels the same way).
+//
+// A packed matrix keeps its original Data (token embeddings are read from it row by row); the
+// packed copy is used for every product of the matrix, whatever the number of activation
+// rows, so batched and one-by-one products still agree bit for bit.
+
+// packed is a matrix's rows in groups of 16 (the last padded with zero rows).
+type packed struct {
+	data []byte
+	nb   int // blocks of 32 per row
+}
+
+// q40PackedBlock is the bytes of one block of a 16-row Q4_0 group: the rows' f16 scales, then
+// four chunks of 64 bytes, chunk c holding bytes 4c…4c+3 of each row's 16 quant bytes (row r
+// at 4r).
+const q40PackedBlock = 32 + 4*64
+
+// packedFunc is the signature of a kernel over packed rows: groups consecutive groups of 16
+// rows (nb blocks each) against nx activation rows at x + i·xstride, row g·16 + r's result for
+// activation row i stored at out[i·ostride + g·16 + r].
+type packedFunc func(w *byte, groups, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// Pack returns m with its rows packed for the current kernels when its type has packed
+// kernels (Q4_0 on CPUs with AVX-512 VNNI) and it has at least 16 rows; otherwise m as it is.
+// The packed copy takes as much memory as the data again.
+func Pack(m Matrix) Matrix {
+	if m.packed != nil || m.Type != ggml.Q4_0 || m.Rows < 16 || m.Validate() != nil || currentImpl().packed[kQ4_0][0] == nil {
+		return m
+	}
+	nb, rb := m.Cols/32, m.RowBytes()
+	groups := (m.Rows + 15) / 16
+	data := make([]byte, groups*nb*q40PackedBlock)
+	for g := range groups {
+		for b := range nb {
+			blk := data[(g*nb+b)*q40PackedBlock:]
+			for r := range 16 {
+				row := g*16 + r
+				if row >= m.Rows {
+					break // zero rows: scale 0
+				}
+				src := m.Data[row*rb+b*18:]
+				blk[2*r], blk[2*r+1] = src[0], src[1]
+				for c := range 4 {
+					copy(blk[32+64*c+4*r:32+64*c+4*r+4], src[2+4*c:6+4*c])
+				}
+			}
+		}
+	}
+	m.packed = &packed{data: data, nb: nb}
+	return m
+}
+
+// Packed reports whether m's products run on a packed copy of its rows (see Pack).
+func (m Matrix) Packed() bool { return m.packed != nil }
+
+// packedRows computes rows [r0, r1) of a product over a packed matrix for all n activation
+// rows. Groups of 16 rows that [r0, r1) or the matrix cut are computed whole into scratch, and
+// only their rows in range are kept.
+func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
+	m, a := p.m, &p.a
+	nb := m.packed.nb
+	groupBytes := nb * q40PackedBlock
+	// Groups in steps small enough to stay in cache while every activation group passes over
+	// them.
+	step := (r1 - r0 + 15) / 16
+	if n > 4 {
+		step = max(1, stepBytes/groupBytes)
+	}
+	var scratch [4 * 16]float32
+	for g0 := r0 / 16; g0*16 < r1; g0 += step {
+		g1 := min(g0+step, (r1+15)/16)
+		for i := 0; i < n; i += 4 {
+			nx := min(4, n-i)
+			k := kern[nx-1]
+			xb := &a.b[i*a.stride]
+			// whole groups within [r0, r1) and the matrix
+			full0, full1 := max(g0, (r0+15)/16), min(g1, r1/16, m.Rows/16)
+			if full1 > full0 {
+				k(&m.packed.data[full0*groupBytes], full1-full0, nb, xb, a.stride, &p.out[i*m.Rows+full0*16], m.Rows)
+			}
+			for g := g0; g < g1; g++ {
+				if g >= full0 && g < full1 {
+					continue
+				}
+				k(&m.packed.data[g*groupBytes], 1, nb, xb, a.stride, &scratch[0], 16)
+				for j := range nx {
+					for r := max(r0, g*16); r < min(r1, g*16+16, m.Rows); r++ {
+						p.out[(i+j)*m.Rows+r] = scratch[j*16+r-g*16]
+					}
+				}
+			}
+		}
+	}
+}
+
+// genericQ40Packed is the pure-Go kernel of packed Q4_0 rows, the assembly's arithmetic in the
+// same order (its float multiply-add rounds twice where the assembly's rounds once).
+func genericQ40Packed(nx int) packedFunc {
+	return func(w *byte, groups, nb int, x *byte, xstride int, out *float32, ostride int) {
+		for g := range groups {
+			for i := range nx {
+				xr := bytesAt(x, i*xstride, act32Bytes(32*nb))
+				var acc [16]float32
+				for b := range nb {
+					blk := bytesAt(w, (g*nb+b)*q40PackedBlock, q40PackedBlock)
+					dx, corr, q := act32Block(xr, b)
+					for r := range 16 {
+						sum := corr
+						for c := range 4 {
+							for j := range 4 {
+								v := blk[32+64*c+4*r+j]
+								sum += int32(v&15)*int32(int8(q[4*c+j])) + int32(v>>4)*int32(int8(q[16+4*c+j]))
+							}
+						}
+						s := ggml.HalfToFloat32(le16(blk[2*r:])) * dx
+						acc[r] = float32(math.FMA(float64(float32(sum)), float64(s), float64(acc[r])))
+					}
+				}
+				copy(unsafe.Slice(floatAt(out, i*ostride+16*g), 16), acc[:])
+			}
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/loomlm/loom/model/ggml"
+)
+
+// BenchmarkPacked compares a packed Q4_0 matrix's products with the row-major kernels' on
+// the rand110M shapes.
+func BenchmarkPacked(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, sh := range benchShapes[:3] {
+		m := randomMatrix(r, ggml.Q4_0, sh.rows, sh.cols)
+		pm := Pack(m)
+		for _, n := range []int{1, 4, 16, 128} {
+			x := randomActivations(r, n, sh.cols)
+			out := make([]float32, n*sh.rows)
+			for _, c := range []struct {
+				name string
+				m    Matrix
+			}{{"rowmajor", m}, {"packed", pm}} {
+				b.Run(fmt.Sprintf("%dx%d/n=%d/%s", sh.rows, sh.cols, n, c.name), func(b *testing.B) {
+					b.SetBytes(int64(len(m.Data)))
+					for b.Loop() {
+						MatMul(out, c.m, x, n)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/row")
+				})
+			}
+		}
+	}
+}
