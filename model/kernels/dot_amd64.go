@@ -253,6 +253,12 @@ func dotIQ4_NLx1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int
 // dotQ4_0P16x1VNNI computes 1 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
 func dotQ4_0P16x1VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ8_0P16x1VNNI computes 1 activation row(s) against groups of 16 packed Q8_0 rows (AVX-512 VNNI).
+func dotQ8_0P16x1VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLP16x1VNNI computes 1 activation row(s) against groups of 16 packed IQ4_NL rows (AVX-512 VNNI).
+func dotIQ4_NLP16x1VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x2VNNI computes 2 activation row(s) against rows weight rows.
 func dotQ8_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -267,6 +273,12 @@ func dotIQ4_NLx2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int
 
 // dotQ4_0P16x2VNNI computes 2 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
 func dotQ4_0P16x2VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ8_0P16x2VNNI computes 2 activation row(s) against groups of 16 packed Q8_0 rows (AVX-512 VNNI).
+func dotQ8_0P16x2VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLP16x2VNNI computes 2 activation row(s) against groups of 16 packed IQ4_NL rows (AVX-512 VNNI).
+func dotIQ4_NLP16x2VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
 // dotQ8_0x3VNNI computes 3 activation row(s) against rows weight rows.
 func dotQ8_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
@@ -283,6 +295,12 @@ func dotIQ4_NLx3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int
 // dotQ4_0P16x3VNNI computes 3 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
 func dotQ4_0P16x3VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ8_0P16x3VNNI computes 3 activation row(s) against groups of 16 packed Q8_0 rows (AVX-512 VNNI).
+func dotQ8_0P16x3VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLP16x3VNNI computes 3 activation row(s) against groups of 16 packed IQ4_NL rows (AVX-512 VNNI).
+func dotIQ4_NLP16x3VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x4VNNI computes 4 activation row(s) against rows weight rows.
 func dotQ8_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -297,6 +315,12 @@ func dotIQ4_NLx4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int
 
 // dotQ4_0P16x4VNNI computes 4 activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).
 func dotQ4_0P16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ8_0P16x4VNNI computes 4 activation row(s) against groups of 16 packed Q8_0 rows (AVX-512 VNNI).
+func dotQ8_0P16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
+// dotIQ4_NLP16x4VNNI computes 4 activation row(s) against groups of 16 packed IQ4_NL rows (AVX-512 VNNI).
+func dotIQ4_NLP16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)

@@ -244,7 +244,9 @@ var genericImpl = impl{
 		kIQ4_XS: genericKernels(136, actKBytes, dotRowK(kIQ4_XS)),
 	},
 	packed: [numKinds][4]packedFunc{
-		kQ4_0: {genericQ40Packed(1), genericQ40Packed(2), genericQ40Packed(3), genericQ40Packed(4)},
+		kQ4_0:   genericPackedKernels(ggml.Q4_0),
+		kQ8_0:   genericPackedKernels(ggml.Q8_0),
+		kIQ4_NL: genericPackedKernels(ggml.IQ4_NL),
 	},
 	axpy:    axpyGeneric,
 	quant32: quant32Generic,

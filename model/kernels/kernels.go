@@ -14,7 +14,7 @@
 // largest |x| of the activation block holding element j, plus Σ|w_j|·amax_b(j)·2^-11 for the
 // half-precision scale of the blocks of 32.
 //
-// Pack copies a matrix of a type with packed kernels (Q4_0 on AVX-512 VNNI) into groups of 16
+// Pack copies a matrix of a type with packed kernels (Q4_0, Q8_0 and IQ4_NL on AVX-512 VNNI) into groups of 16
 // rows interleaved block by block, one row per lane of a register (packed.go): the model packs
 // its weights when it loads them, and every product of a packed matrix runs on the copy.
 //
@@ -83,7 +83,7 @@ func (m Matrix) Slice(r0, r1 int) Matrix {
 	rb := m.RowBytes()
 	s := Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*rb : r1*rb : r1*rb]}
 	if m.packed != nil && r0%16 == 0 && (r1%16 == 0 || r1 == m.Rows) { // whole groups: share them
-		gb := m.packed.nb * q40PackedBlock
+		gb := m.packed.nb * packedLayouts[m.Type].blockBytes()
 		s.packed = &packed{data: m.packed.data[r0/16*gb : (r1+15)/16*gb], nb: m.packed.nb}
 	}
 	return s

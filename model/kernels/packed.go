@@ -27,10 +27,25 @@ type packed struct {
 	nb   int // blocks of 32 per row
 }
 
-// q40PackedBlock is the bytes of one block of a 16-row Q4_0 group: the rows' f16 scales, then
-// four chunks of 64 bytes, chunk c holding bytes 4c…4c+3 of each row's 16 quant bytes (row r
-// at 4r).
-const q40PackedBlock = 32 + 4*64
+// packedLayout describes a type's packed blocks: each block of a 16-row group holds the rows'
+// f16 scales (32 bytes), then chunks of 64 bytes, chunk c holding four bytes of each row (row
+// r at 4r).
+type packedLayout struct {
+	srcBlock int // bytes of a block in the GGUF layout: f16 scale, then the quants
+	chunks   int // chunks of 64 bytes per packed block
+	// nibbles: chunk c holds quant bytes 4c…4c+3 (Q4_0, IQ4_NL: low nibble element j, high
+	// nibble element j+16); otherwise the quants themselves plus 128 (Q8_0).
+	nibbles bool
+}
+
+func (l packedLayout) blockBytes() int { return 32 + 64*l.chunks }
+
+// packedLayouts lists the types with packed kernels.
+var packedLayouts = map[ggml.Type]packedLayout{
+	ggml.Q4_0:   {srcBlock: 18, chunks: 4, nibbles: true},
+	ggml.IQ4_NL: {srcBlock: 18, chunks: 4, nibbles: true},
+	ggml.Q8_0:   {srcBlock: 34, chunks: 8},
+}
 
 // packedFunc is the signature of a kernel over packed rows: groups consecutive groups of 16
 // rows (nb blocks each) against nx activation rows at x + i·xstride, row g·16 + r's result for
@@ -38,27 +53,34 @@ const q40PackedBlock = 32 + 4*64
 type packedFunc func(w *byte, groups, nb int, x *byte, xstride int, out *float32, ostride int)
 
 // Pack returns m with its rows packed for the current kernels when its type has packed
-// kernels (Q4_0 on CPUs with AVX-512 VNNI) and it has at least 16 rows; otherwise m as it is.
-// The packed copy takes as much memory as the data again.
+// kernels (Q4_0, Q8_0 and IQ4_NL on CPUs with AVX-512 VNNI) and it has at least 16 rows;
+// otherwise m as it is. The packed copy takes as much memory as the data again.
 func Pack(m Matrix) Matrix {
-	if m.packed != nil || m.Type != ggml.Q4_0 || m.Rows < 16 || m.Validate() != nil || currentImpl().packed[kQ4_0][0] == nil {
+	l, ok := packedLayouts[m.Type]
+	if !ok || m.packed != nil || m.Rows < 16 || m.Validate() != nil || currentImpl().packed[kernelOf(m.Type).kind][0] == nil {
 		return m
 	}
-	nb, rb := m.Cols/32, m.RowBytes()
+	nb, rb, pb := m.Cols/32, m.RowBytes(), l.blockBytes()
 	groups := (m.Rows + 15) / 16
-	data := make([]byte, groups*nb*q40PackedBlock)
+	data := make([]byte, groups*nb*pb)
 	for g := range groups {
 		for b := range nb {
-			blk := data[(g*nb+b)*q40PackedBlock:]
+			blk := data[(g*nb+b)*pb:]
 			for r := range 16 {
 				row := g*16 + r
 				if row >= m.Rows {
 					break // zero rows: scale 0
 				}
-				src := m.Data[row*rb+b*18:]
+				src := m.Data[row*rb+b*l.srcBlock:]
 				blk[2*r], blk[2*r+1] = src[0], src[1]
-				for c := range 4 {
-					copy(blk[32+64*c+4*r:32+64*c+4*r+4], src[2+4*c:6+4*c])
+				for c := range l.chunks {
+					dst := blk[32+64*c+4*r : 32+64*c+4*r+4]
+					copy(dst, src[2+4*c:6+4*c])
+					if !l.nibbles {
+						for j := range dst {
+							dst[j] ^= 0x80 // q + 128
+						}
+					}
 				}
 			}
 		}
@@ -76,7 +98,7 @@ func (m Matrix) Packed() bool { return m.packed != nil }
 func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	m, a := p.m, &p.a
 	nb := m.packed.nb
-	groupBytes := nb * q40PackedBlock
+	groupBytes := nb * packedLayouts[m.Type].blockBytes()
 	// Groups in steps small enough to stay in cache while every activation group passes over
 	// them.
 	step := (r1 - r0 + 15) / 16
@@ -110,24 +132,40 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	}
 }
 
-// genericQ40Packed is the pure-Go kernel of packed Q4_0 rows, the assembly's arithmetic in the
-// same order (its float multiply-add rounds twice where the assembly's rounds once).
-func genericQ40Packed(nx int) packedFunc {
+// genericPacked is the pure-Go kernel of packed rows of type t, the assembly's arithmetic in
+// the same order (its float multiply-add rounds twice where the assembly's rounds once).
+func genericPacked(t ggml.Type, nx int) packedFunc {
+	l := packedLayouts[t]
+	pb := l.blockBytes()
 	return func(w *byte, groups, nb int, x *byte, xstride int, out *float32, ostride int) {
+		var u [32]int32 // a row's unsigned weights of a block
 		for g := range groups {
 			for i := range nx {
 				xr := bytesAt(x, i*xstride, act32Bytes(32*nb))
 				var acc [16]float32
 				for b := range nb {
-					blk := bytesAt(w, (g*nb+b)*q40PackedBlock, q40PackedBlock)
+					blk := bytesAt(w, (g*nb+b)*pb, pb)
 					dx, corr, q := act32Block(xr, b)
 					for r := range 16 {
-						sum := corr
-						for c := range 4 {
+						for c := range l.chunks {
 							for j := range 4 {
 								v := blk[32+64*c+4*r+j]
-								sum += int32(v&15)*int32(int8(q[4*c+j])) + int32(v>>4)*int32(int8(q[16+4*c+j]))
+								switch t {
+								case ggml.Q8_0:
+									u[4*c+j] = int32(v)
+								case ggml.Q4_0:
+									u[4*c+j], u[16+4*c+j] = int32(v&15), int32(v>>4)
+								case ggml.IQ4_NL:
+									u[4*c+j], u[16+4*c+j] = int32(ggml.IQ4Values[v&15])+128, int32(ggml.IQ4Values[v>>4])+128
+								}
 							}
+						}
+						sum := corr // −8·Σq: the Q4_0 offset
+						if t != ggml.Q4_0 {
+							sum *= 16 // −128·Σq
+						}
+						for j := range 32 {
+							sum += u[j] * int32(int8(q[j]))
 						}
 						s := ggml.HalfToFloat32(le16(blk[2*r:])) * dx
 						acc[r] = float32(math.FMA(float64(float32(sum)), float64(s), float64(acc[r])))
@@ -137,4 +175,8 @@ func genericQ40Packed(nx int) packedFunc {
 			}
 		}
 	}
+}
+
+func genericPackedKernels(t ggml.Type) [4]packedFunc {
+	return [4]packedFunc{genericPacked(t, 1), genericPacked(t, 2), genericPacked(t, 3), genericPacked(t, 4)}
 }

@@ -91,7 +91,9 @@ func main() {
 		q40VNNI(nx)
 		q50VNNI(nx)
 		iq4NLVNNI(nx)
-		q40Packed16(nx)
+		for _, typ := range []string{"Q4_0", "Q8_0", "IQ4_NL"} {
+			packed16(typ, nx)
+		}
 	}
 	axpy()
 	quant32()
@@ -111,8 +113,9 @@ var (
 	// 4·(r%4) + r/4.
 	permRows16 Mem
 
-	// mask10 is 0x10 in every byte; iq4nlValues the 16 values of IQ4_NL and IQ4_XS.
-	mask10, iq4nlValues Mem
+	// mask10 is 0x10 in every byte; iq4nlValues the 16 values of IQ4_NL and IQ4_XS,
+	// iq4nlUnsigned the same plus 128.
+	mask10, iq4nlValues, iq4nlUnsigned Mem
 	// IQ4_XS scales: per-dword shifts of scales_l (4·ib) and scales_h (2·ib), the masks of
 	// their fields and the offset 32.
 	shiftIQ4L, shiftIQ4H, dwordF, dword3, dword32 Mem
@@ -172,6 +175,10 @@ func constants() {
 	iq4nlValues = GLOBL("iq4nlValues", RODATA|NOPTR)
 	for i, v := range []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} {
 		DATA(i, U8(uint8(v)))
+	}
+	iq4nlUnsigned = GLOBL("iq4nlUnsigned", RODATA|NOPTR)
+	for i, v := range []int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} {
+		DATA(i, U8(uint8(v+128)))
 	}
 	dwords := func(name string, v func(i int) uint32) Mem {
 		m := GLOBL(name, RODATA|NOPTR)
@@ -1730,19 +1737,29 @@ func quantK() {
 // row stored at out (+ i·ostride floats for activation row i), 16 floats per group.
 const packedSignature = "func(w *byte, groups, nb int, x *byte, xstride int, out *float32, ostride int)"
 
-// q40Packed16 computes nx activation rows against Q4_0 weights packed 16 rows to a group:
-// per block, the 16 rows' f16 scales (32 bytes), then four chunks of 64 bytes, chunk c
-// holding bytes 4c…4c+3 of each row's 16 quant bytes in the row's dword lane. One VPDPBUSD
-// then multiplies four weights of every row (the nibbles, 0…15, unsigned) by four activation
-// quants broadcast to every lane (signed): eight make each row's integer sum of the block, in
-// its own lane, started at the activation block's −8·Σq. The sums are converted and scaled
-// by d_w·d_x into one accumulator per activation row, block after block — the same order for
-// every number of activation rows, so every batch gets the same bits.
-func q40Packed16(nx int) {
-	const blockBytes = 32 + 4*64
-	name := fmt.Sprintf("dotQ4_0P16x%dVNNI", nx)
+// packed16 computes nx activation rows against weights packed 16 rows to a group
+// (packed.go): per block, the 16 rows' f16 scales (32 bytes), then chunks of 64 bytes, each
+// holding four bytes of every row in the row's dword lane. One VPDPBUSD multiplies four
+// unsigned weights of every row by four signed activation quants broadcast to every lane;
+// eight make each row's integer sum of the block in its own lane, started at the activation
+// block's correction for the weights' offset. The sums are converted and scaled by d_w·d_x into
+// one accumulator per activation row, block after block — the same order for every number of
+// activation rows, so every batch gets the same bits. Per type:
+//
+//	Q4_0: four chunks of quant bytes; a byte's low nibble is element j, its high nibble
+//	      element j+16, both 0…15 (the weight plus 8): start −8·Σq.
+//	IQ4_NL: Q4_0's chunks; each nibble indexes the IQ4_NL values plus 128 (VPSHUFB): start
+//	      −128·Σq.
+//	Q8_0: eight chunks of the quants plus 128 (stored so): start −128·Σq.
+func packed16(typ string, nx int) {
+	chunks, nibbles := 4, true
+	if typ == "Q8_0" {
+		chunks, nibbles = 8, false
+	}
+	blockBytes := 32 + 64*chunks
+	name := fmt.Sprintf("dot%sP16x%dVNNI", typ, nx)
 	TEXT(name, NOSPLIT, packedSignature)
-	Doc(fmt.Sprintf("%s computes %d activation row(s) against groups of 16 packed Q4_0 rows (AVX-512 VNNI).", name, nx))
+	Doc(fmt.Sprintf("%s computes %d activation row(s) against groups of 16 packed %s rows (AVX-512 VNNI).", name, nx, typ))
 	w := Load(Param("w"), GP64())
 	groups := Load(Param("groups"), GP64())
 	out := Load(Param("out"), GP64())
@@ -1759,17 +1776,33 @@ func q40Packed16(nx int) {
 	SHLQ(U8(2), ostride)
 	groupBytes := Load(Param("nb"), GP64())
 	IMUL3Q(U32(blockBytes), groupBytes, groupBytes)
-	m0F := ZMM()
-	t := GP32()
-	MOVL(U32(0x0f0f0f0f), t)
-	VPBROADCASTD(t, m0F)
+	var m0F, table VecVirtual
+	if nibbles {
+		m0F = ZMM()
+		t := GP32()
+		MOVL(U32(0x0f0f0f0f), t)
+		VPBROADCASTD(t, m0F)
+	}
+	if typ == "IQ4_NL" {
+		table = ZMM()
+		VBROADCASTI32X4(iq4nlUnsigned, table)
+	}
 	acc := make([]VecVirtual, nx)
 	for i := range acc {
 		acc[i] = ZMM()
 	}
-	var lo, hi [4]VecVirtual
-	for c := range lo {
-		lo[c], hi[c] = ZMM(), ZMM()
+	// wv[j] is the weights of the block's elements elem[j]…elem[j]+3, one row per lane.
+	wv := make([]VecVirtual, 8)
+	for j := range wv {
+		wv[j] = ZMM()
+	}
+	elem := make([]int, 8)
+	for j := range elem {
+		if nibbles {
+			elem[j] = 4*(j/2) + 16*(j%2) // chunk j/2, low (even j) or high nibbles
+		} else {
+			elem[j] = 4 * j
+		}
 	}
 	dw, isum, f := ZMM(), ZMM(), ZMM()
 	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
@@ -1778,21 +1811,32 @@ func q40Packed16(nx int) {
 	block := func(k int) {
 		base := k * blockBytes
 		VCVTPH2PS(Mem{Base: p, Disp: base}, dw)
-		for c := 0; c < 4; c++ {
-			VMOVDQU64(Mem{Base: p, Disp: base + 32 + 64*c}, hi[c])
-			VPANDD(m0F, hi[c], lo[c])
-			VPSRLW(U8(4), hi[c], hi[c])
-			VPANDD(m0F, hi[c], hi[c])
+		for c := 0; c < chunks; c++ {
+			m := Mem{Base: p, Disp: base + 32 + 64*c}
+			if !nibbles {
+				VMOVDQU64(m, wv[c])
+				continue
+			}
+			lo, hi := wv[2*c], wv[2*c+1]
+			VMOVDQU64(m, hi)
+			VPANDD(m0F, hi, lo)
+			VPSRLW(U8(4), hi, hi)
+			VPANDD(m0F, hi, hi)
+			if table != nil {
+				VPSHUFB(lo, table, lo)
+				VPSHUFB(hi, table, hi)
+			}
 		}
 		for i := 0; i < nx; i++ {
 			xm := func(disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
 			VPBROADCASTD(xm(16+4*k), isum) // −8·Σq of the activation block
-			for c := 0; c < 4; c++ {
+			if typ != "Q4_0" {
+				VPSLLD(U8(4), isum, isum) // −128·Σq
+			}
+			for j := range wv {
+				q := xm(48 + 32*k + elem[j])
 				Instruction(&ir.Instruction{Opcode: "VPDPBUSD", Suffixes: []string{"BCST"},
-					Operands: []Op{xm(48 + 32*k + 4*c), lo[c], isum}, Inputs: []Op{xm(48 + 32*k + 4*c), lo[c], isum}, Outputs: []Op{isum},
-					ISA: []string{"AVX512F", "AVX512_VNNI"}})
-				Instruction(&ir.Instruction{Opcode: "VPDPBUSD", Suffixes: []string{"BCST"},
-					Operands: []Op{xm(48 + 32*k + 16 + 4*c), hi[c], isum}, Inputs: []Op{xm(48 + 32*k + 16 + 4*c), hi[c], isum}, Outputs: []Op{isum},
+					Operands: []Op{q, wv[j], isum}, Inputs: []Op{q, wv[j], isum}, Outputs: []Op{isum},
 					ISA: []string{"AVX512F", "AVX512_VNNI"}})
 			}
 			VCVTDQ2PS(isum, f)
