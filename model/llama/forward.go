@@ -250,9 +250,11 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	dim, qDim, kvDim, hd := p.Dim, p.Heads*p.HeadDim, p.KVHeads*p.HeadDim, p.HeadDim
 
 	// Attention.
-	for r := range n {
-		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.attnNorm, p.RMSEps)
-	}
+	m.overRows(n, dim, func(r0, r1, _ int) {
+		for r := r0; r < r1; r++ {
+			rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.attnNorm, p.RMSEps)
+		}
+	})
 	ws.outs = append(ws.outs[:0], ws.q, ws.k, ws.v)
 	kernels.MatMuls(ws.outs, l.qkv, ws.xb, n)
 	addBias(ws.q, l.bq)
@@ -275,14 +277,18 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	if l.window > 0 && m.invFreqLocal != nil {
 		cosAll, sinAll = ws.cosLocal, ws.sinLocal
 	}
+	m.overRows(n, qDim+kvDim, func(r0, r1, _ int) {
+		for r := r0; r < r1; r++ {
+			cos, sin := cosAll[r*half:(r+1)*half], sinAll[r*half:(r+1)*half]
+			for h := range p.Heads {
+				m.rope(ws.q[r*qDim+h*hd:r*qDim+(h+1)*hd], cos, sin)
+			}
+			for h := range p.KVHeads {
+				m.rope(ws.k[r*kvDim+h*hd:r*kvDim+(h+1)*hd], cos, sin)
+			}
+		}
+	})
 	for r, row := range rows {
-		cos, sin := cosAll[r*half:(r+1)*half], sinAll[r*half:(r+1)*half]
-		for h := range p.Heads {
-			m.rope(ws.q[r*qDim+h*hd:r*qDim+(h+1)*hd], cos, sin)
-		}
-		for h := range p.KVHeads {
-			m.rope(ws.k[r*kvDim+h*hd:r*kvDim+(h+1)*hd], cos, sin)
-		}
 		runs[row.item].st.seq.Put(li, row.pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
 	}
 	if p.AttnSoftcap != 0 {
@@ -300,12 +306,12 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postAttnNorm, p.RMSEps)
 		}
 	}
-	add(ws.x, ws.tmp)
-
-	// Feed-forward.
-	for r := range n {
-		rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
-	}
+	m.overRows(n, dim, func(r0, r1, _ int) {
+		add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim])
+		for r := r0; r < r1; r++ {
+			rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
+		}
+	})
 	if l.experts != nil {
 		m.moe(ws, l, n)
 		return
@@ -316,8 +322,25 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postFFNNorm, p.RMSEps)
 		}
 	}
-	add(ws.x, ws.tmp)
+	m.overRows(n, dim, func(r0, r1, _ int) { add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim]) })
 }
+
+// overRows runs fn over the n rows of a batch, in up to m.workers contiguous ranges when the
+// rows hold enough values (n·width) to be worth sharing out, else at once on the caller. The
+// row-wise operations it runs (norms, RoPE, residual additions, activations) give every row
+// the same bits either way.
+func (m *Model) overRows(n, width int, fn func(r0, r1, worker int)) {
+	tasks := min(m.workers, n)
+	if tasks < 2 || n*width < minParallelValues {
+		fn(0, n, 0)
+		return
+	}
+	m.parallel(tasks, func(t, w int) { fn(t*n/tasks, (t+1)*n/tasks, w) })
+}
+
+// minParallelValues is the fewest values a row-wise operation shares out among the workers:
+// handing out work costs a few microseconds, a pass over 32 768 values about as much.
+const minParallelValues = 32 << 10
 
 // ropeTables fills ws.cos and ws.sin with the rotation of every rotated pair at every row's
 // position.

@@ -110,12 +110,15 @@ func (m *Model) runFFN(ws *workspace, f *ffn, in, out []float32, n, hid int) {
 	ws.hb2 = grow(ws.hb2, n*hid)
 	ws.outs = append(ws.outs[:0], ws.hb, ws.hb2)
 	kernels.MatMuls(ws.outs, f.gateUp, in, n)
-	if m.p.GELU {
-		geGLU(ws.hb, ws.hb2)
-	} else {
-		ws.e = grow(ws.e, min(len(ws.hb), 4096))
-		swiGLU(ws.hb, ws.hb2, ws.e)
-	}
+	ws.e = grow(ws.e, m.workers*4096)
+	m.overRows(n, hid, func(r0, r1, w int) {
+		gate, up := ws.hb[r0*hid:r1*hid], ws.hb2[r0*hid:r1*hid]
+		if m.p.GELU {
+			geGLU(gate, up)
+		} else {
+			swiGLU(gate, up, ws.e[w*4096:(w+1)*4096])
+		}
+	})
 	kernels.MatMul(out, f.down, ws.hb, n)
 }
 
