@@ -20,9 +20,8 @@
 // (allocating and copying blocks as needed, or failing with ErrBudget without changing
 // anything), Put writes each layer's K and V rows at those positions, and Commit marks them
 // written, which publishes blocks that became full. Attention reads the rows through Spans:
-// views of the stored blocks laid out as the matrices attention multiplies by (each head's
-// keys as rows, each head's values transposed), which a matrix kernel takes as they are. ReadKV
-// copies rows out as float32.
+// views of the stored blocks laid out as attention's kernels read them (each head's keys
+// transposed, each head's values as rows). ReadKV copies rows out as float32.
 //
 // Blocks store float32 or IEEE half precision (Float16, half the memory; converted with the
 // CPU's F16C instructions where available).
@@ -108,9 +107,9 @@ type Config struct {
 }
 
 // block is one block of storage: BlockSize positions of K and V for every layer, and the
-// tokens at those positions. Per layer, K is laid out [head][position][HeadDim] and V
-// [head][HeadDim][position]: each head's keys form a BlockSize × HeadDim matrix and its values
-// the transposed HeadDim × BlockSize matrix. Elements are little-endian float32 or binary16.
+// tokens at those positions. Per layer, K is laid out [head][HeadDim][position] and V
+// [head][position][HeadDim]: each head's keys form a HeadDim × BlockSize matrix (transposed)
+// and its values a BlockSize × HeadDim matrix. Elements are little-endian float32 or binary16.
 type block struct {
 	data   []byte
 	tokens []int32

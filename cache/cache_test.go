@@ -87,14 +87,14 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 			}
 			covered += sp.Rows
 			for h := 0; h < cfg.KVHeads; h++ {
-				if got, want := len(sp.KHead(h)), sp.Rows*hd*cfg.DType.Size(); got != want {
-					t.Fatalf("KHead has %d bytes, want %d", got, want)
+				if got, want := len(sp.VHead(h)), sp.Rows*hd*cfg.DType.Size(); got != want {
+					t.Fatalf("VHead has %d bytes, want %d", got, want)
 				}
-				// Past Rows the transposed values are finite.
+				// Past Rows the transposed keys are finite.
 				for dd := 0; dd < hd; dd++ {
 					for r := sp.Rows; r < cfg.BlockSize; r++ {
-						if x := elem(sp.VHead(h), dd*cfg.BlockSize+r); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-							t.Fatalf("unused value column %d holds %v", r, x)
+						if x := elem(sp.KHead(h), dd*cfg.BlockSize+r); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+							t.Fatalf("unused key column %d holds %v", r, x)
 						}
 					}
 				}
@@ -112,13 +112,13 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 					t.Fatalf("layer %d position %d element %d: ReadKV K, V = %v, %v, want %v, %v", l, pos, j, k[pos*d+j], v[pos*d+j], wk, wv)
 				}
 				h, e := j/hd, j%hd
-				sk := elem(sp.KHead(h), r*hd+e)
-				sv := elem(sp.VHead(h), e*cfg.BlockSize+r)
+				sk := elem(sp.KHead(h), e*cfg.BlockSize+r)
+				sv := elem(sp.VHead(h), r*hd+e)
 				var tk, tv float32 // through the typed views
 				if cfg.DType == Float16 {
-					tk, tv = ggml.HalfToFloat32(sp.KHalf(h)[r*hd+e]), ggml.HalfToFloat32(sp.VHalf(h)[e*cfg.BlockSize+r])
+					tk, tv = ggml.HalfToFloat32(sp.KHalf(h)[e*cfg.BlockSize+r]), ggml.HalfToFloat32(sp.VHalf(h)[r*hd+e])
 				} else {
-					tk, tv = sp.KFloat32(h)[r*hd+e], sp.VFloat32(h)[e*cfg.BlockSize+r]
+					tk, tv = sp.KFloat32(h)[e*cfg.BlockSize+r], sp.VFloat32(h)[r*hd+e]
 				}
 				if tk != sk || tv != sv {
 					t.Fatalf("typed views give %v, %v; bytes give %v, %v", tk, tv, sk, sv)

@@ -30,11 +30,11 @@ func Example() {
 	seq.Commit()
 
 	for _, sp := range seq.Spans(1, seq.Len(), nil) {
-		fmt.Printf("positions %d-%d: %d bytes of keys for head 0\n", sp.Start, sp.Start+sp.Rows-1, len(sp.KHead(0)))
+		fmt.Printf("positions %d-%d: %d bytes of values for head 0\n", sp.Start, sp.Start+sp.Rows-1, len(sp.VHead(0)))
 	}
 	fmt.Println("bytes per token:", pool.BytesPerToken())
 	// Output:
-	// positions 0-2: 12 bytes of keys for head 0
+	// positions 0-2: 12 bytes of values for head 0
 	// bytes per token: 32
 }
 

@@ -180,24 +180,25 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 		kh, vh := k[h*hd:(h+1)*hd], v[h*hd:(h+1)*hd]
 		kdst := layerData[h*p.headBytes : (h+1)*p.headBytes]
 		vdst := layerData[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]
+		// Keys transposed (element d of the block's keys in row d), values row-major.
 		if p.cfg.DType == Float16 {
-			EncodeHalf(halves(kdst)[r*hd:(r+1)*hd], kh)
-			vt := halves(vdst)
+			EncodeHalf(halves(vdst)[r*hd:(r+1)*hd], vh)
+			kt := halves(kdst)
 			enc := tmp[:0]
 			if hd > len(tmp) {
 				enc = make([]uint16, hd)
 			}
 			enc = enc[:hd]
-			EncodeHalf(enc, vh)
+			EncodeHalf(enc, kh)
 			for d, e := range enc {
-				vt[d*bs+r] = e
+				kt[d*bs+r] = e
 			}
 			continue
 		}
-		copy(floats(kdst)[r*hd:(r+1)*hd], kh)
-		vt := floats(vdst)
-		for d, x := range vh {
-			vt[d*bs+r] = x
+		copy(floats(vdst)[r*hd:(r+1)*hd], vh)
+		kt := floats(kdst)
+		for d, x := range kh {
+			kt[d*bs+r] = x
 		}
 	}
 }
@@ -248,11 +249,12 @@ func (s *Sequence) Commit() {
 // the sequence, as views of the stored bytes (which must not be modified). The element type
 // is DType (little-endian float32 or IEEE binary16).
 //
-// KHead(h) is head h's keys as a Rows × HeadDim row-major matrix, so that the scores of a
-// query are one matrix-vector product. VHead(h) is head h's values transposed, a HeadDim ×
-// BlockSize row-major matrix whose column t is position Start+t, so that the weighted sum of
-// values is one matrix-vector product with the weights of the block's positions (zero past
-// Rows: those columns hold zeros or values of rolled-back positions, always finite).
+// KHead(h) is head h's keys transposed, a HeadDim × BlockSize row-major matrix whose column t
+// is position Start+t, so that a query's scores against the block are BlockSize lanes of
+// multiply-adds, one element of the query broadcast at a time (columns past Rows hold zeros or
+// keys of rolled-back positions, always finite). VHead(h) is head h's values as a Rows ×
+// HeadDim row-major matrix, so that the weighted sum of values adds whole rows, each weight
+// broadcast (kernels.AttnScores and kernels.AttnAccumulate).
 type Span struct {
 	Start, Rows        int
 	BlockSize, HeadDim int
@@ -261,16 +263,17 @@ type Span struct {
 	K, V []byte
 }
 
-// KHead returns head h's keys: Rows × HeadDim values, row-major.
+// KHead returns head h's keys transposed: HeadDim × BlockSize values, row-major (row d holds
+// element d of every position's key; positions Rows and up are not written yet).
 func (sp *Span) KHead(h int) []byte {
 	hb := sp.BlockSize * sp.HeadDim * sp.DType.Size()
-	return sp.K[h*hb : h*hb+sp.Rows*sp.HeadDim*sp.DType.Size()]
+	return sp.K[h*hb : (h+1)*hb]
 }
 
-// VHead returns head h's values transposed: HeadDim × BlockSize values, row-major.
+// VHead returns head h's values: Rows × HeadDim values, row-major.
 func (sp *Span) VHead(h int) []byte {
 	hb := sp.BlockSize * sp.HeadDim * sp.DType.Size()
-	return sp.V[h*hb : (h+1)*hb]
+	return sp.V[h*hb : h*hb+sp.Rows*sp.HeadDim*sp.DType.Size()]
 }
 
 // KFloat32 returns KHead(h) as float32 values, nil unless DType is Float32.
@@ -348,17 +351,17 @@ func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
 			kh := ld[h*p.headBytes : (h+1)*p.headBytes]
 			vh := ld[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]
 			if p.cfg.DType == Float16 {
-				DecodeHalf(krow[h*hd:(h+1)*hd], halves(kh)[r*hd:(r+1)*hd])
-				vt := halves(vh)
+				DecodeHalf(vrow[h*hd:(h+1)*hd], halves(vh)[r*hd:(r+1)*hd])
+				kt := halves(kh)
 				for j := range hd {
-					vrow[h*hd+j] = ggml.HalfToFloat32(vt[j*bs+r])
+					krow[h*hd+j] = ggml.HalfToFloat32(kt[j*bs+r])
 				}
 				continue
 			}
-			copy(krow[h*hd:(h+1)*hd], floats(kh)[r*hd:(r+1)*hd])
-			vt := floats(vh)
+			copy(vrow[h*hd:(h+1)*hd], floats(vh)[r*hd:(r+1)*hd])
+			kt := floats(kh)
 			for j := range hd {
-				vrow[h*hd+j] = vt[j*bs+r]
+				krow[h*hd+j] = kt[j*bs+r]
 			}
 		}
 	}

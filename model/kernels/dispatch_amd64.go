@@ -68,6 +68,13 @@ func init() {
 	avx512.pairs4[kF32] = dotF32x4PairsAVX512
 	avx512.pairs4[kF16] = dotF16x4PairsAVX512
 	avx512.pairs4[kBF16] = dotBF16x4PairsAVX512
+	avx512.attn = attnKernels{
+		scores: [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32){attnScoresF32AVX512, attnScoresF16AVX512},
+		accum: [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32){
+			{attnAccumF32x1AVX512, attnAccumF32x2AVX512, attnAccumF32x4AVX512},
+			{attnAccumF16x1AVX512, attnAccumF16x2AVX512, attnAccumF16x4AVX512},
+		},
+	}
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
 		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}
 		avx512.dot[kQ4_0] = [4]dotFunc{dotQ4_0x1VNNI, dotQ4_0x2VNNI, dotQ4_0x3VNNI, dotQ4_0x4VNNI}

@@ -322,6 +322,30 @@ func dotQ8_0P16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *fl
 // dotIQ4_NLP16x4VNNI computes 4 activation row(s) against groups of 16 packed IQ4_NL rows (AVX-512 VNNI).
 func dotIQ4_NLP16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
+// attnScoresF32AVX512 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F32), 16 lanes at a time; hd a multiple of 4, bs of 16.
+func attnScoresF32AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
+
+// attnScoresF16AVX512 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 16 lanes at a time; hd a multiple of 4, bs of 16.
+func attnScoresF16AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
+
+// attnAccumF32x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
+func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF16x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
+func attnAccumF16x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF32x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
+func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF16x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
+func attnAccumF16x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF32x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
+func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF16x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
+func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
 

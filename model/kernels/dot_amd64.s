@@ -21114,6 +21114,285 @@ dotIQ4_NLP16x4VNNI_done:
 	VZEROUPPER
 	RET
 
+// func attnScoresF32AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ bs+24(FP), DX
+	MOVQ bstride+32(FP), BX
+	MOVQ out+40(FP), SI
+
+attnScoresF32AVX512_lanes:
+	TESTQ  DX, DX
+	JZ     attnScoresF32AVX512_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   CX, DI
+	XORQ   R8, R8
+	MOVQ   hd+16(FP), R9
+
+attnScoresF32AVX512_d:
+	VMOVUPS          (DI), Z4
+	VFMADD231PS.BCST (AX)(R8*1), Z4, Z0
+	ADDQ             BX, DI
+	VMOVUPS          (DI), Z4
+	VFMADD231PS.BCST 4(AX)(R8*1), Z4, Z1
+	ADDQ             BX, DI
+	VMOVUPS          (DI), Z4
+	VFMADD231PS.BCST 8(AX)(R8*1), Z4, Z2
+	ADDQ             BX, DI
+	VMOVUPS          (DI), Z4
+	VFMADD231PS.BCST 12(AX)(R8*1), Z4, Z3
+	ADDQ             BX, DI
+	ADDQ             $0x10, R8
+	SUBQ             $0x04, R9
+	JNZ              attnScoresF32AVX512_d
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VMOVUPS          Z0, (SI)
+	ADDQ             $0x40, SI
+	ADDQ             $0x40, CX
+	SUBQ             $0x10, DX
+	JMP              attnScoresF32AVX512_lanes
+
+attnScoresF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF16AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ bs+24(FP), DX
+	MOVQ bstride+32(FP), BX
+	MOVQ out+40(FP), SI
+
+attnScoresF16AVX512_lanes:
+	TESTQ  DX, DX
+	JZ     attnScoresF16AVX512_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   CX, DI
+	XORQ   R8, R8
+	MOVQ   hd+16(FP), R9
+
+attnScoresF16AVX512_d:
+	VCVTPH2PS        (DI), Z4
+	VFMADD231PS.BCST (AX)(R8*1), Z4, Z0
+	ADDQ             BX, DI
+	VCVTPH2PS        (DI), Z4
+	VFMADD231PS.BCST 4(AX)(R8*1), Z4, Z1
+	ADDQ             BX, DI
+	VCVTPH2PS        (DI), Z4
+	VFMADD231PS.BCST 8(AX)(R8*1), Z4, Z2
+	ADDQ             BX, DI
+	VCVTPH2PS        (DI), Z4
+	VFMADD231PS.BCST 12(AX)(R8*1), Z4, Z3
+	ADDQ             BX, DI
+	ADDQ             $0x10, R8
+	SUBQ             $0x04, R9
+	JNZ              attnScoresF16AVX512_d
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VMOVUPS          Z0, (SI)
+	ADDQ             $0x40, SI
+	ADDQ             $0x20, CX
+	SUBQ             $0x10, DX
+	JMP              attnScoresF16AVX512_lanes
+
+attnScoresF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x1AVX512(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Z0
+
+attnAccumF32x1AVX512_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF32x1AVX512_store
+	VBROADCASTSS (AX), Z1
+	VFMADD231PS  (CX), Z1, Z0
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF32x1AVX512_t
+
+attnAccumF32x1AVX512_store:
+	VMOVUPS Z0, (SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x1AVX512(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Z0
+
+attnAccumF16x1AVX512_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF16x1AVX512_store
+	VBROADCASTSS (AX), Z1
+	VCVTPH2PS    (CX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF16x1AVX512_t
+
+attnAccumF16x1AVX512_store:
+	VMOVUPS Z0, (SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x2AVX512(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+
+attnAccumF32x2AVX512_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF32x2AVX512_store
+	VBROADCASTSS (AX), Z2
+	VFMADD231PS  (CX), Z2, Z0
+	VFMADD231PS  64(CX), Z2, Z1
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF32x2AVX512_t
+
+attnAccumF32x2AVX512_store:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x2AVX512(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+
+attnAccumF16x2AVX512_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF16x2AVX512_store
+	VBROADCASTSS (AX), Z2
+	VCVTPH2PS    (CX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VCVTPH2PS    32(CX), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF16x2AVX512_t
+
+attnAccumF16x2AVX512_store:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+
+attnAccumF32x4AVX512_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF32x4AVX512_store
+	VBROADCASTSS (AX), Z4
+	VFMADD231PS  (CX), Z4, Z0
+	VFMADD231PS  64(CX), Z4, Z1
+	VFMADD231PS  128(CX), Z4, Z2
+	VFMADD231PS  192(CX), Z4, Z3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF32x4AVX512_t
+
+attnAccumF32x4AVX512_store:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+
+attnAccumF16x4AVX512_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF16x4AVX512_store
+	VBROADCASTSS (AX), Z4
+	VCVTPH2PS    (CX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VCVTPH2PS    32(CX), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VCVTPH2PS    64(CX), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VCVTPH2PS    96(CX), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF16x4AVX512_t
+
+attnAccumF16x4AVX512_store:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
 // func axpyF32(a float32, x *float32, y *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·axpyF32(SB), NOSPLIT, $0-32

@@ -118,6 +118,7 @@ type impl struct {
 	// packed[k][nx-1], where not nil, computes nx activation rows against matrices of kind k
 	// packed by Pack; Pack packs only for an implementation that has them.
 	packed [numKinds][4]packedFunc
+	attn   attnKernels
 	axpy   func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)

@@ -112,17 +112,18 @@ func softcap(x []float32, c float32) {
 
 // attnScratch is one worker's buffers for attention.
 type attnScratch struct {
-	q, s, p, tmp []float32
-	sum, acc     []float32
+	q, s, tmp []float32
+	sum, acc  []float32
 }
 
 // attention computes ws.att for every row: for each query head, the softmax-weighted sum of
 // the value rows of its key/value head over the positions up to the row's own, read from the
 // row's sequence. Work is split by (segment, key/value head). A task walks the sequence's
-// cache blocks once for all of its rows and query heads: per block one matrix product gives
-// the scores of every query against the block's keys, a running maximum and sum per query
-// rescale what came before (the online softmax), and a second product adds the block's
-// weighted values.
+// cache blocks for its rows and query heads (in chunks that bound the scores' memory): per
+// block kernels.AttnScores gives each query's scores against the block's keys; a softmax
+// over each query's positions makes them weights; a second walk adds each block's values
+// with kernels.AttnAccumulate. Each query is computed alone and in the same order whatever
+// else is in the batch.
 func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	p := &m.p
 	for len(ws.spans) < len(ws.segs) {
@@ -206,8 +207,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 		copy(sc.q[i*hd:(i+group)*hd], ws.q[r*qDim+g*group*hd:r*qDim+(g+1)*group*hd])
 	}
 	qc := max(group, min(nq, maxAttnScores/end/group*group))
-	sc.tmp = grow(sc.tmp, qc*max(bs, hd))
-	sc.p = grow(sc.p, qc*bs)
+	sc.tmp = grow(sc.tmp, bs)
 	sc.acc = grow(sc.acc, qc*hd)
 	sc.sum = grow(sc.sum, qc)
 
@@ -226,14 +226,12 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 				break
 			}
 			q0 := seen(sp.Start)
-			cnt := c1 - q0
 			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
-			out := sc.tmp[:cnt*nr]
-			keys := sp.KHead(g)[:nr*hd*dtSize]
-			matMul(out, kernels.Matrix{Type: dt, Rows: nr, Cols: hd, Data: keys}, sc.q[q0*hd:c1*hd], cnt)
-			for i := range cnt {
-				o := (q0 - c0 + i) * cEnd
-				copy(scores[o+sp.Start:o+sp.Start+nr], out[i*nr:(i+1)*nr])
+			out := sc.tmp[:bs]
+			for i := q0; i < c1; i++ {
+				kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(g), dt, hd, bs)
+				o := (i - c0) * cEnd
+				copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
 			}
 		}
 		for i := range n {
@@ -265,18 +263,12 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 				break
 			}
 			q0 := seen(sp.Start)
-			cnt := c1 - q0
 			nr := min(sp.Rows, cEnd-sp.Start)
-			weights := sc.p[:cnt*bs]
-			for i := range cnt {
-				o := (q0 - c0 + i) * cEnd
-				w := weights[i*bs : (i+1)*bs]
-				copy(w, scores[o+sp.Start:o+sp.Start+nr])
-				clear(w[nr:])
+			values := sp.VHead(g)[:nr*hd*dtSize]
+			for i := q0; i < c1; i++ {
+				o := (i - c0) * cEnd
+				kernels.AttnAccumulate(acc[(i-c0)*hd:(i-c0+1)*hd], scores[o+sp.Start:o+sp.Start+nr], values, dt, hd, nr)
 			}
-			out := sc.tmp[:cnt*hd]
-			matMul(out, kernels.Matrix{Type: dt, Rows: hd, Cols: bs, Data: sp.VHead(g)}, weights, cnt)
-			add(acc[(q0-c0)*hd:], out)
 		}
 		for i := range n {
 			qi := c0 + i
@@ -290,24 +282,6 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 		}
 	}
 }
-
-// matMul is kernels.MatMul for the products of one attention task, which run by the thousand
-// on small matrices: a few query rows (one, or a group sharing a key/value head) go one by one
-// through kernels.MatVecSerial, which gives the same bits without MatMul's per-call checks and
-// work sharing.
-func matMul(out []float32, m kernels.Matrix, x []float32, n int) {
-	if n > serialQueries {
-		kernels.MatMul(out, m, x, n)
-		return
-	}
-	for i := range n {
-		kernels.MatVecSerial(out[i*m.Rows:(i+1)*m.Rows], m, x[i*m.Cols:(i+1)*m.Cols])
-	}
-}
-
-// serialQueries is the most query rows matMul takes one by one; more go to MatMul's kernels,
-// which read each key or value row once for four queries.
-const serialQueries = 3
 
 // parallel runs fn(task, worker) for every task in [0, n) on up to m.workers goroutines, the
 // caller being worker 0, and returns when all are done: on the kernels' pool, whose workers

@@ -95,6 +95,12 @@ func main() {
 			packed16(typ, nx)
 		}
 	}
+	attnScores512("F32", func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+	attnScores512("F16", func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	for _, w := range []int{1, 2, 4} {
+		attnAccum512("F32", w, nil)
+		attnAccum512("F16", w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	}
 	axpy()
 	quant32()
 	quantK()
@@ -1883,6 +1889,109 @@ func packed16(typ string, nx int) {
 	DECQ(groups)
 	JMP(LabelRef(name + "_group"))
 	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnScores512 writes the attention scores of one query against a block of keys stored
+// transposed (cache.Span.KHead: HeadDim rows of BlockSize values): out[r] = Σ_d q[d]·k[d][r]
+// for r < bs, 16 keys at a time, each key in its own lane, q[d] broadcast. Four chains take d
+// by d mod 4 and are summed as (c0+c1)+(c2+c3): no horizontal sums at all. hd must be a
+// multiple of 4, bs of 16; bstride is the bytes of one row of the block.
+func attnScores512(typ string, load func(Mem, VecVirtual)) {
+	name := fmt.Sprintf("attnScores%sAVX512", typ)
+	TEXT(name, NOSPLIT, "func(q *float32, k *byte, hd, bs, bstride int, out *float32)")
+	Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, %s), 16 lanes at a time; hd a multiple of 4, bs of 16.", name, typ))
+	q := Load(Param("q"), GP64())
+	k := Load(Param("k"), GP64())
+	bs := Load(Param("bs"), GP64())
+	bstride := Load(Param("bstride"), GP64())
+	out := Load(Param("out"), GP64())
+	c := [4]VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+	w := ZMM()
+	p, qo, d := GP64(), GP64(), GP64()
+	Label(name + "_lanes")
+	TESTQ(bs, bs)
+	JZ(LabelRef(name + "_done"))
+	for i := range c {
+		VPXORD(c[i], c[i], c[i])
+	}
+	MOVQ(k, p)
+	XORQ(qo, qo)
+	Load(Param("hd"), d)
+	Label(name + "_d")
+	for i := range c {
+		load(Mem{Base: p}, w)
+		VFMADD231PS_BCST(Mem{Base: q, Index: qo, Scale: 1, Disp: 4 * i}, w, c[i])
+		ADDQ(bstride, p)
+	}
+	ADDQ(U8(16), qo)
+	SUBQ(U8(4), d)
+	JNZ(LabelRef(name + "_d"))
+	VADDPS(c[1], c[0], c[0])
+	VADDPS(c[3], c[2], c[2])
+	VADDPS(c[2], c[0], c[0])
+	VMOVUPS(c[0], Mem{Base: out})
+	ADDQ(U8(64), out)
+	elem := 4
+	if typ == "F16" {
+		elem = 2
+	}
+	ADDQ(U8(16*elem), k)
+	SUBQ(U8(16), bs)
+	JMP(LabelRef(name + "_lanes"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnAccum512 adds a block of values weighted by the probabilities to a query's output:
+// acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
+// (cache.Span.VHead, rows of vstride bytes), each output element a chain over t in order.
+func attnAccum512(typ string, width int, load func(Mem, VecVirtual)) {
+	name := fmt.Sprintf("attnAccum%sx%dAVX512", typ, width)
+	TEXT(name, NOSPLIT, "func(p *float32, v *byte, vstride, nr int, acc *float32)")
+	Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major).", name, 16*width, typ))
+	p := Load(Param("p"), GP64())
+	v := Load(Param("v"), GP64())
+	vstride := Load(Param("vstride"), GP64())
+	nr := Load(Param("nr"), GP64())
+	accp := Load(Param("acc"), GP64())
+	a := make([]VecVirtual, width)
+	for i := range a {
+		a[i] = ZMM()
+		VMOVUPS(Mem{Base: accp, Disp: 64 * i}, a[i])
+	}
+	pb := ZMM()
+	var x VecVirtual
+	if typ != "F32" {
+		x = ZMM()
+	}
+	elem := 4
+	if typ == "F16" {
+		elem = 2
+	}
+	Label(name + "_t")
+	TESTQ(nr, nr)
+	JZ(LabelRef(name + "_store"))
+	VBROADCASTSS(Mem{Base: p}, pb)
+	for i := range a {
+		m := Mem{Base: v, Disp: 16 * elem * i}
+		if typ == "F32" {
+			VFMADD231PS(m, pb, a[i])
+			continue
+		}
+		load(m, x)
+		VFMADD231PS(x, pb, a[i])
+	}
+	ADDQ(U8(4), p)
+	ADDQ(vstride, v)
+	DECQ(nr)
+	JMP(LabelRef(name + "_t"))
+	Label(name + "_store")
+	for i := range a {
+		VMOVUPS(a[i], Mem{Base: accp, Disp: 64 * i})
+	}
 	VZEROUPPER()
 	RET()
 }

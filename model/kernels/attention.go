@@ -1,0 +1,104 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/loomlm/loom/model/ggml"
+)
+
+// The two products of attention over one block of the KV cache (cache.Span), for one query.
+// The cache stores a block's keys transposed (HeadDim rows of BlockSize values) and its values
+// row-major (a row per position), so that both products keep one position, or one output
+// element, per vector lane and need no horizontal sums: the scores of 16 keys are 16 lanes
+// of multiply-adds with the query's elements broadcast, and the output is multiply-adds of
+// value rows with each probability broadcast. Every query is computed alone, in the same
+// order, whatever else is in the batch.
+
+// attnKernels are an implementation's attention kernels (nil: the generic ones).
+type attnKernels struct {
+	scores [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32) // F32, F16 keys
+	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
+	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
+}
+
+// attnType returns the kernel index of a cache element type, 0 for F32 and 1 for F16, and
+// its size in bytes.
+func attnType(t ggml.Type) (index, size int) {
+	switch t {
+	case ggml.F32:
+		return 0, 4
+	case ggml.F16:
+		return 1, 2
+	}
+	panic(fmt.Sprintf("kernels: attention over %v values (F32 or F16)", t))
+}
+
+// AttnScores sets out[r], r < bs, to the dot product of the query q (hd values) with key r of
+// a block stored transposed: k holds hd rows of bs values of type t (F32 or F16), row d
+// holding element d of every key. The sum over d runs in four chains, d mod 4, added as
+// (c0+c1)+(c2+c3). It panics on mismatched lengths.
+func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
+	ti, size := attnType(t)
+	if len(out) < bs || len(q) < hd || len(k) < hd*bs*size {
+		panic(fmt.Sprintf("kernels: AttnScores of %d×%d %v keys: len(q) = %d, len(k) = %d, len(out) = %d", hd, bs, t, len(q), len(k), len(out)))
+	}
+	if hd == 0 || bs == 0 {
+		clear(out[:bs])
+		return
+	}
+	if f := currentImpl().attn.scores[ti]; f != nil && hd%4 == 0 && bs%16 == 0 {
+		f(&q[0], &k[0], hd, bs, bs*size, &out[0])
+		return
+	}
+	for r := range bs {
+		var c [4]float32
+		for d := range hd {
+			c[d%4] = fma32(q[d], attnElem(k, ti, d*bs+r), c[d%4])
+		}
+		out[r] = (c[0] + c[1]) + (c[2] + c[3])
+	}
+}
+
+// AttnAccumulate adds Σ_{j<nr} p[j]·v[j] to acc (hd values), v holding nr rows of hd values of
+// type t (F32 or F16); each element of acc is one chain of multiply-adds over j in order. It
+// panics on mismatched lengths.
+func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
+	ti, size := attnType(t)
+	if len(acc) < hd || len(p) < nr || len(v) < nr*hd*size {
+		panic(fmt.Sprintf("kernels: AttnAccumulate of %d×%d %v values: len(p) = %d, len(v) = %d, len(acc) = %d", nr, hd, t, len(p), len(v), len(acc)))
+	}
+	if nr == 0 || hd == 0 {
+		return
+	}
+	k := &currentImpl().attn.accum[ti]
+	d := 0
+	if k[0] != nil {
+		for _, w := range []int{2, 1, 0} {
+			for cols := 16 << w; hd-d >= cols; d += cols {
+				k[w](&p[0], &v[d*size], hd*size, nr, &acc[d])
+			}
+		}
+	}
+	for ; d < hd; d++ {
+		a := acc[d]
+		for j := range nr {
+			a = fma32(p[j], attnElem(v, ti, j*hd+d), a)
+		}
+		acc[d] = a
+	}
+}
+
+// attnElem returns element i of b, F32 (ti 0) or F16 (ti 1).
+func attnElem(b []byte, ti, i int) float32 {
+	if ti == 0 {
+		return lef32(b[4*i:])
+	}
+	return ggml.HalfToFloat32(le16(b[2*i:]))
+}
+
+// fma32 is a·b + c rounded once to float64 and then to float32 (the assembly rounds once, to
+// float32; the two differ in the last bit only in rare halfway cases).
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
+}

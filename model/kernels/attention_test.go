@@ -1,0 +1,117 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/loomlm/loom/model/ggml"
+)
+
+// attnData returns n random values of type t (F32 or F16) and their float64 values.
+func attnData(r *rand.Rand, t ggml.Type, n int) ([]byte, []float64) {
+	_, size := attnType(t)
+	b := make([]byte, n*size)
+	f := make([]float64, n)
+	for i := range n {
+		v := float32(r.NormFloat64())
+		if t == ggml.F16 {
+			h := ggml.Float32ToHalf(v)
+			b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+			f[i] = float64(ggml.HalfToFloat32(h))
+			continue
+		}
+		u := math.Float32bits(v)
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+		f[i] = float64(v)
+	}
+	return b, f
+}
+
+// TestAttention checks AttnScores and AttnAccumulate in every implementation against float64
+// sums (within the float32 rounding of the terms), for head widths and block sizes the
+// assembly takes and ones it leaves to Go, and the assembly against the Go code.
+func TestAttention(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16} {
+		for _, sh := range []struct{ hd, bs, nr int }{{64, 16, 16}, {64, 16, 5}, {128, 32, 31}, {96, 16, 16}, {80, 64, 40}, {256, 16, 3}, {6, 8, 7}, {64, 48, 1}} {
+			q := make([]float32, sh.hd)
+			for i := range q {
+				q[i] = float32(r.NormFloat64())
+			}
+			k, kf := attnData(r, typ, sh.hd*sh.bs)
+			v, vf := attnData(r, typ, sh.nr*sh.hd)
+			p := make([]float32, sh.nr)
+			for i := range p {
+				p[i] = r.Float32()
+			}
+			acc0 := make([]float32, sh.hd)
+			for i := range acc0 {
+				acc0[i] = float32(r.NormFloat64())
+			}
+			results := map[string][2][]float32{}
+			for _, impl := range implNames() {
+				name := fmt.Sprintf("%v/hd=%d/bs=%d/nr=%d/%s", typ, sh.hd, sh.bs, sh.nr, impl)
+				scores := make([]float32, sh.bs)
+				acc := append([]float32(nil), acc0...)
+				withImpl(t, impl, func() {
+					AttnScores(scores, q, k, typ, sh.hd, sh.bs)
+					AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr)
+				})
+				for j := range sh.bs {
+					var want, mag float64
+					for d := range sh.hd {
+						want += float64(q[d]) * kf[d*sh.bs+j]
+						mag += math.Abs(float64(q[d]) * kf[d*sh.bs+j])
+					}
+					if d := math.Abs(float64(scores[j]) - want); d > 1e-6*mag+1e-7 {
+						t.Fatalf("%s: score %d = %g, want %g", name, j, scores[j], want)
+					}
+				}
+				for d := range sh.hd {
+					want, mag := float64(acc0[d]), math.Abs(float64(acc0[d]))
+					for j := range sh.nr {
+						want += float64(p[j]) * vf[j*sh.hd+d]
+						mag += math.Abs(float64(p[j]) * vf[j*sh.hd+d])
+					}
+					if e := math.Abs(float64(acc[d]) - want); e > 1e-6*mag+1e-7 {
+						t.Fatalf("%s: acc[%d] = %g, want %g", name, d, acc[d], want)
+					}
+				}
+				results[impl] = [2][]float32{scores, acc}
+			}
+			g := results["generic"]
+			for impl, res := range results {
+				for i := range 2 {
+					for j, x := range res[i] {
+						if y := g[i][j]; math.Abs(float64(x-y)) > 1e-6*math.Abs(float64(y))+1e-7 {
+							t.Fatalf("%v hd=%d bs=%d: %s result %d[%d] = %g, generic %g", typ, sh.hd, sh.bs, impl, i, j, x, y)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions).
+func BenchmarkAttention(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16} {
+		k, _ := attnData(r, typ, 64*16)
+		q := make([]float32, 64)
+		out := make([]float32, 16)
+		b.Run(fmt.Sprintf("scores/%v", typ), func(b *testing.B) {
+			for b.Loop() {
+				AttnScores(out, q, k, typ, 64, 16)
+			}
+		})
+		acc := make([]float32, 64)
+		b.Run(fmt.Sprintf("accumulate/%v", typ), func(b *testing.B) {
+			for b.Loop() {
+				AttnAccumulate(acc, out, k, typ, 64, 16)
+			}
+		})
+	}
+}
