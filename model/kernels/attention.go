@@ -17,6 +17,7 @@ import (
 
 // attnKernels are an implementation's attention kernels (nil: the generic ones).
 type attnKernels struct {
+	lanes  int                                                             // positions scores computes at a time
 	scores [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32) // F32, F16 keys
 	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
 	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
@@ -47,7 +48,8 @@ func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
 		clear(out[:bs])
 		return
 	}
-	if f := currentImpl().attn.scores[ti]; f != nil && hd%4 == 0 && bs%16 == 0 {
+	if a := &currentImpl().attn; a.scores[ti] != nil && hd%4 == 0 && bs%a.lanes == 0 {
+		f := a.scores[ti]
 		f(&q[0], &k[0], hd, bs, bs*size, &out[0])
 		return
 	}

@@ -36,6 +36,14 @@ func init() {
 			kQ5_K:   {dotQ5_Kx1, dotQ5_Kx2, dotQ5_Kx3, dotQ5_Kx4},
 			kIQ4_XS: {dotIQ4_XSx1, dotIQ4_XSx2, dotIQ4_XSx3, dotIQ4_XSx4},
 		},
+		attn: attnKernels{
+			lanes:  8,
+			scores: [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32){attnScoresF32AVX2, attnScoresF16AVX2},
+			accum: [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32){
+				{attnAccumF32x1AVX2, attnAccumF32x2AVX2, attnAccumF32x4AVX2},
+				{attnAccumF16x1AVX2, attnAccumF16x2AVX2, attnAccumF16x4AVX2},
+			},
+		},
 		axpy: axpyF32,
 		quant32: func(dst []byte, x []float32) {
 			if len(x) >= 32 {
@@ -69,6 +77,7 @@ func init() {
 	avx512.pairs4[kF16] = dotF16x4PairsAVX512
 	avx512.pairs4[kBF16] = dotBF16x4PairsAVX512
 	avx512.attn = attnKernels{
+		lanes:  16,
 		scores: [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32){attnScoresF32AVX512, attnScoresF16AVX512},
 		accum: [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32){
 			{attnAccumF32x1AVX512, attnAccumF32x2AVX512, attnAccumF32x4AVX512},

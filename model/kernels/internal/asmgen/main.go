@@ -100,7 +100,11 @@ func main() {
 	for _, w := range []int{1, 2, 4} {
 		attnAccum512("F32", w, nil)
 		attnAccum512("F16", w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		attnAccum("F32", 8, w, nil)
+		attnAccum("F16", 8, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 	}
+	attnScores("F32", 8, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+	attnScores("F16", 8, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 	axpy()
 	quant32()
 	quantK()
@@ -1898,23 +1902,34 @@ func packed16(typ string, nx int) {
 // for r < bs, 16 keys at a time, each key in its own lane, q[d] broadcast. Four chains take d
 // by d mod 4 and are summed as (c0+c1)+(c2+c3): no horizontal sums at all. hd must be a
 // multiple of 4, bs of 16; bstride is the bytes of one row of the block.
-func attnScores512(typ string, load func(Mem, VecVirtual)) {
-	name := fmt.Sprintf("attnScores%sAVX512", typ)
+func attnScores512(typ string, load func(Mem, VecVirtual)) { attnScores(typ, 16, load) }
+
+// attnScores is attnScores512 for vectors of lanes floats (16: AVX-512, 8: AVX2).
+func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
+	isa, vec := "AVX512", ZMM
+	if lanes == 8 {
+		isa, vec = "AVX2", YMM
+	}
+	name := fmt.Sprintf("attnScores%s%s", typ, isa)
 	TEXT(name, NOSPLIT, "func(q *float32, k *byte, hd, bs, bstride int, out *float32)")
-	Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, %s), 16 lanes at a time; hd a multiple of 4, bs of 16.", name, typ))
+	Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, %s), %d lanes at a time; hd a multiple of 4, bs of %d.", name, typ, lanes, lanes))
 	q := Load(Param("q"), GP64())
 	k := Load(Param("k"), GP64())
 	bs := Load(Param("bs"), GP64())
 	bstride := Load(Param("bstride"), GP64())
 	out := Load(Param("out"), GP64())
-	c := [4]VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
-	w := ZMM()
+	c := [4]VecVirtual{vec(), vec(), vec(), vec()}
+	w, qb := vec(), vec()
 	p, qo, d := GP64(), GP64(), GP64()
 	Label(name + "_lanes")
 	TESTQ(bs, bs)
 	JZ(LabelRef(name + "_done"))
 	for i := range c {
-		VPXORD(c[i], c[i], c[i])
+		if lanes == 16 {
+			VPXORD(c[i], c[i], c[i])
+		} else {
+			VXORPS(c[i], c[i], c[i])
+		}
 	}
 	MOVQ(k, p)
 	XORQ(qo, qo)
@@ -1922,7 +1937,13 @@ func attnScores512(typ string, load func(Mem, VecVirtual)) {
 	Label(name + "_d")
 	for i := range c {
 		load(Mem{Base: p}, w)
-		VFMADD231PS_BCST(Mem{Base: q, Index: qo, Scale: 1, Disp: 4 * i}, w, c[i])
+		qm := Mem{Base: q, Index: qo, Scale: 1, Disp: 4 * i}
+		if lanes == 16 {
+			VFMADD231PS_BCST(qm, w, c[i])
+		} else {
+			VBROADCASTSS(qm, qb)
+			VFMADD231PS(qb, w, c[i])
+		}
 		ADDQ(bstride, p)
 	}
 	ADDQ(U8(16), qo)
@@ -1932,13 +1953,13 @@ func attnScores512(typ string, load func(Mem, VecVirtual)) {
 	VADDPS(c[3], c[2], c[2])
 	VADDPS(c[2], c[0], c[0])
 	VMOVUPS(c[0], Mem{Base: out})
-	ADDQ(U8(64), out)
+	ADDQ(U8(4*lanes), out)
 	elem := 4
 	if typ == "F16" {
 		elem = 2
 	}
-	ADDQ(U8(16*elem), k)
-	SUBQ(U8(16), bs)
+	ADDQ(U8(lanes*elem), k)
+	SUBQ(U8(lanes), bs)
 	JMP(LabelRef(name + "_lanes"))
 	Label(name + "_done")
 	VZEROUPPER()
@@ -1949,23 +1970,34 @@ func attnScores512(typ string, load func(Mem, VecVirtual)) {
 // acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
 // (cache.Span.VHead, rows of vstride bytes), each output element a chain over t in order.
 func attnAccum512(typ string, width int, load func(Mem, VecVirtual)) {
-	name := fmt.Sprintf("attnAccum%sx%dAVX512", typ, width)
+	attnAccum(typ, 16, width, load)
+}
+
+// attnAccum is attnAccum512 for vectors of lanes floats (16: AVX-512, 8: AVX2): width vectors
+// of output, 16·width elements in both cases (AVX2 takes two vectors for each of AVX-512's).
+func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
+	isa, vec := "AVX512", ZMM
+	if lanes == 8 {
+		isa, vec = "AVX2", YMM
+	}
+	name := fmt.Sprintf("attnAccum%sx%d%s", typ, width, isa)
 	TEXT(name, NOSPLIT, "func(p *float32, v *byte, vstride, nr int, acc *float32)")
 	Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major).", name, 16*width, typ))
+	nv := 16 * width / lanes // vectors of output
 	p := Load(Param("p"), GP64())
 	v := Load(Param("v"), GP64())
 	vstride := Load(Param("vstride"), GP64())
 	nr := Load(Param("nr"), GP64())
 	accp := Load(Param("acc"), GP64())
-	a := make([]VecVirtual, width)
+	a := make([]VecVirtual, nv)
 	for i := range a {
-		a[i] = ZMM()
-		VMOVUPS(Mem{Base: accp, Disp: 64 * i}, a[i])
+		a[i] = vec()
+		VMOVUPS(Mem{Base: accp, Disp: 4 * lanes * i}, a[i])
 	}
-	pb := ZMM()
+	pb := vec()
 	var x VecVirtual
 	if typ != "F32" {
-		x = ZMM()
+		x = vec()
 	}
 	elem := 4
 	if typ == "F16" {
@@ -1976,7 +2008,7 @@ func attnAccum512(typ string, width int, load func(Mem, VecVirtual)) {
 	JZ(LabelRef(name + "_store"))
 	VBROADCASTSS(Mem{Base: p}, pb)
 	for i := range a {
-		m := Mem{Base: v, Disp: 16 * elem * i}
+		m := Mem{Base: v, Disp: lanes * elem * i}
 		if typ == "F32" {
 			VFMADD231PS(m, pb, a[i])
 			continue
@@ -1990,7 +2022,7 @@ func attnAccum512(typ string, width int, load func(Mem, VecVirtual)) {
 	JMP(LabelRef(name + "_t"))
 	Label(name + "_store")
 	for i := range a {
-		VMOVUPS(a[i], Mem{Base: accp, Disp: 64 * i})
+		VMOVUPS(a[i], Mem{Base: accp, Disp: 4 * lanes * i})
 	}
 	VZEROUPPER()
 	RET()
