@@ -53,6 +53,7 @@ type serveBench struct {
 type serveLoad struct {
 	streams, requests, tokens, words int
 	vary                             float64
+	kv                               string // loom's KV cache element type (llama-server's is f16)
 }
 
 // tokensOf is request i's max_tokens: the same for every engine, spread evenly over the range
@@ -80,8 +81,13 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
 	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
+	kv := fs.String("kv", "f16", "loom's KV cache element type: f16 (as llama-server's default) or f32")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *kv != "f16" && *kv != "f32" {
+		fmt.Fprintf(stderr, "loom bench serve: --kv %q: want f16 or f32\n", *kv)
+		return errUsage
 	}
 	var conc []int
 	for _, f := range strings.Split(*levels, ",") {
@@ -167,7 +173,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 			}
 			var r serveBench
 			var err error
-			load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary}
+			load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary, kv: *kv}
 			if eng == "loom" {
 				r, err = benchLoomServe(ctx, abs, load)
 			} else {
@@ -201,7 +207,7 @@ func freeAddr() (string, error) {
 // benchLoomServe serves the model with loom (greedy, end of sequence ignored, streams
 // running at once) and drives it.
 func benchLoomServe(ctx context.Context, model string, load serveLoad) (serveBench, error) {
-	src := fmt.Sprintf("[model]\npath = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.maxTokens())
+	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, load.maxTokens())
 	spec, err := pipeline.Parse("bench.toml", []byte(src))
 	if err != nil {
 		return serveBench{}, err

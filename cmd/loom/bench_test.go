@@ -183,6 +183,7 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"bench", "serve", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"bench", "serve", "--vary", "1"}, "--vary 1: must be in [0, 1)"},
 		{[]string{"bench", "serve", "--prompt-words", "0"}, "--prompt-words 0: must be at least 1"},
+		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16 or f32`},
 		{[]string{"bench", "serve", "--llama-server", "/nonexistent/llama-server", "--concurrency", "1"}, "--llama-server /nonexistent/llama-server"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
