@@ -39,7 +39,7 @@ type Options struct {
 	// with 504 (or an error event when streaming).
 	Timeout time.Duration
 	// BatchWindow is how long a batching step waits for the other running sessions (default
-	// 2ms); ChunkTokens the prefill chunk (default 64). See package server/batch.
+	// 2ms); ChunkTokens the prefill chunk (default 256). See package server/batch.
 	BatchWindow time.Duration
 	ChunkTokens int
 	// StartPlugins starts the plugins a pipeline declares (once, at load).

@@ -37,7 +37,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	drain := fs.Duration("drain-timeout", time.Minute, "on SIGTERM, how long to let requests in flight finish")
 	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep accepting requests this long with /ready answering 503, so load balancers stop routing here first")
 	window := fs.Duration("batch-window", 2*time.Millisecond, "how long a batching step waits for the other running requests")
-	chunk := fs.Int("chunk-tokens", 64, "prompt tokens prefilled per step (long prompts take several steps)")
+	chunk := fs.Int("chunk-tokens", 256, "prompt tokens prefilled per step (long prompts take several steps)")
 	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
 	model := fs.String("model", "", "GGUF model file replacing every pipeline's [model]")
 	pos, err := parseFlags(fs, args)

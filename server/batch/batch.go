@@ -29,7 +29,9 @@ type Options struct {
 	// before the step runs without them (default 2ms).
 	Window time.Duration
 	// ChunkTokens is the most tokens one item advances by in a step; longer prompts are
-	// prefilled over several steps (default 64). Items that ask for all logits are never split.
+	// prefilled over several steps (default 256: a prompt up to that long is prefilled in one
+	// step, so its first token comes one step after it is taken, while the others' next tokens
+	// wait for that longer step). Items that ask for all logits are never split.
 	ChunkTokens int
 	// OnStep, when set, is called after every merged forward (for metrics and tests).
 	OnStep func(Step)
@@ -75,7 +77,7 @@ func New(m core.Model, opts Options) *Model {
 		opts.Window = 2 * time.Millisecond
 	}
 	if opts.ChunkTokens <= 0 {
-		opts.ChunkTokens = 64
+		opts.ChunkTokens = 256
 	}
 	b := &Model{inner: m, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.run()
