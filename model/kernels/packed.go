@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"math"
 	"unsafe"
 
@@ -63,28 +64,25 @@ func Pack(m Matrix) Matrix {
 	nb, rb, pb := m.Cols/32, m.RowBytes(), l.blockBytes()
 	groups := (m.Rows + 15) / 16
 	data := make([]byte, groups*nb*pb)
-	for g := range groups {
-		for b := range nb {
-			blk := data[(g*nb+b)*pb:]
-			for r := range 16 {
-				row := g*16 + r
-				if row >= m.Rows {
-					break // zero rows: scale 0
-				}
-				src := m.Data[row*rb+b*l.srcBlock:]
+	var flip uint32 // q + 128 for Q8_0
+	if !l.nibbles {
+		flip = 0x80808080
+	}
+	// Groups are independent: shared out among the workers (a large model packs gigabytes).
+	Parallel(groups, workers(), func(g, _ int) {
+		for r := range min(16, m.Rows-g*16) { // rows past the matrix stay zero: scale 0
+			row := m.Data[(g*16+r)*rb : (g*16+r+1)*rb]
+			for b := range nb {
+				src := row[b*l.srcBlock:]
+				blk := data[(g*nb+b)*pb:]
 				blk[2*r], blk[2*r+1] = src[0], src[1]
 				for c := range l.chunks {
-					dst := blk[32+64*c+4*r : 32+64*c+4*r+4]
-					copy(dst, src[2+4*c:6+4*c])
-					if !l.nibbles {
-						for j := range dst {
-							dst[j] ^= 0x80 // q + 128
-						}
-					}
+					v := binary.LittleEndian.Uint32(src[2+4*c:])
+					binary.LittleEndian.PutUint32(blk[32+64*c+4*r:], v^flip)
 				}
 			}
 		}
-	}
+	})
 	m.packed = &packed{data: data, nb: nb}
 	return m
 }
