@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"slices"
 
 	"github.com/loomlm/loom/core"
 )
@@ -90,11 +91,13 @@ func (b *Model) advance(batch []core.ForwardItem, parts []part) {
 		st.Calls = len(calls)
 		b.opts.OnStep(st)
 	}
+	done := calls[:0]
 	for _, c := range calls {
 		if c.finished() {
-			b.complete(c, nil)
+			done = append(done, c)
 		}
 	}
+	b.complete(done, nil)
 }
 
 // fail rolls c's states back to where they were before the call and completes it with err.
@@ -104,21 +107,22 @@ func (b *Model) fail(c *call, err error) {
 			_ = it.State.Truncate(c.start[i])
 		}
 	}
-	b.complete(c, err)
+	b.complete([]*call{c}, err)
 }
 
-// complete removes c from the waiting calls and wakes its caller.
-func (b *Model) complete(c *call, err error) {
-	b.mu.Lock()
-	for i, p := range b.pending {
-		if p == c {
-			b.pending = append(b.pending[:i], b.pending[i+1:]...)
-			break
-		}
+// complete removes the calls from the waiting ones, under one lock, and then wakes their
+// callers.
+func (b *Model) complete(calls []*call, err error) {
+	if len(calls) == 0 {
+		return
 	}
+	b.mu.Lock()
+	b.pending = slices.DeleteFunc(b.pending, func(p *call) bool { return slices.Contains(calls, p) })
 	b.mu.Unlock()
-	c.err = err
-	close(c.result)
+	for _, c := range calls {
+		c.err = err
+		close(c.result)
+	}
 }
 
 func (c *call) finished() bool {
