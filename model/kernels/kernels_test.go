@@ -721,7 +721,12 @@ func TestMatMuls(t *testing.T) {
 // allocsPerCall returns the mean number of heap allocations of f over runs calls, on one P
 // (as testing.AllocsPerRun, but unrounded).
 func allocsPerCall(runs int, f func()) float64 {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	prev := runtime.GOMAXPROCS(1)
+	refreshWorkers()
+	defer func() {
+		runtime.GOMAXPROCS(prev)
+		refreshWorkers()
+	}()
 	f()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -81,8 +81,22 @@ func init() {
 	pool.wake = make(chan *job, 256)
 }
 
-// workers returns the number of goroutines that share a job: GOMAXPROCS.
-func workers() int { return runtime.GOMAXPROCS(0) }
+// workers returns the number of goroutines that share a job: GOMAXPROCS, read again every
+// 64th call. runtime.GOMAXPROCS takes the scheduler's lock, which the spinning workers' yields
+// take too; a forward pass of a small model asks hundreds of times.
+func workers() int {
+	if n := procs.calls.Add(1); n%64 == 1 {
+		procs.n.Store(int64(runtime.GOMAXPROCS(0)))
+	}
+	return int(procs.n.Load())
+}
+
+var procs struct {
+	calls, n atomic.Int64
+}
+
+// refreshWorkers reads GOMAXPROCS now (tests that change it).
+func refreshWorkers() { procs.n.Store(int64(runtime.GOMAXPROCS(0))) }
 
 func startWorkers(k int) {
 	pool.mu.Lock()
