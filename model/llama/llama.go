@@ -127,6 +127,10 @@ type Options struct {
 	BlockSize int
 	// NoPrefixCache turns off the reuse of cached prompt prefixes across sequences.
 	NoPrefixCache bool
+	// NoRepack keeps the weights in the file's layout: by default matrices of the types with
+	// packed kernels (Q4_0, Q8_0, IQ4_NL on AVX-512 VNNI) are copied into that layout at load
+	// (kernels.Pack), which makes their products faster and takes their size in memory again.
+	NoRepack bool
 	// ContextLength overrides the file's context length (0 keeps it).
 	ContextLength int
 	// BatchTokens is the most token rows one pass through the layers takes; longer inputs are
@@ -685,6 +689,19 @@ func (m *Model) loadTensors() error {
 	if err := ld.err(); err != nil {
 		return err
 	}
+	if !m.opts.NoRepack {
+		m.pack()
+	}
+	for i := range m.layers {
+		l := &m.layers[i]
+		l.qkv = []kernels.Matrix{l.wq, l.wk, l.wv}
+	}
+	m.embdRow = m.embd.RowBytes()
+	return nil
+}
+
+// pack packs the matrices of every product for the kernels (kernels.Pack).
+func (m *Model) pack() {
 	m.output = kernels.Pack(m.output) // m.embd keeps the rows a token's embedding is read from
 	packFFN := func(f *ffn) {
 		for k := range f.gateUp {
@@ -695,15 +712,12 @@ func (m *Model) loadTensors() error {
 	for i := range m.layers {
 		l := &m.layers[i]
 		l.wq, l.wk, l.wv, l.wo = kernels.Pack(l.wq), kernels.Pack(l.wk), kernels.Pack(l.wv), kernels.Pack(l.wo)
-		l.qkv = []kernels.Matrix{l.wq, l.wk, l.wv}
 		packFFN(&l.dense)
 		packFFN(&l.shared)
 		for e := range l.experts {
 			packFFN(&l.experts[e])
 		}
 	}
-	m.embdRow = m.embd.RowBytes()
-	return nil
 }
 
 // prefetch reads one byte of every page of the weights, reporting progress.

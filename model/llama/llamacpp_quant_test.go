@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/kernels"
 )
 
 // quantRefDir holds small random-weight models quantised by llama.cpp's llama-quantize and
@@ -178,4 +182,44 @@ func compareWithLlamaCpp(t *testing.T, stem string) (worstLP, worstLogit float64
 	}
 	t.Logf("%d steps: max |Δlogprob| %.3g, max |Δlogit| %.3g (smallest top-2 margin %.3g)", len(ref.gen), worstLP, worstLogit, margin)
 	return worstLP, worstLogit
+}
+
+// TestRepack checks the repack option: by default the Q4_0 file's matrices are packed for the
+// kernels (where the CPU has packed kernels), with NoRepack they are not, and the two give the
+// same greedy tokens with logits that differ only by float rounding.
+func TestRepack(t *testing.T) {
+	path := filepath.Join(quantRefDir, "wide-q4_0.gguf")
+	var logits [2][]float32
+	for i, no := range []bool{false, true} {
+		m, err := Open(path, Options{NoRepack: no, NoPrefixCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if no && m.layers[0].wq.Packed() {
+			t.Fatal("NoRepack: the query matrix is packed")
+		}
+		probe, err := kernels.NewMatrix(ggml.Q4_0, 16, 32, make([]byte, 16*18))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !no && kernels.Pack(probe).Packed() && !m.layers[0].wq.Packed() {
+			t.Fatal("default: the query matrix is not packed, though the kernels pack Q4_0")
+		}
+		st, _ := m.NewState()
+		items := []core.ForwardItem{{State: st, Tokens: []int32{1, 20, 30, 40, 50}}}
+		for range 8 {
+			if err := m.Forward(context.Background(), items); err != nil {
+				t.Fatal(err)
+			}
+			logits[i] = append(logits[i], items[0].Logits[0]...)
+			items[0].Tokens = []int32{argmax(items[0].Logits[0])}
+		}
+		st.Close()
+		m.Close()
+	}
+	for k := range logits[0] {
+		if d := math.Abs(float64(logits[0][k] - logits[1][k])); d > 1e-4*(1+math.Abs(float64(logits[1][k]))) {
+			t.Fatalf("logit %d: packed %g, unpacked %g", k, logits[0][k], logits[1][k])
+		}
+	}
 }

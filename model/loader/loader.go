@@ -78,7 +78,7 @@ func Open(path string, options map[string]any) (core.Model, core.Tokenizer, io.C
 }
 
 // optionKeys lists the options ParseOptions accepts.
-var optionKeys = []string{"batch_tokens", "block_size", "context_length", "kv_budget_mb", "kv_type", "prefix_cache"}
+var optionKeys = []string{"batch_tokens", "block_size", "context_length", "kv_budget_mb", "kv_type", "prefix_cache", "repack"}
 
 // ParseOptions converts the options of a [model] table to llama.Options. It reports every bad
 // option at once: the error joins one *core.ParamError per key (errors.Join).
@@ -128,6 +128,12 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 				err = bad("must be true or false")
 			}
 			o.NoPrefixCache = !b
+		case "repack":
+			b, ok := v.(bool)
+			if !ok {
+				err = bad("must be true or false")
+			}
+			o.NoRepack = !b
 		default:
 			err = &core.ParamError{Param: k, Reason: "unknown model option (known: " + strings.Join(optionKeys, ", ") + ")"}
 		}
