@@ -33,7 +33,6 @@ package kernels
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -117,37 +116,6 @@ func (m Matrix) Validate() error {
 // len(out) m.Rows; it panics on an invalid matrix or mismatched lengths.
 func MatVec(out []float32, m Matrix, x []float32) {
 	MatMul(out, m, x, 1)
-}
-
-// MatVecSerial computes MatVec(out, m, x) on the calling goroutine alone, with the same bits,
-// for the small products attention makes by the thousand (a query against a cache block's
-// keys, probabilities against its values), where MatVec's checks and work sharing cost more
-// than the product. m must be F32, F16 or BF16 with Cols a multiple of 8 (any other matrix
-// goes through MatVec); it panics on an invalid matrix or mismatched lengths.
-func MatVecSerial(out []float32, m Matrix, x []float32) {
-	tk := kernelOf(m.Type)
-	if tk == nil || tk.act != actFloat || m.Cols <= 0 || m.Cols&(tk.blockElems-1) != 0 {
-		MatVec(out, m, x)
-		return
-	}
-	rb := m.Cols >> tk.typeShift * tk.blockBytes
-	if m.Rows < 0 || len(m.Data) != m.Rows*rb || len(x) != m.Cols || len(out) != m.Rows {
-		panic(fmt.Sprintf("kernels: MatVecSerial of %d×%d %v matrix of %d bytes: len(x) = %d, len(out) = %d",
-			m.Rows, m.Cols, m.Type, len(m.Data), len(x), len(out)))
-	}
-	if m.Rows == 0 {
-		return
-	}
-	im := currentImpl()
-	nb, xb := m.Cols>>tk.blockShift, (*byte)(unsafe.Pointer(&x[0]))
-	done := 0
-	if r16 := im.rows16[tk.kind]; r16 != nil && m.Rows >= 16 {
-		done = m.Rows &^ 15
-		r16(&m.Data[0], rb, done, nb, xb, 4*m.Cols, &out[0], m.Rows)
-	}
-	if done < m.Rows {
-		im.dot[tk.kind][0](&m.Data[done*rb], rb, m.Rows-done, nb, xb, 4*m.Cols, &out[done], m.Rows)
-	}
 }
 
 // MatMul multiplies n activation rows by the transpose of m: x holds n rows of m.Cols values

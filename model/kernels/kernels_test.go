@@ -819,44 +819,6 @@ func TestRows16MatchesRowKernel(t *testing.T) {
 	}
 }
 
-// TestMatVecSerial checks MatVecSerial against MatVec, bit for bit, with every
-// implementation: float matrices of the shapes attention uses (with and without whole groups
-// of 16 rows), and the matrices it hands to MatVec (a quantised type, a float tail).
-func TestMatVecSerial(t *testing.T) {
-	r := rand.New(rand.NewPCG(23, 24))
-	for _, name := range implNames() {
-		withImpl(t, name, func() {
-			for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0} {
-				for _, rows := range []int{0, 1, 15, 16, 17, 40, 64} {
-					for _, cols := range []int{8, 16, 64, 72, 128, 20} {
-						if q := quantBlock(typ); q > 0 && cols%q != 0 || cols%8 != 0 && typ != ggml.F32 {
-							continue
-						}
-						m := randomMatrix(r, typ, rows, cols)
-						x := randomActivations(r, 1, cols)
-						want := make([]float32, rows)
-						got := make([]float32, rows)
-						MatVec(want, m, x)
-						MatVecSerial(got, m, x)
-						for k := range want {
-							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
-								t.Fatalf("%s %v %d×%d: row %d: MatVecSerial %g, MatVec %g", name, typ, rows, cols, k, got[k], want[k])
-							}
-						}
-					}
-				}
-			}
-		})
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("MatVecSerial with a short output did not panic")
-		}
-	}()
-	m := randomMatrix(r, ggml.F32, 16, 64)
-	MatVecSerial(make([]float32, 15), m, make([]float32, 64))
-}
-
 // TestParallel checks that Parallel runs every task exactly once, with worker numbers in
 // range and no two concurrent tasks sharing one, from several callers at once, and from
 // within a task.
