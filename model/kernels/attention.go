@@ -91,6 +91,19 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 	}
 }
 
+// Prefetch asks the CPU to bring b's cache lines in (at most the first 4 KiB) and returns at
+// once: attention calls it for the next cache block while it computes the current one, since
+// blocks lie anywhere in the pool where no hardware prefetcher would guess them. It does
+// nothing where the kernels have no assembly.
+func Prefetch(b []byte) {
+	if prefetchFn != nil && len(b) > 0 && !forceGeneric.Load() {
+		prefetchFn(&b[0], min(len(b), 4096))
+	}
+}
+
+// prefetchFn is the assembly's prefetch, nil without assembly kernels.
+var prefetchFn func(p *byte, n int)
+
 // attnElem returns element i of b, F32 (ti 0) or F16 (ti 1).
 func attnElem(b []byte, ti, i int) float32 {
 	if ti == 0 {

@@ -370,6 +370,9 @@ func attnScoresF32AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *fl
 // attnScoresF16AVX2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 8 lanes at a time; hd a multiple of 4, bs of 8.
 func attnScoresF16AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 
+// prefetchLines asks the cache for every 64-byte line of the n bytes at p.
+func prefetchLines(p *byte, n int)
+
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
 

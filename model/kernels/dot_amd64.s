@@ -21729,6 +21729,23 @@ attnScoresF16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func prefetchLines(p *byte, n int)
+// Requires: MMX+
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+
+prefetchLines_loop:
+	CMPQ       CX, $0x00
+	JLE        prefetchLines_done
+	PREFETCHT0 (AX)
+	ADDQ       $0x40, AX
+	SUBQ       $0x40, CX
+	JMP        prefetchLines_loop
+
+prefetchLines_done:
+	RET
+
 // func axpyF32(a float32, x *float32, y *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·axpyF32(SB), NOSPLIT, $0-32

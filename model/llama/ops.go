@@ -225,6 +225,9 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			if sp.Start >= cEnd {
 				break
 			}
+			if k+1 < len(spans) && spans[k+1].Start < cEnd {
+				kernels.Prefetch(spans[k+1].KHead(g))
+			}
 			q0 := seen(sp.Start)
 			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
 			out := sc.tmp[:bs]
@@ -261,6 +264,9 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			sp := &spans[k]
 			if sp.Start >= cEnd {
 				break
+			}
+			if k+1 < len(spans) && spans[k+1].Start < cEnd {
+				kernels.Prefetch(spans[k+1].VHead(g))
 			}
 			q0 := seen(sp.Start)
 			nr := min(sp.Rows, cEnd-sp.Start)

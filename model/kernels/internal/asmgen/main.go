@@ -105,6 +105,7 @@ func main() {
 	}
 	attnScores("F32", 8, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 	attnScores("F16", 8, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	prefetch()
 	axpy()
 	quant32()
 	quantK()
@@ -2025,5 +2026,22 @@ func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
 		VMOVUPS(a[i], Mem{Base: accp, Disp: 4 * lanes * i})
 	}
 	VZEROUPPER()
+	RET()
+}
+
+// prefetch issues PREFETCHT0 for every 64-byte line of n bytes at p.
+func prefetch() {
+	TEXT("prefetchLines", NOSPLIT, "func(p *byte, n int)")
+	Doc("prefetchLines asks the cache for every 64-byte line of the n bytes at p.")
+	p := Load(Param("p"), GP64())
+	n := Load(Param("n"), GP64())
+	Label("prefetchLines_loop")
+	CMPQ(n, U8(0))
+	JLE(LabelRef("prefetchLines_done"))
+	PREFETCHT0(Mem{Base: p})
+	ADDQ(U8(64), p)
+	SUBQ(U8(64), n)
+	JMP(LabelRef("prefetchLines_loop"))
+	Label("prefetchLines_done")
 	RET()
 }
