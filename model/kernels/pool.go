@@ -85,10 +85,14 @@ func init() {
 // 64th call. runtime.GOMAXPROCS takes the scheduler's lock, which the spinning workers' yields
 // take too; a forward pass of a small model asks hundreds of times.
 func workers() int {
-	if n := procs.calls.Add(1); n%64 == 1 {
-		procs.n.Store(int64(runtime.GOMAXPROCS(0)))
+	if procs.calls.Add(1)%64 != 1 {
+		if n := procs.n.Load(); n > 0 { // 0 until the first read has stored it
+			return int(n)
+		}
 	}
-	return int(procs.n.Load())
+	n := runtime.GOMAXPROCS(0)
+	procs.n.Store(int64(n))
+	return n
 }
 
 var procs struct {
