@@ -101,8 +101,9 @@ func Prefetch(b []byte) {
 	}
 }
 
-// prefetchFn is the assembly's prefetch, nil without assembly kernels.
-var prefetchFn func(p *byte, n int)
+// prefetchFn and prefetchL2Fn are the assembly's prefetches (to every cache level, to L2),
+// nil without assembly kernels.
+var prefetchFn, prefetchL2Fn func(p *byte, n int)
 
 // attnElem returns element i of b, F32 (ti 0) or F16 (ti 1).
 func attnElem(b []byte, ti, i int) float32 {

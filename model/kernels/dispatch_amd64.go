@@ -58,7 +58,7 @@ func init() {
 	}
 	fillMissing(avx2)
 	asmImpl = avx2
-	prefetchFn = prefetchLines
+	prefetchFn, prefetchL2Fn = prefetchLines, prefetchLinesL2
 	impls = append(impls, avx2)
 	// With AVX-512 the float types' products run on 16-wide registers, and those of Q8_0,
 	// Q4_0, Q5_0 and IQ4_NL on VPDPBUSD where the CPU has AVX-512 VNNI; the other types keep their

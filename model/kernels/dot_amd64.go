@@ -373,6 +373,9 @@ func attnScoresF16AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *fl
 // prefetchLines asks the cache for every 64-byte line of the n bytes at p.
 func prefetchLines(p *byte, n int)
 
+// prefetchLinesL2 asks the L2 cache for every 64-byte line of the n bytes at p.
+func prefetchLinesL2(p *byte, n int)
+
 // axpyF32 adds a·x to y over n elements, n a multiple of 8.
 func axpyF32(a float32, x *float32, y *float32, n int)
 

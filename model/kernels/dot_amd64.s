@@ -21746,6 +21746,23 @@ prefetchLines_loop:
 prefetchLines_done:
 	RET
 
+// func prefetchLinesL2(p *byte, n int)
+// Requires: MMX+
+TEXT ·prefetchLinesL2(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+
+prefetchLinesL2_loop:
+	CMPQ       CX, $0x00
+	JLE        prefetchLinesL2_done
+	PREFETCHT1 (AX)
+	ADDQ       $0x40, AX
+	SUBQ       $0x40, CX
+	JMP        prefetchLinesL2_loop
+
+prefetchLinesL2_done:
+	RET
+
 // func axpyF32(a float32, x *float32, y *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·axpyF32(SB), NOSPLIT, $0-32

@@ -105,7 +105,8 @@ func main() {
 	}
 	attnScores("F32", 8, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 	attnScores("F16", 8, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
-	prefetch()
+	prefetch("prefetchLines", false)
+	prefetch("prefetchLinesL2", true)
 	axpy()
 	quant32()
 	quantK()
@@ -2029,19 +2030,28 @@ func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
 	RET()
 }
 
-// prefetch issues PREFETCHT0 for every 64-byte line of n bytes at p.
-func prefetch() {
-	TEXT("prefetchLines", NOSPLIT, "func(p *byte, n int)")
-	Doc("prefetchLines asks the cache for every 64-byte line of the n bytes at p.")
+// prefetch issues PREFETCHT0 (PREFETCHT1 for the L2 variant) for every 64-byte line of n bytes
+// at p.
+func prefetch(name string, l2 bool) {
+	TEXT(name, NOSPLIT, "func(p *byte, n int)")
+	level := "the cache"
+	if l2 {
+		level = "the L2 cache"
+	}
+	Doc(fmt.Sprintf("%s asks %s for every 64-byte line of the n bytes at p.", name, level))
 	p := Load(Param("p"), GP64())
 	n := Load(Param("n"), GP64())
-	Label("prefetchLines_loop")
+	Label(name + "_loop")
 	CMPQ(n, U8(0))
-	JLE(LabelRef("prefetchLines_done"))
-	PREFETCHT0(Mem{Base: p})
+	JLE(LabelRef(name + "_done"))
+	if l2 {
+		PREFETCHT1(Mem{Base: p})
+	} else {
+		PREFETCHT0(Mem{Base: p})
+	}
 	ADDQ(U8(64), p)
 	SUBQ(U8(64), n)
-	JMP(LabelRef("prefetchLines_loop"))
-	Label("prefetchLines_done")
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
 	RET()
 }
