@@ -93,10 +93,10 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 
 // Prefetch asks the CPU to bring b's cache lines in (at most the first 4 KiB) and returns at
 // once: attention calls it for the next cache block while it computes the current one, since
-// blocks lie anywhere in the pool where no hardware prefetcher would guess them. It does
-// nothing where the kernels have no assembly.
+// blocks lie anywhere in the pool where no hardware prefetcher would guess them. It is a hint
+// (it changes no result) and does nothing in builds without assembly.
 func Prefetch(b []byte) {
-	if prefetchFn != nil && len(b) > 0 && !forceGeneric.Load() {
+	if prefetchFn != nil && len(b) > 0 {
 		prefetchFn(&b[0], min(len(b), 4096))
 	}
 }

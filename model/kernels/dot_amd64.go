@@ -334,23 +334,11 @@ func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
 func attnAccumF16x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
-func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-
-// attnAccumF16x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
-func attnAccumF16x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-
 // attnAccumF32x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
 func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
 // attnAccumF16x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
 func attnAccumF16x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
-
-// attnAccumF32x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
-func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-
-// attnAccumF16x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
-func attnAccumF16x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
 // attnAccumF32x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
 func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
@@ -358,17 +346,29 @@ func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
-func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-
-// attnAccumF16x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
-func attnAccumF16x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-
 // attnScoresF32AVX2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F32), 8 lanes at a time; hd a multiple of 4, bs of 8.
 func attnScoresF32AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 
 // attnScoresF16AVX2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 8 lanes at a time; hd a multiple of 4, bs of 8.
 func attnScoresF16AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
+
+// attnAccumF32x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
+func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF16x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
+func attnAccumF16x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF32x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
+func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF16x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
+func attnAccumF16x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF32x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
+func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF16x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
+func attnAccumF16x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
 // prefetchLines asks the cache for every 64-byte line of the n bytes at p.
 func prefetchLines(p *byte, n int)

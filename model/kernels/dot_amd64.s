@@ -21263,64 +21263,6 @@ attnAccumF16x1AVX512_store:
 	VZEROUPPER
 	RET
 
-// func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-// Requires: AVX, FMA3
-TEXT ·attnAccumF32x1AVX2(SB), NOSPLIT, $0-40
-	MOVQ    p+0(FP), AX
-	MOVQ    v+8(FP), CX
-	MOVQ    vstride+16(FP), DX
-	MOVQ    nr+24(FP), BX
-	MOVQ    acc+32(FP), SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-
-attnAccumF32x1AVX2_t:
-	TESTQ        BX, BX
-	JZ           attnAccumF32x1AVX2_store
-	VBROADCASTSS (AX), Y2
-	VFMADD231PS  (CX), Y2, Y0
-	VFMADD231PS  32(CX), Y2, Y1
-	ADDQ         $0x04, AX
-	ADDQ         DX, CX
-	DECQ         BX
-	JMP          attnAccumF32x1AVX2_t
-
-attnAccumF32x1AVX2_store:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VZEROUPPER
-	RET
-
-// func attnAccumF16x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-// Requires: AVX, F16C, FMA3
-TEXT ·attnAccumF16x1AVX2(SB), NOSPLIT, $0-40
-	MOVQ    p+0(FP), AX
-	MOVQ    v+8(FP), CX
-	MOVQ    vstride+16(FP), DX
-	MOVQ    nr+24(FP), BX
-	MOVQ    acc+32(FP), SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-
-attnAccumF16x1AVX2_t:
-	TESTQ        BX, BX
-	JZ           attnAccumF16x1AVX2_store
-	VBROADCASTSS (AX), Y2
-	VCVTPH2PS    (CX), Y3
-	VFMADD231PS  Y3, Y2, Y0
-	VCVTPH2PS    16(CX), Y3
-	VFMADD231PS  Y3, Y2, Y1
-	ADDQ         $0x04, AX
-	ADDQ         DX, CX
-	DECQ         BX
-	JMP          attnAccumF16x1AVX2_t
-
-attnAccumF16x1AVX2_store:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VZEROUPPER
-	RET
-
 // func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 // Requires: AVX, AVX512F
 TEXT ·attnAccumF32x2AVX512(SB), NOSPLIT, $0-40
@@ -21376,78 +21318,6 @@ attnAccumF16x2AVX512_t:
 attnAccumF16x2AVX512_store:
 	VMOVUPS Z0, (SI)
 	VMOVUPS Z1, 64(SI)
-	VZEROUPPER
-	RET
-
-// func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-// Requires: AVX, FMA3
-TEXT ·attnAccumF32x2AVX2(SB), NOSPLIT, $0-40
-	MOVQ    p+0(FP), AX
-	MOVQ    v+8(FP), CX
-	MOVQ    vstride+16(FP), DX
-	MOVQ    nr+24(FP), BX
-	MOVQ    acc+32(FP), SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-
-attnAccumF32x2AVX2_t:
-	TESTQ        BX, BX
-	JZ           attnAccumF32x2AVX2_store
-	VBROADCASTSS (AX), Y4
-	VFMADD231PS  (CX), Y4, Y0
-	VFMADD231PS  32(CX), Y4, Y1
-	VFMADD231PS  64(CX), Y4, Y2
-	VFMADD231PS  96(CX), Y4, Y3
-	ADDQ         $0x04, AX
-	ADDQ         DX, CX
-	DECQ         BX
-	JMP          attnAccumF32x2AVX2_t
-
-attnAccumF32x2AVX2_store:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
-	VZEROUPPER
-	RET
-
-// func attnAccumF16x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-// Requires: AVX, F16C, FMA3
-TEXT ·attnAccumF16x2AVX2(SB), NOSPLIT, $0-40
-	MOVQ    p+0(FP), AX
-	MOVQ    v+8(FP), CX
-	MOVQ    vstride+16(FP), DX
-	MOVQ    nr+24(FP), BX
-	MOVQ    acc+32(FP), SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-
-attnAccumF16x2AVX2_t:
-	TESTQ        BX, BX
-	JZ           attnAccumF16x2AVX2_store
-	VBROADCASTSS (AX), Y4
-	VCVTPH2PS    (CX), Y5
-	VFMADD231PS  Y5, Y4, Y0
-	VCVTPH2PS    16(CX), Y5
-	VFMADD231PS  Y5, Y4, Y1
-	VCVTPH2PS    32(CX), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VCVTPH2PS    48(CX), Y5
-	VFMADD231PS  Y5, Y4, Y3
-	ADDQ         $0x04, AX
-	ADDQ         DX, CX
-	DECQ         BX
-	JMP          attnAccumF16x2AVX2_t
-
-attnAccumF16x2AVX2_store:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
 	VZEROUPPER
 	RET
 
@@ -21520,106 +21390,6 @@ attnAccumF16x4AVX512_store:
 	VMOVUPS Z1, 64(SI)
 	VMOVUPS Z2, 128(SI)
 	VMOVUPS Z3, 192(SI)
-	VZEROUPPER
-	RET
-
-// func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-// Requires: AVX, FMA3
-TEXT ·attnAccumF32x4AVX2(SB), NOSPLIT, $0-40
-	MOVQ    p+0(FP), AX
-	MOVQ    v+8(FP), CX
-	MOVQ    vstride+16(FP), DX
-	MOVQ    nr+24(FP), BX
-	MOVQ    acc+32(FP), SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	VMOVUPS 128(SI), Y4
-	VMOVUPS 160(SI), Y5
-	VMOVUPS 192(SI), Y6
-	VMOVUPS 224(SI), Y7
-
-attnAccumF32x4AVX2_t:
-	TESTQ        BX, BX
-	JZ           attnAccumF32x4AVX2_store
-	VBROADCASTSS (AX), Y8
-	VFMADD231PS  (CX), Y8, Y0
-	VFMADD231PS  32(CX), Y8, Y1
-	VFMADD231PS  64(CX), Y8, Y2
-	VFMADD231PS  96(CX), Y8, Y3
-	VFMADD231PS  128(CX), Y8, Y4
-	VFMADD231PS  160(CX), Y8, Y5
-	VFMADD231PS  192(CX), Y8, Y6
-	VFMADD231PS  224(CX), Y8, Y7
-	ADDQ         $0x04, AX
-	ADDQ         DX, CX
-	DECQ         BX
-	JMP          attnAccumF32x4AVX2_t
-
-attnAccumF32x4AVX2_store:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
-	VMOVUPS Y4, 128(SI)
-	VMOVUPS Y5, 160(SI)
-	VMOVUPS Y6, 192(SI)
-	VMOVUPS Y7, 224(SI)
-	VZEROUPPER
-	RET
-
-// func attnAccumF16x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
-// Requires: AVX, F16C, FMA3
-TEXT ·attnAccumF16x4AVX2(SB), NOSPLIT, $0-40
-	MOVQ    p+0(FP), AX
-	MOVQ    v+8(FP), CX
-	MOVQ    vstride+16(FP), DX
-	MOVQ    nr+24(FP), BX
-	MOVQ    acc+32(FP), SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	VMOVUPS 128(SI), Y4
-	VMOVUPS 160(SI), Y5
-	VMOVUPS 192(SI), Y6
-	VMOVUPS 224(SI), Y7
-
-attnAccumF16x4AVX2_t:
-	TESTQ        BX, BX
-	JZ           attnAccumF16x4AVX2_store
-	VBROADCASTSS (AX), Y8
-	VCVTPH2PS    (CX), Y9
-	VFMADD231PS  Y9, Y8, Y0
-	VCVTPH2PS    16(CX), Y9
-	VFMADD231PS  Y9, Y8, Y1
-	VCVTPH2PS    32(CX), Y9
-	VFMADD231PS  Y9, Y8, Y2
-	VCVTPH2PS    48(CX), Y9
-	VFMADD231PS  Y9, Y8, Y3
-	VCVTPH2PS    64(CX), Y9
-	VFMADD231PS  Y9, Y8, Y4
-	VCVTPH2PS    80(CX), Y9
-	VFMADD231PS  Y9, Y8, Y5
-	VCVTPH2PS    96(CX), Y9
-	VFMADD231PS  Y9, Y8, Y6
-	VCVTPH2PS    112(CX), Y9
-	VFMADD231PS  Y9, Y8, Y7
-	ADDQ         $0x04, AX
-	ADDQ         DX, CX
-	DECQ         BX
-	JMP          attnAccumF16x4AVX2_t
-
-attnAccumF16x4AVX2_store:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
-	VMOVUPS Y4, 128(SI)
-	VMOVUPS Y5, 160(SI)
-	VMOVUPS Y6, 192(SI)
-	VMOVUPS Y7, 224(SI)
 	VZEROUPPER
 	RET
 
@@ -21726,6 +21496,236 @@ attnScoresF16AVX2_d:
 	JMP          attnScoresF16AVX2_lanes
 
 attnScoresF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, FMA3
+TEXT ·attnAccumF32x1AVX2(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+
+attnAccumF32x1AVX2_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF32x1AVX2_store
+	VBROADCASTSS (AX), Y2
+	VFMADD231PS  (CX), Y2, Y0
+	VFMADD231PS  32(CX), Y2, Y1
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF32x1AVX2_t
+
+attnAccumF32x1AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·attnAccumF16x1AVX2(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+
+attnAccumF16x1AVX2_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF16x1AVX2_store
+	VBROADCASTSS (AX), Y2
+	VCVTPH2PS    (CX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VCVTPH2PS    16(CX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF16x1AVX2_t
+
+attnAccumF16x1AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, FMA3
+TEXT ·attnAccumF32x2AVX2(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+
+attnAccumF32x2AVX2_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF32x2AVX2_store
+	VBROADCASTSS (AX), Y4
+	VFMADD231PS  (CX), Y4, Y0
+	VFMADD231PS  32(CX), Y4, Y1
+	VFMADD231PS  64(CX), Y4, Y2
+	VFMADD231PS  96(CX), Y4, Y3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF32x2AVX2_t
+
+attnAccumF32x2AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·attnAccumF16x2AVX2(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+
+attnAccumF16x2AVX2_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF16x2AVX2_store
+	VBROADCASTSS (AX), Y4
+	VCVTPH2PS    (CX), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VCVTPH2PS    16(CX), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VCVTPH2PS    32(CX), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VCVTPH2PS    48(CX), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF16x2AVX2_t
+
+attnAccumF16x2AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, FMA3
+TEXT ·attnAccumF32x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMOVUPS 128(SI), Y4
+	VMOVUPS 160(SI), Y5
+	VMOVUPS 192(SI), Y6
+	VMOVUPS 224(SI), Y7
+
+attnAccumF32x4AVX2_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF32x4AVX2_store
+	VBROADCASTSS (AX), Y8
+	VFMADD231PS  (CX), Y8, Y0
+	VFMADD231PS  32(CX), Y8, Y1
+	VFMADD231PS  64(CX), Y8, Y2
+	VFMADD231PS  96(CX), Y8, Y3
+	VFMADD231PS  128(CX), Y8, Y4
+	VFMADD231PS  160(CX), Y8, Y5
+	VFMADD231PS  192(CX), Y8, Y6
+	VFMADD231PS  224(CX), Y8, Y7
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF32x4AVX2_t
+
+attnAccumF32x4AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VMOVUPS Y4, 128(SI)
+	VMOVUPS Y5, 160(SI)
+	VMOVUPS Y6, 192(SI)
+	VMOVUPS Y7, 224(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·attnAccumF16x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    vstride+16(FP), DX
+	MOVQ    nr+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMOVUPS 128(SI), Y4
+	VMOVUPS 160(SI), Y5
+	VMOVUPS 192(SI), Y6
+	VMOVUPS 224(SI), Y7
+
+attnAccumF16x4AVX2_t:
+	TESTQ        BX, BX
+	JZ           attnAccumF16x4AVX2_store
+	VBROADCASTSS (AX), Y8
+	VCVTPH2PS    (CX), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(CX), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(CX), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(CX), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(CX), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(CX), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(CX), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(CX), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          attnAccumF16x4AVX2_t
+
+attnAccumF16x4AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VMOVUPS Y4, 128(SI)
+	VMOVUPS Y5, 160(SI)
+	VMOVUPS Y6, 192(SI)
+	VMOVUPS Y7, 224(SI)
 	VZEROUPPER
 	RET
 

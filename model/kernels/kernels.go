@@ -82,8 +82,7 @@ func (m Matrix) Slice(r0, r1 int) Matrix {
 	rb := m.RowBytes()
 	s := Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*rb : r1*rb : r1*rb]}
 	if m.packed != nil && r0%16 == 0 && (r1%16 == 0 || r1 == m.Rows) { // whole groups: share them
-		gb := m.packed.nb * packedLayouts[m.Type].blockBytes()
-		s.packed = &packed{data: m.packed.data[r0/16*gb : (r1+15)/16*gb], nb: m.packed.nb}
+		s.packed = m.packed.groups(r0/16, (r1+15)/16)
 	}
 	return s
 }

@@ -24,8 +24,14 @@ import (
 
 // packed is a matrix's rows in groups of 16 (the last padded with zero rows).
 type packed struct {
-	data []byte
-	nb   int // blocks of 32 per row
+	data       []byte
+	nb         int // blocks of 32 per row
+	groupBytes int // bytes of a group of 16 rows
+}
+
+// groups returns the packed groups [g0, g1), sharing the data.
+func (p *packed) groups(g0, g1 int) *packed {
+	return &packed{data: p.data[g0*p.groupBytes : g1*p.groupBytes], nb: p.nb, groupBytes: p.groupBytes}
 }
 
 // packedLayout describes a type's packed blocks: each block of a 16-row group holds the rows'
@@ -83,7 +89,7 @@ func Pack(m Matrix) Matrix {
 			}
 		}
 	})
-	m.packed = &packed{data: data, nb: nb}
+	m.packed = &packed{data: data, nb: nb, groupBytes: nb * pb}
 	return m
 }
 
@@ -95,8 +101,7 @@ func (m Matrix) Packed() bool { return m.packed != nil }
 // only their rows in range are kept.
 func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	m, a := p.m, &p.a
-	nb := m.packed.nb
-	groupBytes := nb * packedLayouts[m.Type].blockBytes()
+	nb, groupBytes := m.packed.nb, m.packed.groupBytes
 	// Groups in steps small enough to stay in cache while every activation group passes over
 	// them.
 	step := (r1 - r0 + 15) / 16
@@ -126,7 +131,7 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 				for g := full0; g < full1; g++ {
 					if len(part) > 0 {
 						c := min(len(part), per)
-						if prefetchL2Fn != nil && !forceGeneric.Load() {
+						if prefetchL2Fn != nil {
 							prefetchL2Fn(&part[0], c)
 						}
 						part = part[c:]

@@ -95,16 +95,14 @@ func main() {
 			packed16(typ, nx)
 		}
 	}
-	attnScores512("F32", func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
-	attnScores512("F16", func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
-	for _, w := range []int{1, 2, 4} {
-		attnAccum512("F32", w, nil)
-		attnAccum512("F16", w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
-		attnAccum("F32", 8, w, nil)
-		attnAccum("F16", 8, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	for _, lanes := range []int{16, 8} { // AVX-512, AVX2
+		attnScores("F32", lanes, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+		attnScores("F16", lanes, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		for _, w := range []int{1, 2, 4} {
+			attnAccum("F32", lanes, w, nil)
+			attnAccum("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		}
 	}
-	attnScores("F32", 8, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
-	attnScores("F16", 8, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 	prefetch("prefetchLines", false)
 	prefetch("prefetchLinesL2", true)
 	axpy()
@@ -1899,14 +1897,11 @@ func packed16(typ string, nx int) {
 	RET()
 }
 
-// attnScores512 writes the attention scores of one query against a block of keys stored
+// attnScores writes the attention scores of one query against a block of keys stored
 // transposed (cache.Span.KHead: HeadDim rows of BlockSize values): out[r] = Σ_d q[d]·k[d][r]
-// for r < bs, 16 keys at a time, each key in its own lane, q[d] broadcast. Four chains take d
-// by d mod 4 and are summed as (c0+c1)+(c2+c3): no horizontal sums at all. hd must be a
-// multiple of 4, bs of 16; bstride is the bytes of one row of the block.
-func attnScores512(typ string, load func(Mem, VecVirtual)) { attnScores(typ, 16, load) }
-
-// attnScores is attnScores512 for vectors of lanes floats (16: AVX-512, 8: AVX2).
+// for r < bs, lanes keys at a time (16: AVX-512, 8: AVX2), each key in its own lane, q[d]
+// broadcast. Four chains take d by d mod 4 and are summed as (c0+c1)+(c2+c3): no horizontal
+// sums at all. hd must be a multiple of 4, bs of lanes; bstride is the bytes of one row.
 func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
 	isa, vec := "AVX512", ZMM
 	if lanes == 8 {
@@ -1968,15 +1963,11 @@ func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
 	RET()
 }
 
-// attnAccum512 adds a block of values weighted by the probabilities to a query's output:
+// attnAccum adds a block of values weighted by the probabilities to a query's output:
 // acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
-// (cache.Span.VHead, rows of vstride bytes), each output element a chain over t in order.
-func attnAccum512(typ string, width int, load func(Mem, VecVirtual)) {
-	attnAccum(typ, 16, width, load)
-}
-
-// attnAccum is attnAccum512 for vectors of lanes floats (16: AVX-512, 8: AVX2): width vectors
-// of output, 16·width elements in both cases (AVX2 takes two vectors for each of AVX-512's).
+// (cache.Span.VHead, rows of vstride bytes), each output element a chain over t in order, on
+// vectors of lanes floats (16: AVX-512, 8: AVX2, which takes two vectors for each of
+// AVX-512's).
 func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
 	isa, vec := "AVX512", ZMM
 	if lanes == 8 {
