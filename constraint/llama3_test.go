@@ -28,7 +28,7 @@ type schemaCase struct {
 }
 
 // maskCorpus returns the JSON-Schema-Test-Suite's schemas that compile with their valid
-// instances, followed by testdata/api-schemas.json: 51 schemas of the kind APIs ask for
+// instances, followed by testdata/api-schemas.json: 57 schemas of the kind APIs ask for
 // (function-call arguments, extraction and classification results, nested records, $ref,
 // oneOf/anyOf) with one valid instance each, checked by python3-jsonschema when written.
 func maskCorpus(tb testing.TB) []schemaCase {

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/models"
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server"
@@ -44,6 +45,7 @@ type serveBench struct {
 	ModelFile   string  `json:"model"`
 	MaxTokens   int     `json:"max_tokens"`
 	Vary        float64 `json:"vary"`
+	KV          string  `json:"kv_type"` // the engine's KV cache element type
 	PromptWords int     `json:"prompt_words"`
 }
 
@@ -85,8 +87,8 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *kv != "f16" && *kv != "f32" {
-		fmt.Fprintf(stderr, "loom bench serve: --kv %q: want f16 or f32\n", *kv)
+	if _, err := cache.ParseDType(*kv); err != nil {
+		fmt.Fprintf(stderr, "loom bench serve: --kv %q: want f16 or f32 (llama-server keeps its default, f16)\n", *kv)
 		return errUsage
 	}
 	var conc []int
@@ -186,6 +188,10 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s at %d streams: %w", eng, c, err)
 			}
 			r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
+			r.KV = "f16" // llama-server's default
+			if eng == "loom" {
+				r.KV = *kv
+			}
 			if err := report(r); err != nil {
 				return err
 			}

@@ -153,7 +153,7 @@ func TestBenchStrategyModelFlags(t *testing.T) {
 }
 
 func TestBenchServe(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,3", "--requests", "6", "-n", "8", "--prompt-words", "5", "--llama-server", "none", "--json")
+	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,3", "--requests", "6", "-n", "8", "--prompt-words", "5", "--llama-server", "none", "--json", "--kv", "f32")
 	if code != 0 {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
@@ -172,7 +172,7 @@ func TestBenchServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Engine != "loom" || r.Streams != []int{1, 3}[i] || r.Requests != 6 || r.Errors != 0 || r.Tokens != wantTokens || r.Vary != 0.5 ||
-			r.TokensPerS <= 0 || r.TTFTp50Ms <= 0 || r.TTFTp99Ms < r.TTFTp50Ms || r.ITLp99Ms < r.ITLp50Ms || r.ModelFile != "default.gguf" {
+			r.TokensPerS <= 0 || r.TTFTp50Ms <= 0 || r.TTFTp99Ms < r.TTFTp50Ms || r.ITLp99Ms < r.ITLp50Ms || r.ModelFile != "default.gguf" || r.KV != "f32" {
 			t.Errorf("level %d: %+v", i, r)
 		}
 	}
@@ -184,6 +184,8 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"bench", "serve", "--vary", "1"}, "--vary 1: must be in [0, 1)"},
 		{[]string{"bench", "serve", "--prompt-words", "0"}, "--prompt-words 0: must be at least 1"},
 		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16 or f32`},
+		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0"},
+		{[]string{"serve", "--batch-window", "-1ms"}, "--batch-window -1ms"},
 		{[]string{"bench", "serve", "--llama-server", "/nonexistent/llama-server", "--concurrency", "1"}, "--llama-server /nonexistent/llama-server"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)

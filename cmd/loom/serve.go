@@ -44,6 +44,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *chunk < 1 || *window < 0 {
+		fmt.Fprintf(stderr, "loom serve: --chunk-tokens %d, --batch-window %v: want at least 1 token and a window not negative\n", *chunk, *window)
+		return errUsage
+	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "loom-serve", Output: stderr, JSONFormat: *logJSON, Level: hclog.Info})
 	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
 		BatchWindow: *window, ChunkTokens: *chunk, StartPlugins: startPlugins, Logger: log})

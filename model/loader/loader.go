@@ -11,6 +11,8 @@
 //	prefix_cache   = true    # reuse cached prompt prefixes across requests
 //	context_length = 4096    # override the file's context length
 //	batch_tokens   = 256     # most token rows per pass through the layers
+//	repack         = true    # copy Q4_0/Q8_0/IQ4_NL weights into the packed kernels' layout
+//	                         # (AVX-512 VNNI; their size in memory again)
 package loader
 
 import (
