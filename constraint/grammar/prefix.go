@@ -54,9 +54,11 @@ var prefixGroups struct {
 // A group that breaks these conditions, or whose automaton passes maxPrefixStates states, has
 // no automaton (DFA reports false), which costs a parser nothing but the slices.
 //
-// The rules and the bodies the group expands are read when NewPrefixGroup is called (the
-// automaton is built from a copy), so the caller may change them afterwards; rules with the
-// same name twice make a group with no automaton.
+// The rules and the bodies the group expands are taken when NewPrefixGroup is called (the
+// automaton is built later, from copies of the slice and map), so the caller may replace rules
+// and map entries afterwards, but not change the Expr values in place (they are shared, as
+// Parse's are); rules with the same name twice, and rules that reach a recursive rule of
+// other, make a group with no automaton.
 func NewPrefixGroup(rules []Rule, other map[string]Expr) []*PrefixAutomaton {
 	key, used, ok := groupKey(rules, other)
 	var g *prefixGroup
@@ -96,10 +98,14 @@ func groupKey(rules []Rule, other map[string]Expr) (string, map[string]Expr, boo
 	}
 	used := map[string]Expr{}
 	expanded := map[string]string{}
+	expanding := map[string]bool{} // other rules being written: met again, they recurse
 	var b strings.Builder
 	ok := true
 	var write func(e Expr, depth int)
 	write = func(e Expr, depth int) {
+		if !ok {
+			return
+		}
 		switch e := e.(type) {
 		case *Alt:
 			b.WriteString("(|")
@@ -133,13 +139,15 @@ func groupKey(rules []Rule, other map[string]Expr) (string, map[string]Expr, boo
 				return
 			}
 			body, known := other[e.Name]
-			if !known || depth > 32 {
-				ok = false
+			if !known || expanding[e.Name] || depth > 32 {
+				ok = false // unknown, recursive (not regular) or too deep
 				return
 			}
 			used[e.Name] = body
+			expanding[e.Name] = true
 			start := b.Len()
 			write(body, depth+1)
+			expanding[e.Name] = false
 			expanded[e.Name] = b.String()[start:]
 		default:
 			ok = false
@@ -297,9 +305,6 @@ func (g *prefixGroup) build() {
 	}
 	g.rules, g.other = nil, nil          // not needed any more (the cache keeps g)
 	if n.failed || len(n.eps) >= 1<<24 { // the subset keys below write a state in 3 bytes
-		return
-	}
-	if n.failed {
 		return
 	}
 	// Keep only the states from which the end can be reached: a live state of the automaton

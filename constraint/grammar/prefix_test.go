@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestPrefixAutomaton checks a group's prefix automaton against brute force: every byte string
@@ -92,6 +93,23 @@ c  ::= [ab]
 	bad := []Rule{{Name: "p", Body: &Seq{Items: []Expr{&Ref{Name: "p"}, &Literal{Text: "a"}}}}}
 	if _, _, _, ok := NewPrefixGroup(bad, nil)[0].DFA(); ok {
 		t.Error("a group with a non-tail reference to itself got an automaton")
+	}
+	// A group reaching a recursive rule of other (x ::= "a" x "b" x | "c"): no automaton, at
+	// once (each reference was expanded again, down to the depth limit: exponential time).
+	x := &Alt{Alts: []Expr{&Seq{Items: []Expr{&Literal{Text: "a"}, &Ref{Name: "x"}, &Literal{Text: "b"}, &Ref{Name: "x"}}}, &Literal{Text: "c"}}}
+	rec := []Rule{{Name: "n", Body: &Seq{Items: []Expr{&Class{Ranges: []RuneRange{{Lo: 'a', Hi: 'z'}}}, &Ref{Name: "x"}}}}}
+	done := make(chan bool)
+	go func() {
+		_, _, _, ok := NewPrefixGroup(rec, map[string]Expr{"x": x})[0].DFA()
+		done <- ok
+	}()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("a group reaching a recursive rule got an automaton")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a group reaching a recursive rule: NewPrefixGroup still running after 10 s")
 	}
 	t.Logf("%d strings checked, %d prefixes", checked, len(prefixes))
 }
