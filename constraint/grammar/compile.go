@@ -34,15 +34,19 @@ func Compile(g *Grammar, start string) (*CFG, error) {
 	}
 	c.nullable()
 	if len(g.RegularGroups) > 0 {
-		c.prefixes(g)
+		if err := c.prefixes(g); err != nil {
+			return nil, err
+		}
 	}
 	return c.cfg, nil
 }
 
 // prefixes gives the entry rule of each of g's regular groups its prefix automaton (built on
 // first use). Only the entry: inside, the automaton's loops are repetitions with slices of
-// their own, and a slice per state would cost a pass over the vocabulary each.
-func (c *compiler) prefixes(g *Grammar) {
+// their own, and a slice per state would cost a pass over the vocabulary each. A group naming
+// a rule the grammar does not have is an error; a group that breaks NewPrefixGroup's
+// conditions just gets no automaton.
+func (c *compiler) prefixes(g *Grammar) error {
 	bodies := make(map[string]Expr, len(g.Rules))
 	for _, r := range g.Rules {
 		bodies[r.Name] = r.Body
@@ -52,20 +56,23 @@ func (c *compiler) prefixes(g *Grammar) {
 		nts[n] = int32(i)
 	}
 	c.cfg.Prefixes = map[int32]*PrefixAutomaton{}
-	for _, group := range g.RegularGroups {
+	for gi, group := range g.RegularGroups {
 		var rules []Rule
 		for _, name := range group {
-			if body, ok := bodies[name]; ok {
-				rules = append(rules, Rule{Name: name, Body: body})
+			body, ok := bodies[name]
+			if !ok {
+				return fmt.Errorf("regular group %d: no rule %q in the grammar", gi, name)
 			}
+			rules = append(rules, Rule{Name: name, Body: body})
 		}
 		if len(rules) == 0 {
 			continue
 		}
-		if nt, ok := nts[rules[0].Name]; ok {
+		if nt, ok := nts[rules[0].Name]; ok { // pruned when unreachable
 			c.cfg.Prefixes[nt] = NewPrefixGroup(rules, bodies)[0]
 		}
 	}
+	return nil
 }
 
 // MustCompile parses and compiles src with start rule "root" and panics on error; for tests

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -112,4 +113,21 @@ c  ::= [ab]
 		t.Fatal("a group reaching a recursive rule: NewPrefixGroup still running after 10 s")
 	}
 	t.Logf("%d strings checked, %d prefixes", checked, len(prefixes))
+}
+
+// TestRegularGroupUnknownRule checks that Compile names a regular group's rule the grammar
+// does not have (it was dropped, and the next name quietly became the group's entry).
+func TestRegularGroupUnknownRule(t *testing.T) {
+	g, err := Parse("root ::= n\nn ::= [a-z] n | [a-z]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.RegularGroups = [][]string{{"missing", "n"}}
+	if _, err := Compile(g, "root"); err == nil || !strings.Contains(err.Error(), `regular group 0: no rule "missing"`) {
+		t.Fatalf("err = %v, want one naming the group and the rule", err)
+	}
+	g.RegularGroups = [][]string{{"n"}}
+	if _, err := Compile(g, "root"); err != nil {
+		t.Fatal(err)
+	}
 }
