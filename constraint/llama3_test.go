@@ -292,3 +292,33 @@ func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 	b.ReportMetric(float64(len(masks))/float64(b.N), "masks")
 	b.ReportMetric(float64(len(compiles))/float64(b.N), "schemas")
 }
+
+// TestMaskWithTwoTokenizers checks that one processor asked for masks of two vocabularies in
+// turn gives each the mask a fresh processor gives: the walk's child slices were bound to the
+// first vocabulary's trie, whose node numbers mean nothing in the second's.
+func TestMaskWithTwoTokenizers(t *testing.T) {
+	llama3 := llama3vocab.Tokenizer(t)
+	_, small := openDefault(t)
+	schema := []byte(`{"type": "object", "patternProperties": {"^[a-z]+_id$": {"type": "integer"}, "^x-[a-z]+$": {"type": "string"}}, "additionalProperties": false}`)
+	fresh := func(prefix string) *constraint.Processor {
+		p, err := constraint.NewJSONSchema(schema, loomschema.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.Matcher().AdvanceBytes([]byte(prefix)); !ok {
+			t.Fatalf("prefix %q rejected", prefix)
+		}
+		return p
+	}
+	for _, prefix := range []string{`{"`, `{"us`, `{"x-`} {
+		p := fresh(prefix)
+		for _, tok := range []core.Tokenizer{small, llama3, small} {
+			got, want := p.Mask(tok), fresh(prefix).Mask(tok)
+			for v := range tok.VocabSize() {
+				if got.Has(core.TokenID(v)) != want.Has(core.TokenID(v)) {
+					t.Fatalf("after %q, vocabulary of %d: token %d %q: %v, fresh %v", prefix, tok.VocabSize(), v, tok.Piece(core.TokenID(v)), got.Has(core.TokenID(v)), want.Has(core.TokenID(v)))
+				}
+			}
+		}
+	}
+}

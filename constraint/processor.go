@@ -39,9 +39,10 @@ type Processor struct {
 	runs   []earley.Run
 	slices []*tokentrie.Slice
 	// childRuns is the scratch of the walk's child slices; walk is the walk's options, its
-	// Child bound to p once.
+	// Child bound to p once, walking walkTrie (the trie of the mask being made).
 	childRuns []earley.Run
 	walk      tokentrie.WalkOptions
+	walkTrie  *tokentrie.Trie
 	// parts and childParts are the scratch of the unbounded runs' automata at the root and
 	// below the first byte.
 	parts, childParts []*earley.Automaton
@@ -131,7 +132,7 @@ func (p *Processor) Clone() core.StatefulProcessor {
 	c := *p
 	c.m = p.m.Clone()
 	c.mask, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
-	c.childRuns, c.walk, c.key = nil, tokentrie.WalkOptions{}, nil
+	c.childRuns, c.walk, c.walkTrie, c.key = nil, tokentrie.WalkOptions{}, nil, nil
 	c.parts, c.childParts = nil, nil
 	return &c
 }
@@ -308,9 +309,17 @@ func (p *Processor) walkOptions(trie *tokentrie.Trie) tokentrie.WalkOptions {
 	p.parts = unbounded
 	if sl := unionSliceFor(trie, unbounded); sl != nil {
 		p.slices = append(p.slices, sl)
+	} else {
+		// Too many parts, or a union past its limits: each run's own slice, as without unions.
+		for _, a := range unbounded {
+			if sl := sliceFor(trie, earley.Run{Automaton: a, Budget: -1}); sl != nil {
+				p.slices = append(p.slices, sl)
+			}
+		}
 	}
+	p.walkTrie = trie
 	if p.walk.Child == nil {
-		p.walk.Child = func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return p.childSlices(trie, dst) }
+		p.walk.Child = func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice { return p.childSlices(p.walkTrie, dst) }
 	}
 	p.walk.Slices = p.slices
 	return p.walk

@@ -73,12 +73,9 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 	switch {
 	case len(parts) == 0 || len(parts) > maxUnionParts:
 		return nil
-	case len(parts) == 1: // kept with the automaton, as sliceFor keeps a run's slice
-		type key struct {
-			trie  *tokentrie.Trie
-			child bool
-		}
-		return parts[0].Memo(key{trie, child}, func() any { return build(parts[0]) })
+	case len(parts) == 1: // a child slice, kept with the automaton (a slice: sliceFor)
+		type key struct{ trie *tokentrie.Trie }
+		return parts[0].Memo(key{trie}, func() any { return build(parts[0]) })
 	}
 	k := unionKey{trie: trie, child: child}
 	copy(k.parts[:], parts)
@@ -104,6 +101,9 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 
 // unionSliceFor returns trie's slice of the union of parts (any number of copies each), or nil.
 func unionSliceFor(trie *tokentrie.Trie, parts []*earley.Automaton) *tokentrie.Slice {
+	if len(parts) == 1 {
+		return sliceFor(trie, earley.Run{Automaton: parts[0], Budget: -1})
+	}
 	s, _ := union(trie, parts, false, func(a tokentrie.Automaton) any { return trie.Slice(a, -1) }).(*tokentrie.Slice)
 	return s
 }
