@@ -2,6 +2,7 @@ package tokentrie_test
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/tokentrie"
@@ -288,5 +289,5 @@ var uncachedKeys int
 
 func (u uncached) Key() string {
 	uncachedKeys++
-	return u.Automaton.Key() + string(rune(uncachedKeys))
+	return u.Automaton.Key() + "#" + strconv.Itoa(uncachedKeys) // distinct for every call
 }

@@ -98,7 +98,11 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 	// depth is the trie depth of the walk's position; pushed[d] tells whether the byte at
 	// depth d was pushed on r (not when r said the state after it was the same as before).
 	depth := 0
-	pushed := make([]bool, t.maxLen+1)
+	var onStack [257]bool // most vocabularies' longest token is at most 256 bytes
+	pushed := onStack[:]
+	if t.maxLen >= len(onStack) {
+		pushed = make([]bool, t.maxLen+1)
+	}
 	pop := func(to int) {
 		n := 0
 		for d := to + 1; d <= depth; d++ {
