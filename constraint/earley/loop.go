@@ -185,6 +185,7 @@ func cachedAutomaton(g *grammar.CFG, x, lead grammar.Symbol, body []grammar.Symb
 	if ok {
 		return a
 	}
+	automata.built.Add(1)
 	if lead < 0 {
 		a = newAutomaton(g, x)
 	} else {
@@ -433,8 +434,9 @@ var automata struct {
 	sync.Mutex
 	byNFA map[string]*Automaton // nil: beyond the limits
 	// byGrammar holds the same automata by the sub-grammar they were built from (see
-	// grammarKey).
+	// grammarKey); built counts the position automata built on a miss (tests).
 	byGrammar map[string]*Automaton
+	built     atomic.Int64
 }
 
 // maxCachedAutomata bounds the cache; past it, it starts over.

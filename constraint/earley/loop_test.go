@@ -81,10 +81,11 @@ func TestCachedAutomatonIsTheBuiltOne(t *testing.T) {
 		}
 		return a.Key()
 	}
-	hits := 0
+	hits, reused := 0, 0
 	for range 200 {
 		src := randomGrammar(rng)
-		for range 2 {
+		first := map[grammar.Symbol]*Automaton{} // the first compile's x*, by nonterminal
+		for pass := range 2 {
 			g, err := grammar.Parse(src)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, src)
@@ -99,10 +100,23 @@ func TestCachedAutomatonIsTheBuiltOne(t *testing.T) {
 			}
 			for x := range cfg.Names {
 				xs := grammar.Symbol(x)
-				if got, want := keyOf(cachedAutomaton(cfg, xs, -1, self)), keyOf(newAutomaton(cfg, xs)); got != want {
+				before := automata.built.Load()
+				a := cachedAutomaton(cfg, xs, -1, self)
+				builtNow := automata.built.Load() != before
+				if got, want := keyOf(a), keyOf(newAutomaton(cfg, xs)); got != want {
 					t.Fatalf("%s: %s*: cached %q, built %q", src, cfg.Names[x], got, want)
 				} else if got != "<nil>" {
 					hits++
+				}
+				if pass == 0 {
+					first[xs] = a
+					continue
+				}
+				if builtNow {
+					t.Fatalf("%s: %s*: the second compile built its automaton again", src, cfg.Names[x])
+				}
+				if a != nil && a == first[xs] {
+					reused++ // the second compile found the first's automaton by its rules
 				}
 				for y := range cfg.Names {
 					ys := grammar.Symbol(y)
@@ -116,4 +130,8 @@ func TestCachedAutomatonIsTheBuiltOne(t *testing.T) {
 	if hits < 100 {
 		t.Fatalf("only %d regular repetitions met: the test checks too little", hits)
 	}
+	if reused < hits/4 {
+		t.Fatalf("the second compile of a grammar reused %d automata of %d: the cache by sub-grammar is not used", reused, hits)
+	}
+	t.Logf("%d regular repetitions, %d found again by the second compile", hits, reused)
 }
