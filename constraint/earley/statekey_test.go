@@ -179,6 +179,7 @@ func TestWalkCallsInAnyOrder(t *testing.T) {
 			}
 		}
 	}
+	recycled := 0
 	for run := range 20 {
 		all := []*tracked{{m: New(g)}}
 		for step := range 400 {
@@ -202,6 +203,9 @@ func TestWalkCallsInAnyOrder(t *testing.T) {
 				all = append(all, &tracked{m: tm.m.Clone(), history: slices.Clone(tm.history)})
 			case op == 7:
 				tm.m.BeginWalk()
+				if len(tm.m.spare) > 0 {
+					recycled++
+				}
 			case op == 8:
 				tm.m.EndWalk()
 			default:
@@ -213,4 +217,8 @@ func TestWalkCallsInAnyOrder(t *testing.T) {
 		}
 		check(run*1000+400, all)
 	}
+	if recycled == 0 {
+		t.Fatal("no walk recycled any set: the property the test is about was not exercised")
+	}
+	t.Logf("%d walks began with sets to recycle", recycled)
 }
