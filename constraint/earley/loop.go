@@ -123,6 +123,17 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 		}
 		done[n] = true
 		prods := g.ByLHS[n]
+		if len(prods) == 1 { // N ::= M, M a repetition: N is the same repetition
+			rhs := g.Prods[prods[0]].RHS
+			if len(rhs) == 1 && !rhs[0].IsTerminal() && rhs[0] != grammar.Symbol(n) {
+				m := int32(rhs[0])
+				visit(m)
+				if r.bound[m] == unbounded {
+					r.body[n], r.bound[n] = r.body[m], unbounded
+				}
+			}
+			return
+		}
 		if len(prods) != 2 {
 			return
 		}

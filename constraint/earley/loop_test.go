@@ -22,6 +22,9 @@ func TestActiveRuns(t *testing.T) {
 		{`root ::= "x" [0-9]+ "y"`, `x`, []int{-1}},
 		{`root ::= "ab" | "cd"`, "", []int{}},
 		{"root ::= r\nr ::= \"(\" r \")\" | [a-z]*", "((", []int{-1}},
+		// X then a rule that is only a repetition (N ::= M, M ::= ε | M Y): one run of X Y*
+		{"root ::= \"\\\"\" [a-z] tail \"\\\"\"\ntail ::= [a-z]*", `"`, []int{-1}},
+		{"root ::= \"\\\"\" [a-z] tail \"\\\"\"\ntail ::= [a-z]*", `"ab`, []int{-1}},
 	}
 	for _, tt := range tests {
 		m := New(grammar.MustCompile(tt.grammar))
