@@ -26,6 +26,10 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 		{"bounded", `root ::= "\"" [a-z ]{1,12} "\"" | "\"" [a-z]{2,6} "!\"" | "<" [^<>]{0,40} ">"`, `"and the lord"`, true},
 		{"string", `root ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\/bfnrt] )* "\"" [ ]{0,9} "."`, `"In the \"God\" é\\ the" .`, true},
 		{"digits", `root ::= [0-9]{5,} ("." [0-9]{0,7})? " " [a-z]+`, "1234567.1234567 and", true},
+		// Required copies written as a chain of rules, each copy's body a rule of its own
+		// (as a schema's minLength is translated): one run of the repetition after them.
+		{"chain", "root ::= \"\\\"\" s0 \"\\\"\"\ns0 ::= a s1\ns1 ::= b s2\ns2 ::= c tail\ntail ::= d*\na ::= [a-z ]\nb ::= [a-z ]\nc ::= [a-z ]\nd ::= [a-z ]", `"and the lord"`, true},
+		{"bounded chain", "root ::= \"\\\"\" s0 \"\\\"\"\ns0 ::= a s1\ns1 ::= b s2\ns2 ::= c tail\ntail ::= d{0,9}\na ::= [a-z ]\nb ::= [a-z ]\nc ::= [a-z ]\nd ::= [a-z ]", `"the lord"`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

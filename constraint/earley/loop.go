@@ -99,6 +99,9 @@ type grammarRuns struct {
 	g     *grammar.CFG
 	body  []grammar.Symbol
 	bound []int
+	// alias maps a symbol whose rules equal those of a repetition's body to that body (its
+	// representative); written only while the runs are built.
+	alias map[grammar.Symbol]grammar.Symbol
 
 	mu       sync.Mutex
 	automata map[[2]grammar.Symbol]*Automaton // nil: not regular within the limits
@@ -115,6 +118,30 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 	if len(g.Prefixes) > 0 {
 		r.prefixes = make([]atomic.Pointer[Automaton], len(g.Names))
 	}
+	keys := map[grammar.Symbol]string{}
+	key := func(s grammar.Symbol) string {
+		k, ok := keys[s]
+		if !ok {
+			k = string(grammarKey(nil, g, s)) // "" when recursive
+			keys[s] = k
+		}
+		return k
+	}
+	// same reports whether x is the body y (y a representative), making y x's representative
+	// when their rules are equal: a translation may write a repetition's body once per copy.
+	same := func(x, y grammar.Symbol) bool {
+		if x = r.rep(x); x == y {
+			return true
+		}
+		if k := key(x); k != "" && k == key(y) {
+			if r.alias == nil {
+				r.alias = map[grammar.Symbol]grammar.Symbol{}
+			}
+			r.alias[x] = y
+			return true
+		}
+		return false
+	}
 	done := make([]bool, len(g.Names))
 	var visit func(n int32)
 	visit = func(n int32) {
@@ -123,13 +150,25 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 		}
 		done[n] = true
 		prods := g.ByLHS[n]
-		if len(prods) == 1 { // N ::= M, M a repetition: N is the same repetition
-			rhs := g.Prods[prods[0]].RHS
-			if len(rhs) == 1 && !rhs[0].IsTerminal() && rhs[0] != grammar.Symbol(n) {
+		if len(prods) == 1 {
+			switch rhs := g.Prods[prods[0]].RHS; {
+			case len(rhs) == 1 && !rhs[0].IsTerminal() && rhs[0] != grammar.Symbol(n):
+				// N ::= M, M a repetition: N is the same repetition
 				m := int32(rhs[0])
 				visit(m)
 				if r.bound[m] == unbounded {
 					r.body[n], r.bound[n] = r.body[m], unbounded
+				}
+			case len(rhs) == 2 && !rhs[1].IsTerminal() && rhs[1] != grammar.Symbol(n):
+				// N ::= X M, M a repetition of X: every prefix of N is one of M's with a copy
+				// more (a repetition's required copies, X{3,} as X X X X*)
+				next := int32(rhs[1])
+				visit(next)
+				if r.bound[next] != 0 && same(rhs[0], r.body[next]) {
+					r.body[n], r.bound[n] = r.body[next], r.bound[next]
+					if r.bound[next] != unbounded {
+						r.bound[n]++
+					}
 				}
 			}
 			return
@@ -144,14 +183,14 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 		switch {
 		case len(a) != 0:
 		case len(b) == 2 && b[0] == grammar.Symbol(n) && b[1] != grammar.Symbol(n):
-			r.body[n], r.bound[n] = b[1], unbounded
+			r.body[n], r.bound[n] = r.rep(b[1]), unbounded
 		case len(b) == 1 && b[0] != grammar.Symbol(n):
-			r.body[n], r.bound[n] = b[0], 1
+			r.body[n], r.bound[n] = r.rep(b[0]), 1
 		case len(b) == 2 && !b[1].IsTerminal() && b[1] != grammar.Symbol(n):
 			next := int32(b[1])
 			visit(next)
-			if r.bound[next] > 0 && r.body[next] == b[0] {
-				r.body[n], r.bound[n] = b[0], 1+r.bound[next]
+			if r.bound[next] > 0 && same(b[0], r.body[next]) {
+				r.body[n], r.bound[n] = r.body[next], 1+r.bound[next]
 			}
 		}
 	}
@@ -159,6 +198,14 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 		visit(int32(n))
 	}
 	return r
+}
+
+// rep returns the representative of the symbols with x's rules (x itself when it has none).
+func (r *grammarRuns) rep(x grammar.Symbol) grammar.Symbol {
+	if y, ok := r.alias[x]; ok {
+		return y
+	}
+	return x
 }
 
 // automaton returns the automaton of X*, or with lead ≥ 0 of X Y* where Y* is the repetition
@@ -324,12 +371,12 @@ func prefixAutomaton(p *grammar.PrefixAutomaton) *Automaton {
 // budget returns how many copies of X = RHS[dot] the item (prod, dot) may consume from here.
 func (r *grammarRuns) budget(prod, dot int32) int {
 	p := &r.g.Prods[prod]
-	x := p.RHS[dot]
+	x := r.rep(p.RHS[dot])
 	if dot == 1 && len(p.RHS) == 2 && p.RHS[0] == grammar.Symbol(p.LHS) && r.bound[p.LHS] == unbounded {
 		return unbounded
 	}
 	j := int(dot)
-	for j < len(p.RHS) && p.RHS[j] == x {
+	for j < len(p.RHS) && r.rep(p.RHS[j]) == x {
 		j++
 	}
 	n := j - int(dot)

@@ -9,6 +9,17 @@ import (
 
 // TestActiveRuns checks which repetitions the parser reports at several points, with their
 // budgets, and that the automaton counts the copies a byte string starts.
+// chainGrammar is a string of at least three letters written as a chain of rules.
+const chainGrammar = `root ::= "\"" s0 "\""
+s0 ::= a s1
+s1 ::= b s2
+s2 ::= c tail
+tail ::= d*
+a ::= [a-z]
+b ::= [a-z]
+c ::= [a-z]
+d ::= [a-z]`
+
 func TestActiveRuns(t *testing.T) {
 	tests := []struct {
 		grammar, prefix string
@@ -25,6 +36,12 @@ func TestActiveRuns(t *testing.T) {
 		// X then a rule that is only a repetition (N ::= M, M ::= ε | M Y): one run of X Y*
 		{"root ::= \"\\\"\" [a-z] tail \"\\\"\"\ntail ::= [a-z]*", `"`, []int{-1}},
 		{"root ::= \"\\\"\" [a-z] tail \"\\\"\"\ntail ::= [a-z]*", `"ab`, []int{-1}},
+		// required copies before a repetition, each copy's body a rule of its own with the same
+		// rules (X X X*, as a schema's minLength is written): every prefix is one of X*
+		{chainGrammar, `"`, []int{-1}},
+		{chainGrammar, `"a`, []int{-1}},
+		{chainGrammar, `"abcd`, []int{-1}},
+		{"root ::= \"\\\"\" s0 \"\\\"\"\ns0 ::= a s1\ns1 ::= b\na ::= [a-z]\nb ::= [0-9]", `"`, []int{}}, // different bodies: walked
 	}
 	for _, tt := range tests {
 		m := New(grammar.MustCompile(tt.grammar))
