@@ -155,7 +155,25 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		if tuner != nil {
 			k = tuner.choose(room)
 		}
-		drafts, err := r.propose(ctx, max(min(k, room), 0))
+		if k <= 0 || room <= 0 {
+			// No drafts: a step of plain decoding, without the verification's bookkeeping
+			// (the logits row kept aside, the rollback) that would make it slower than the
+			// target alone.
+			t1 := time.Now()
+			if err := r.plainStep(); err != nil {
+				return err
+			}
+			st := s.Stats()
+			if len(st.DraftK) == 0 {
+				st.DraftK = append(st.DraftK, 0)
+			}
+			st.DraftK[0]++
+			if tuner != nil {
+				tuner.observe(0, 0, 0, 0, time.Since(t1))
+			}
+			continue
+		}
+		drafts, err := r.propose(ctx, min(k, room))
 		if err != nil {
 			return err
 		}
@@ -194,6 +212,30 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		}
 	}
 	return nil
+}
+
+// plainStep decodes one token as the target alone would: the sequence's pending token (the
+// last committed one) goes through the model, and the next is chosen from its row and
+// appended, pending in turn.
+func (r *specRun) plainStep() error {
+	s, q := r.s, r.q
+	if err := s.Forward(q); err != nil {
+		return err
+	}
+	cands, err := s.ProcessBatch([]*core.Sequence{q})
+	if err != nil {
+		return err
+	}
+	var ch core.Choice
+	if r.sp.cfg.Greedy {
+		ch, err = s.Greedy(q, cands[0])
+	} else {
+		ch, err = s.Sample(q, cands[0])
+	}
+	if err != nil {
+		return err
+	}
+	return s.Append(q, ch)
 }
 
 // propose drafts up to k tokens, recording the draft distributions (draft model only).

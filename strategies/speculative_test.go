@@ -96,3 +96,25 @@ func TestCheckSameTokenizer(t *testing.T) {
 		t.Fatal("different vocabulary sizes accepted")
 	}
 }
+
+// TestSpeculativePlainSteps checks a step that drafts nothing (here the last token, with no
+// room for a draft and its bonus token; the cost policy's k = 0 takes the same path): it
+// decodes as the target alone would, greedy or sampled, and counts as a step of zero drafts.
+func TestSpeculativePlainSteps(t *testing.T) {
+	m, tok := testmodel.Default()
+	for _, greedy := range []bool{true, false} {
+		req := core.Request{Prompt: "the cat sat on", MaxNewTokens: 1, IgnoreEOS: true, Seed: core.SeedOf(7)}
+		var alone core.Strategy = strategies.Ancestral{}
+		if greedy {
+			alone = strategies.Greedy{}
+		}
+		want := generate(t, m, tok, alone, req).Sequences[0].Tokens
+		res := generate(t, m, tok, mustSpec(t, strategies.SpeculativeConfig{Draft: draftFor(9), K: 4, Greedy: greedy}), req)
+		if got := res.Sequences[0].Tokens; !slices.Equal(got, want) {
+			t.Fatalf("greedy %v: speculative %v, target alone %v", greedy, got, want)
+		}
+		if res.Stats.Drafted != 0 || !slices.Equal(res.Stats.DraftK, []int{1}) {
+			t.Fatalf("greedy %v: stats %+v, want one step of zero drafts", greedy, res.Stats)
+		}
+	}
+}
