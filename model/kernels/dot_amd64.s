@@ -10527,7 +10527,7 @@ dotBF16x1AVX512_done:
 	RET
 
 // func dotF32x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·dotF32x2AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -10550,6 +10550,8 @@ dotF32x2AVX512_row:
 dotF32x2AVX512_pairs:
 	CMPQ        R9, $0x04
 	JB          dotF32x2AVX512_single
+	PREFETCHT0  4096(BX)
+	PREFETCHT0  4160(BX)
 	VMOVUPS     (BX), Z4
 	VFMADD231PS (DI)(SI*1), Z4, Z0
 	VFMADD231PS (R8)(SI*1), Z4, Z2
@@ -10616,7 +10618,7 @@ dotF32x2AVX512_done:
 	RET
 
 // func dotF16x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F, F16C
+// Requires: AVX, AVX512F, F16C, MMX+
 TEXT ·dotF16x2AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -10639,6 +10641,7 @@ dotF16x2AVX512_row:
 dotF16x2AVX512_pairs:
 	CMPQ        R9, $0x04
 	JB          dotF16x2AVX512_single
+	PREFETCHT0  4096(BX)
 	VCVTPH2PS   (BX), Z4
 	VFMADD231PS (DI)(SI*1), Z4, Z0
 	VFMADD231PS (R8)(SI*1), Z4, Z2
@@ -10705,7 +10708,7 @@ dotF16x2AVX512_done:
 	RET
 
 // func dotBF16x2AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·dotBF16x2AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -10728,6 +10731,7 @@ dotBF16x2AVX512_row:
 dotBF16x2AVX512_pairs:
 	CMPQ        R9, $0x04
 	JB          dotBF16x2AVX512_single
+	PREFETCHT0  4096(BX)
 	VPMOVZXWD   (BX), Z4
 	VPSLLD      $0x10, Z4, Z4
 	VFMADD231PS (DI)(SI*1), Z4, Z0
@@ -10798,7 +10802,7 @@ dotBF16x2AVX512_done:
 	RET
 
 // func dotF32x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·dotF32x3AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -10824,6 +10828,8 @@ dotF32x3AVX512_row:
 dotF32x3AVX512_pairs:
 	CMPQ        R10, $0x04
 	JB          dotF32x3AVX512_single
+	PREFETCHT0  4096(BX)
+	PREFETCHT0  4160(BX)
 	VMOVUPS     (BX), Z6
 	VFMADD231PS (DI)(SI*1), Z6, Z0
 	VFMADD231PS (R8)(SI*1), Z6, Z2
@@ -10906,7 +10912,7 @@ dotF32x3AVX512_done:
 	RET
 
 // func dotF16x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F, F16C
+// Requires: AVX, AVX512F, F16C, MMX+
 TEXT ·dotF16x3AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -10932,6 +10938,7 @@ dotF16x3AVX512_row:
 dotF16x3AVX512_pairs:
 	CMPQ        R10, $0x04
 	JB          dotF16x3AVX512_single
+	PREFETCHT0  4096(BX)
 	VCVTPH2PS   (BX), Z6
 	VFMADD231PS (DI)(SI*1), Z6, Z0
 	VFMADD231PS (R8)(SI*1), Z6, Z2
@@ -11014,7 +11021,7 @@ dotF16x3AVX512_done:
 	RET
 
 // func dotBF16x3AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·dotBF16x3AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11040,6 +11047,7 @@ dotBF16x3AVX512_row:
 dotBF16x3AVX512_pairs:
 	CMPQ        R10, $0x04
 	JB          dotBF16x3AVX512_single
+	PREFETCHT0  4096(BX)
 	VPMOVZXWD   (BX), Z6
 	VPSLLD      $0x10, Z6, Z6
 	VFMADD231PS (DI)(SI*1), Z6, Z0
@@ -11126,7 +11134,7 @@ dotBF16x3AVX512_done:
 	RET
 
 // func dotF32x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·dotF32x4AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11155,6 +11163,8 @@ dotF32x4AVX512_row:
 dotF32x4AVX512_pairs:
 	CMPQ        R11, $0x04
 	JB          dotF32x4AVX512_single
+	PREFETCHT0  4096(BX)
+	PREFETCHT0  4160(BX)
 	VMOVUPS     (BX), Z8
 	VFMADD231PS (DI)(SI*1), Z8, Z0
 	VFMADD231PS (R8)(SI*1), Z8, Z2
@@ -11253,7 +11263,7 @@ dotF32x4AVX512_done:
 	RET
 
 // func dotF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F, F16C
+// Requires: AVX, AVX512F, F16C, MMX+
 TEXT ·dotF16x4AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11282,6 +11292,7 @@ dotF16x4AVX512_row:
 dotF16x4AVX512_pairs:
 	CMPQ        R11, $0x04
 	JB          dotF16x4AVX512_single
+	PREFETCHT0  4096(BX)
 	VCVTPH2PS   (BX), Z8
 	VFMADD231PS (DI)(SI*1), Z8, Z0
 	VFMADD231PS (R8)(SI*1), Z8, Z2
@@ -11380,7 +11391,7 @@ dotF16x4AVX512_done:
 	RET
 
 // func dotBF16x4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·dotBF16x4AVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11409,6 +11420,7 @@ dotBF16x4AVX512_row:
 dotBF16x4AVX512_pairs:
 	CMPQ        R11, $0x04
 	JB          dotBF16x4AVX512_single
+	PREFETCHT0  4096(BX)
 	VPMOVZXWD   (BX), Z8
 	VPSLLD      $0x10, Z8, Z8
 	VFMADD231PS (DI)(SI*1), Z8, Z0
@@ -11511,7 +11523,7 @@ dotBF16x4AVX512_done:
 	RET
 
 // func dotF32x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·dotF32x4PairsAVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11550,6 +11562,10 @@ dotF32x4PairsAVX512_row:
 dotF32x4PairsAVX512_pairs:
 	CMPQ        R13, $0x04
 	JB          dotF32x4PairsAVX512_single
+	PREFETCHT0  4096(SI)
+	PREFETCHT0  4160(SI)
+	PREFETCHT0  4096(R12)
+	PREFETCHT0  4160(R12)
 	VMOVUPS     (SI), Z16
 	VMOVUPS     (R12), Z17
 	VMOVUPS     (R8)(DI*1), Z18
@@ -11730,7 +11746,7 @@ dotF32x4PairsAVX512_done:
 	RET
 
 // func dotF16x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotF16x4PairsAVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11769,6 +11785,8 @@ dotF16x4PairsAVX512_row:
 dotF16x4PairsAVX512_pairs:
 	CMPQ        R13, $0x04
 	JB          dotF16x4PairsAVX512_single
+	PREFETCHT0  4096(SI)
+	PREFETCHT0  4096(R12)
 	VCVTPH2PS   (SI), Z16
 	VCVTPH2PS   (R12), Z17
 	VMOVUPS     (R8)(DI*1), Z18
@@ -11949,7 +11967,7 @@ dotF16x4PairsAVX512_done:
 	RET
 
 // func dotBF16x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
 TEXT ·dotBF16x4PairsAVX512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
@@ -11988,6 +12006,8 @@ dotBF16x4PairsAVX512_row:
 dotBF16x4PairsAVX512_pairs:
 	CMPQ        R13, $0x04
 	JB          dotBF16x4PairsAVX512_single
+	PREFETCHT0  4096(SI)
+	PREFETCHT0  4096(R12)
 	VPMOVZXWD   (SI), Z16
 	VPSLLD      $0x10, Z16, Z16
 	VPMOVZXWD   (R12), Z17
