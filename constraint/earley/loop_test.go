@@ -1,7 +1,10 @@
 package earley
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/grammar"
@@ -154,4 +157,35 @@ func TestCachedAutomatonIsTheBuiltOne(t *testing.T) {
 		t.Fatalf("the second compile of a grammar reused %d automata of %d: the cache by sub-grammar is not used", reused, hits)
 	}
 	t.Logf("%d regular repetitions, %d found again by the second compile", hits, reused)
+}
+
+// TestLargeLeadHasNoAutomaton checks that a lead X Y* whose sub-grammar passes
+// maxLeadKeyBytes gets no automaton (the parser walks that state), and a small one does.
+func TestLargeLeadHasNoAutomaton(t *testing.T) {
+	var class strings.Builder
+	for r := 0x1000; r < 0x1400; r += 2 { // every other code point: a production per range
+		fmt.Fprintf(&class, "\\u%04X", r)
+	}
+	for _, tt := range []struct {
+		x    string
+		want bool
+	}{
+		{"[a-z]", true},
+		{"[" + class.String() + "]", false},
+	} {
+		g := grammar.MustCompile("root ::= \"\\\"\" x tail \"\\\"\"\nx ::= " + tt.x + "\ntail ::= y*\ny ::= [a-z]")
+		m := New(g)
+		if _, ok := m.AdvanceBytes([]byte(`"`)); !ok {
+			t.Fatal(`prefix " rejected`)
+		}
+		runs := m.ActiveRuns(nil)
+		if got := len(runs) == 1; got != tt.want {
+			t.Errorf("x ::= %.20s…: %d runs, want a run: %v", tt.x, len(runs), tt.want)
+		}
+		x := grammar.Symbol(slices.Index(g.Names, "x"))
+		key := grammarKey(append([]byte("lead"), nil...), g, x, grammar.Symbol(slices.Index(g.Names, "y")))
+		if tt.want == (len(key) > maxLeadKeyBytes) {
+			t.Errorf("x ::= %.20s…: key of %d bytes, the bound is %d", tt.x, len(key), maxLeadKeyBytes)
+		}
+	}
 }
