@@ -20,23 +20,25 @@ func Union(parts ...Automaton) Automaton {
 	u := &union{trans: nil}
 	ids := map[string]uint32{}
 	var states [][]uint32
-	key := func(st []uint32) string {
-		b := make([]byte, 0, 4*len(st))
+	var kbuf []byte // the key of a tuple of part states, reused
+	key := func(st []uint32) []byte {
+		kbuf = kbuf[:0]
 		for _, s := range st {
-			b = binary.LittleEndian.AppendUint32(b, s)
+			kbuf = binary.LittleEndian.AppendUint32(kbuf, s)
 		}
-		return string(b)
+		return kbuf
 	}
 	start := make([]uint32, len(parts))
 	for i, p := range parts {
 		start[i] = p.Start()
 	}
-	ids[key(start)] = 1
+	ids[string(key(start))] = 1
 	states = append(states, start)
 	covers := make([]bool, len(parts)) // part i alive in every reachable state so far
 	for i := range covers {
 		covers[i] = true
 	}
+	next := make([]uint32, len(parts)) // scratch: copied only when it is a new state
 	for q := 0; q < len(states); q++ {
 		for i, st := range states[q] {
 			if st == 0 {
@@ -44,9 +46,9 @@ func Union(parts ...Automaton) Automaton {
 			}
 		}
 		for b := range 256 {
-			next := make([]uint32, len(parts))
 			alive := false
 			for i, p := range parts {
+				next[i] = 0
 				if s := states[q][i]; s != 0 {
 					next[i], _ = p.Step(s, byte(b))
 					alive = alive || next[i] != 0
@@ -57,14 +59,14 @@ func Union(parts ...Automaton) Automaton {
 				continue
 			}
 			k := key(next)
-			id, ok := ids[k]
+			id, ok := ids[string(k)] // no allocation for the lookup
 			if !ok {
 				if len(states) == maxUnionStates {
 					return nil
 				}
-				states = append(states, next)
+				states = append(states, append([]uint32(nil), next...))
 				id = uint32(len(states))
-				ids[k] = id
+				ids[string(k)] = id
 			}
 			u.trans = append(u.trans, id)
 		}
