@@ -197,7 +197,11 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 }
 
 func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
-	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), subMax: make([]uint8, len(t.nodes)), budget: -1}
+	counted := a.Counted()
+	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
+	if counted { // only budgets read the copies below a node: one byte per node otherwise unused
+		all.subMax = make([]uint8, len(t.nodes))
+	}
 	// One pass in preorder. open[k] is the live node of depth k+1 on the current path, with
 	// the most copies a token below it starts so far and whether a rejected node lies below
 	// it; a node's subMax and skip bit are known when the pass leaves its subtree.
@@ -211,7 +215,9 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 		for len(open) > depth {
 			o := open[len(open)-1]
 			open = open[:len(open)-1]
-			all.subMax[o.node] = o.subMax
+			if counted {
+				all.subMax[o.node] = o.subMax
+			}
 			if !o.hasDead {
 				all.skip[o.node>>6] |= 1 << (o.node & 63)
 			}
@@ -246,7 +252,7 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 		units[d] = u
 		open = append(open, openNode{node: int32(i), subMax: u})
 		maxUnits = max(maxUnits, int(u))
-		if nd.tokHi > nd.tokLo {
+		if counted && nd.tokHi > nd.tokLo {
 			byUnits[u] = append(byUnits[u], int32(i))
 		}
 		for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
@@ -256,7 +262,7 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 	}
 	closeTo(0)
 	e := &sliceEntry{all: all}
-	if !a.Counted() {
+	if !counted {
 		return e
 	}
 	e.budgets = make([]*Slice, maxUnits)

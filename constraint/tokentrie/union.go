@@ -77,6 +77,7 @@ func Union(parts ...Automaton) Automaton {
 		}
 	}
 	var sb strings.Builder
+	sb.Grow(len("union") + 2*len(u.trans))
 	sb.WriteString("union")
 	for _, t := range u.trans {
 		sb.WriteByte(byte(t))
