@@ -61,8 +61,8 @@ func init() {
 	prefetchFn, prefetchL2Fn = prefetchLines, prefetchLinesL2
 	impls = append(impls, avx2)
 	// With AVX-512 the float types' products run on 16-wide registers, and those of Q8_0,
-	// Q4_0, Q5_0 and IQ4_NL on VPDPBUSD where the CPU has AVX-512 VNNI; the other types keep their
-	// AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
+	// Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL on VPDPBUSD where the CPU has AVX-512 VNNI; the other
+	// types keep their AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
 	if !cpu.X86.HasAVX512F {
 		return
 	}
@@ -89,6 +89,8 @@ func init() {
 		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}
 		avx512.dot[kQ4_0] = [4]dotFunc{dotQ4_0x1VNNI, dotQ4_0x2VNNI, dotQ4_0x3VNNI, dotQ4_0x4VNNI}
 		avx512.dot[kQ5_0] = [4]dotFunc{dotQ5_0x1VNNI, dotQ5_0x2VNNI, dotQ5_0x3VNNI, dotQ5_0x4VNNI}
+		avx512.dot[kQ4_1] = [4]dotFunc{dotQ4_1x1VNNI, dotQ4_1x2VNNI, dotQ4_1x3VNNI, dotQ4_1x4VNNI}
+		avx512.dot[kQ5_1] = [4]dotFunc{dotQ5_1x1VNNI, dotQ5_1x2VNNI, dotQ5_1x3VNNI, dotQ5_1x4VNNI}
 		avx512.dot[kIQ4_NL] = [4]dotFunc{dotIQ4_NLx1VNNI, dotIQ4_NLx2VNNI, dotIQ4_NLx3VNNI, dotIQ4_NLx4VNNI}
 		avx512.packed[kQ4_0] = [4]packedFunc{dotQ4_0P16x1VNNI, dotQ4_0P16x2VNNI, dotQ4_0P16x3VNNI, dotQ4_0P16x4VNNI}
 		avx512.packed[kQ8_0] = [4]packedFunc{dotQ8_0P16x1VNNI, dotQ8_0P16x2VNNI, dotQ8_0P16x3VNNI, dotQ8_0P16x4VNNI}

@@ -247,6 +247,12 @@ func dotQ4_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 // dotQ5_0x1VNNI computes 1 activation row(s) against rows weight rows.
 func dotQ5_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ4_1x1VNNI computes 1 activation row(s) against rows weight rows.
+func dotQ4_1x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x1VNNI computes 1 activation row(s) against rows weight rows.
+func dotQ5_1x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotIQ4_NLx1VNNI computes 1 activation row(s) against rows weight rows.
 func dotIQ4_NLx1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -267,6 +273,12 @@ func dotQ4_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 
 // dotQ5_0x2VNNI computes 2 activation row(s) against rows weight rows.
 func dotQ5_0x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_1x2VNNI computes 2 activation row(s) against rows weight rows.
+func dotQ4_1x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x2VNNI computes 2 activation row(s) against rows weight rows.
+func dotQ5_1x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotIQ4_NLx2VNNI computes 2 activation row(s) against rows weight rows.
 func dotIQ4_NLx2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
@@ -289,6 +301,12 @@ func dotQ4_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 // dotQ5_0x3VNNI computes 3 activation row(s) against rows weight rows.
 func dotQ5_0x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ4_1x3VNNI computes 3 activation row(s) against rows weight rows.
+func dotQ4_1x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x3VNNI computes 3 activation row(s) against rows weight rows.
+func dotQ5_1x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotIQ4_NLx3VNNI computes 3 activation row(s) against rows weight rows.
 func dotIQ4_NLx3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
@@ -309,6 +327,12 @@ func dotQ4_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, 
 
 // dotQ5_0x4VNNI computes 4 activation row(s) against rows weight rows.
 func dotQ5_0x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ4_1x4VNNI computes 4 activation row(s) against rows weight rows.
+func dotQ4_1x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotQ5_1x4VNNI computes 4 activation row(s) against rows weight rows.
+func dotQ5_1x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
 // dotIQ4_NLx4VNNI computes 4 activation row(s) against rows weight rows.
 func dotIQ4_NLx4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)

@@ -14530,6 +14530,220 @@ done:
 	VZEROUPPER
 	RET
 
+// func dotQ4_1x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ4_1x1VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z6, Z6, Z6
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ           R8, R8
+	JZ              store
+	VBROADCASTI32X4 4(BX), Z7
+	VINSERTI32X4    $0x02, 24(BX), Z7, Z7
+	VINSERTI32X4    $0x03, 24(BX), Z7, Z7
+	VPSRLVQ         Z5, Z7, Z7
+	VPANDD          Z4, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z7, Z0, Z8
+	VPSUBD          Z8, Z1, Z9
+	VBROADCASTI32X4 44(BX), Z10
+	VINSERTI32X4    $0x02, 64(BX), Z10, Z10
+	VINSERTI32X4    $0x03, 64(BX), Z10, Z10
+	VPSRLVQ         Z5, Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z10, Z0, Z11
+	VPSUBD          Z11, Z1, Z12
+	MOVWLZX         (BX), R9
+	VMOVD           R9, X13
+	VPINSRW         $0x01, 20(BX), X13, X13
+	VPINSRW         $0x02, 40(BX), X13, X13
+	VPINSRW         $0x03, 60(BX), X13, X13
+	VCVTPH2PS       X13, X13
+	VMULPS          (DI)(SI*1), X13, X13
+	VPERMPS         Z13, Z2, Z14
+	VPXORD          48(DI)(SI*1), Z0, Z15
+	VMOVDQA64       Z9, Z9
+	VPDPBUSD        Z7, Z15, Z9
+	VCVTDQ2PS       Z9, Z9
+	VFMADD231PS     Z9, Z14, Z6
+	VPERMPS         Z13, Z3, Z7
+	VPXORD          112(DI)(SI*1), Z0, Z9
+	VMOVDQA64       Z12, Z12
+	VPDPBUSD        Z10, Z9, Z12
+	VCVTDQ2PS       Z12, Z12
+	VFMADD231PS     Z12, Z7, Z6
+	MOVWLZX         2(BX), R9
+	VMOVD           R9, X13
+	VPINSRW         $0x01, 22(BX), X13, X13
+	VPINSRW         $0x02, 42(BX), X13, X13
+	VPINSRW         $0x03, 62(BX), X13, X13
+	VCVTPH2PS       X13, X13
+	VMOVUPS         32(DI)(SI*1), X16
+	VFMADD231PS     Z16, Z13, Z6
+	ADDQ            $0x00000050, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R8
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	VEXTRACTF64X4 $0x01, Z6, Y7
+	VADDPS        Y6, Y7, Y7
+	VEXTRACTF128  $0x01, Y7, X9
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0x4e, X9, X7
+	VADDPS        X7, X9, X9
+	VPERMILPS     $0xb1, X9, X7
+	VADDSS        X7, X9, X9
+	VMOVSS        X9, (BX)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ5_1x1VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z6
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z7, Z7, Z7
+	MOVQ   n+24(FP), R8
+
+tail:
+	TESTQ           R8, R8
+	JZ              store
+	VBROADCASTI32X4 8(BX), Z8
+	VINSERTI32X4    $0x02, 32(BX), Z8, Z8
+	VINSERTI32X4    $0x03, 32(BX), Z8, Z8
+	VPSRLVQ         Z5, Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	MOVL            4(BX), R9
+	MOVL            28(BX), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	KMOVQ           R9, K1
+	VPMOVM2B        K1, Z9
+	VPANDD          Z6, Z9, Z9
+	VPORD           Z9, Z8, Z8
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z8, Z0, Z10
+	VPSUBD          Z10, Z1, Z9
+	VBROADCASTI32X4 56(BX), Z13
+	VINSERTI32X4    $0x02, 80(BX), Z13, Z13
+	VINSERTI32X4    $0x03, 80(BX), Z13, Z13
+	VPSRLVQ         Z5, Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	MOVL            52(BX), R9
+	MOVL            76(BX), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	KMOVQ           R9, K1
+	VPMOVM2B        K1, Z14
+	VPANDD          Z6, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z13, Z0, Z11
+	VPSUBD          Z11, Z1, Z14
+	MOVWLZX         (BX), R9
+	VMOVD           R9, X12
+	VPINSRW         $0x01, 24(BX), X12, X12
+	VPINSRW         $0x02, 48(BX), X12, X12
+	VPINSRW         $0x03, 72(BX), X12, X12
+	VCVTPH2PS       X12, X12
+	VMULPS          (DI)(SI*1), X12, X12
+	VPERMPS         Z12, Z2, Z15
+	VPXORD          48(DI)(SI*1), Z0, Z16
+	VMOVDQA64       Z9, Z9
+	VPDPBUSD        Z8, Z16, Z9
+	VCVTDQ2PS       Z9, Z9
+	VFMADD231PS     Z9, Z15, Z7
+	VPERMPS         Z12, Z3, Z8
+	VPXORD          112(DI)(SI*1), Z0, Z9
+	VMOVDQA64       Z14, Z14
+	VPDPBUSD        Z13, Z9, Z14
+	VCVTDQ2PS       Z14, Z14
+	VFMADD231PS     Z14, Z8, Z7
+	MOVWLZX         2(BX), R9
+	VMOVD           R9, X12
+	VPINSRW         $0x01, 26(BX), X12, X12
+	VPINSRW         $0x02, 50(BX), X12, X12
+	VPINSRW         $0x03, 74(BX), X12, X12
+	VCVTPH2PS       X12, X12
+	VMOVUPS         32(DI)(SI*1), X17
+	VFMADD231PS     Z17, Z12, Z7
+	ADDQ            $0x00000060, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R8
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, BX
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VADDPS        Y7, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0x4e, X9, X8
+	VADDPS        X8, X9, X9
+	VPERMILPS     $0xb1, X9, X8
+	VADDSS        X8, X9, X9
+	VMOVSS        X9, (BX)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
 // func dotIQ4_NLx1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, F16C
 TEXT ·dotIQ4_NLx1VNNI(SB), NOSPLIT, $0-64
@@ -15721,6 +15935,276 @@ tail:
 	VCVTDQ2PS       Z15, Z15
 	VFMADD231PS     Z15, Z9, Z8
 	ADDQ            $0x00000058, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R9
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y9
+	VADDPS        Y7, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X10
+	VADDPS        X9, X10, X10
+	VPERMILPS     $0x4e, X10, X9
+	VADDPS        X9, X10, X10
+	VPERMILPS     $0xb1, X10, X9
+	VADDSS        X9, X10, X10
+	VMOVSS        X10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z8, Y9
+	VADDPS        Y8, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X10
+	VADDPS        X9, X10, X10
+	VPERMILPS     $0x4e, X10, X9
+	VADDPS        X9, X10, X10
+	VPERMILPS     $0xb1, X10, X9
+	VADDSS        X9, X10, X10
+	VMOVSS        X10, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ4_1x2VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ           R9, R9
+	JZ              store
+	VBROADCASTI32X4 4(BX), Z8
+	VINSERTI32X4    $0x02, 24(BX), Z8, Z8
+	VINSERTI32X4    $0x03, 24(BX), Z8, Z8
+	VPSRLVQ         Z5, Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z8, Z0, Z9
+	VPSUBD          Z9, Z1, Z10
+	VBROADCASTI32X4 44(BX), Z11
+	VINSERTI32X4    $0x02, 64(BX), Z11, Z11
+	VINSERTI32X4    $0x03, 64(BX), Z11, Z11
+	VPSRLVQ         Z5, Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPDPBUSD        Z11, Z0, Z12
+	VPSUBD          Z12, Z1, Z13
+	MOVWLZX         (BX), R10
+	VMOVD           R10, X14
+	VPINSRW         $0x01, 20(BX), X14, X14
+	VPINSRW         $0x02, 40(BX), X14, X14
+	VPINSRW         $0x03, 60(BX), X14, X14
+	VCVTPH2PS       X14, X14
+	VMULPS          (DI)(SI*1), X14, X15
+	VPERMPS         Z15, Z2, Z16
+	VPXORD          48(DI)(SI*1), Z0, Z17
+	VMOVDQA64       Z10, Z18
+	VPDPBUSD        Z8, Z17, Z18
+	VCVTDQ2PS       Z18, Z18
+	VFMADD231PS     Z18, Z16, Z6
+	VPERMPS         Z15, Z3, Z16
+	VPXORD          112(DI)(SI*1), Z0, Z17
+	VMOVDQA64       Z13, Z18
+	VPDPBUSD        Z11, Z17, Z18
+	VCVTDQ2PS       Z18, Z18
+	VFMADD231PS     Z18, Z16, Z6
+	VMULPS          (R8)(SI*1), X14, X14
+	VPERMPS         Z14, Z2, Z16
+	VPXORD          48(R8)(SI*1), Z0, Z17
+	VMOVDQA64       Z10, Z10
+	VPDPBUSD        Z8, Z17, Z10
+	VCVTDQ2PS       Z10, Z10
+	VFMADD231PS     Z10, Z16, Z7
+	VPERMPS         Z14, Z3, Z8
+	VPXORD          112(R8)(SI*1), Z0, Z10
+	VMOVDQA64       Z13, Z13
+	VPDPBUSD        Z11, Z10, Z13
+	VCVTDQ2PS       Z13, Z13
+	VFMADD231PS     Z13, Z8, Z7
+	MOVWLZX         2(BX), R10
+	VMOVD           R10, X14
+	VPINSRW         $0x01, 22(BX), X14, X14
+	VPINSRW         $0x02, 42(BX), X14, X14
+	VPINSRW         $0x03, 62(BX), X14, X14
+	VCVTPH2PS       X14, X14
+	VMOVUPS         32(DI)(SI*1), X15
+	VFMADD231PS     Z15, Z14, Z6
+	VMOVUPS         32(R8)(SI*1), X15
+	VFMADD231PS     Z15, Z14, Z7
+	ADDQ            $0x00000050, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R9
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y6, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X10
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0x4e, X10, X8
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0xb1, X10, X8
+	VADDSS        X8, X10, X10
+	VMOVSS        X10, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VADDPS        Y7, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X10
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0x4e, X10, X8
+	VADDPS        X8, X10, X10
+	VPERMILPS     $0xb1, X10, X8
+	VADDSS        X8, X10, X10
+	VMOVSS        X10, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x2VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ5_1x2VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z6
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	MOVQ   n+24(FP), R9
+
+tail:
+	TESTQ           R9, R9
+	JZ              store
+	VBROADCASTI32X4 8(BX), Z9
+	VINSERTI32X4    $0x02, 32(BX), Z9, Z9
+	VINSERTI32X4    $0x03, 32(BX), Z9, Z9
+	VPSRLVQ         Z5, Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	MOVL            4(BX), R10
+	MOVL            28(BX), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	KMOVQ           R10, K1
+	VPMOVM2B        K1, Z10
+	VPANDD          Z6, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z9, Z0, Z11
+	VPSUBD          Z11, Z1, Z10
+	VBROADCASTI32X4 56(BX), Z14
+	VINSERTI32X4    $0x02, 80(BX), Z14, Z14
+	VINSERTI32X4    $0x03, 80(BX), Z14, Z14
+	VPSRLVQ         Z5, Z14, Z14
+	VPANDD          Z4, Z14, Z14
+	MOVL            52(BX), R10
+	MOVL            76(BX), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	KMOVQ           R10, K1
+	VPMOVM2B        K1, Z15
+	VPANDD          Z6, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VPXORD          Z12, Z12, Z12
+	VPDPBUSD        Z14, Z0, Z12
+	VPSUBD          Z12, Z1, Z15
+	MOVWLZX         (BX), R10
+	VMOVD           R10, X16
+	VPINSRW         $0x01, 24(BX), X16, X16
+	VPINSRW         $0x02, 48(BX), X16, X16
+	VPINSRW         $0x03, 72(BX), X16, X16
+	VCVTPH2PS       X16, X16
+	VMULPS          (DI)(SI*1), X16, X13
+	VPERMPS         Z13, Z2, Z17
+	VPXORD          48(DI)(SI*1), Z0, Z18
+	VMOVDQA64       Z10, Z19
+	VPDPBUSD        Z9, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VFMADD231PS     Z19, Z17, Z7
+	VPERMPS         Z13, Z3, Z17
+	VPXORD          112(DI)(SI*1), Z0, Z18
+	VMOVDQA64       Z15, Z19
+	VPDPBUSD        Z14, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VFMADD231PS     Z19, Z17, Z7
+	VMULPS          (R8)(SI*1), X16, X13
+	VPERMPS         Z13, Z2, Z17
+	VPXORD          48(R8)(SI*1), Z0, Z18
+	VMOVDQA64       Z10, Z10
+	VPDPBUSD        Z9, Z18, Z10
+	VCVTDQ2PS       Z10, Z10
+	VFMADD231PS     Z10, Z17, Z8
+	VPERMPS         Z13, Z3, Z9
+	VPXORD          112(R8)(SI*1), Z0, Z10
+	VMOVDQA64       Z15, Z15
+	VPDPBUSD        Z14, Z10, Z15
+	VCVTDQ2PS       Z15, Z15
+	VFMADD231PS     Z15, Z9, Z8
+	MOVWLZX         2(BX), R10
+	VMOVD           R10, X13
+	VPINSRW         $0x01, 26(BX), X13, X13
+	VPINSRW         $0x02, 50(BX), X13, X13
+	VPINSRW         $0x03, 74(BX), X13, X13
+	VCVTPH2PS       X13, X13
+	VMOVUPS         32(DI)(SI*1), X16
+	VFMADD231PS     Z16, Z13, Z7
+	VMOVUPS         32(R8)(SI*1), X16
+	VFMADD231PS     Z16, Z13, Z8
+	ADDQ            $0x00000060, BX
 	ADDQ            $0x000000b0, SI
 	DECQ            R9
 	JMP             tail
@@ -17321,6 +17805,330 @@ tail:
 	VCVTDQ2PS       Z16, Z16
 	VFMADD231PS     Z16, Z10, Z9
 	ADDQ            $0x00000058, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R10
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y10
+	VADDPS        Y7, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VPERMILPS     $0x4e, X11, X10
+	VADDPS        X10, X11, X11
+	VPERMILPS     $0xb1, X11, X10
+	VADDSS        X10, X11, X11
+	VMOVSS        X11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z8, Y10
+	VADDPS        Y8, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VPERMILPS     $0x4e, X11, X10
+	VADDPS        X10, X11, X11
+	VPERMILPS     $0xb1, X11, X10
+	VADDSS        X10, X11, X11
+	VMOVSS        X11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z9, Y10
+	VADDPS        Y9, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VPERMILPS     $0x4e, X11, X10
+	VADDPS        X10, X11, X11
+	VPERMILPS     $0xb1, X11, X10
+	VADDSS        X10, X11, X11
+	VMOVSS        X11, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ4_1x3VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ           R10, R10
+	JZ              store
+	VBROADCASTI32X4 4(BX), Z9
+	VINSERTI32X4    $0x02, 24(BX), Z9, Z9
+	VINSERTI32X4    $0x03, 24(BX), Z9, Z9
+	VPSRLVQ         Z5, Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z9, Z0, Z10
+	VPSUBD          Z10, Z1, Z11
+	VBROADCASTI32X4 44(BX), Z12
+	VINSERTI32X4    $0x02, 64(BX), Z12, Z12
+	VINSERTI32X4    $0x03, 64(BX), Z12, Z12
+	VPSRLVQ         Z5, Z12, Z12
+	VPANDD          Z4, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPDPBUSD        Z12, Z0, Z13
+	VPSUBD          Z13, Z1, Z14
+	MOVWLZX         (BX), R11
+	VMOVD           R11, X15
+	VPINSRW         $0x01, 20(BX), X15, X15
+	VPINSRW         $0x02, 40(BX), X15, X15
+	VPINSRW         $0x03, 60(BX), X15, X15
+	VCVTPH2PS       X15, X15
+	VMULPS          (DI)(SI*1), X15, X16
+	VPERMPS         Z16, Z2, Z17
+	VPXORD          48(DI)(SI*1), Z0, Z18
+	VMOVDQA64       Z11, Z19
+	VPDPBUSD        Z9, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VFMADD231PS     Z19, Z17, Z6
+	VPERMPS         Z16, Z3, Z17
+	VPXORD          112(DI)(SI*1), Z0, Z18
+	VMOVDQA64       Z14, Z19
+	VPDPBUSD        Z12, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VFMADD231PS     Z19, Z17, Z6
+	VMULPS          (R8)(SI*1), X15, X16
+	VPERMPS         Z16, Z2, Z17
+	VPXORD          48(R8)(SI*1), Z0, Z18
+	VMOVDQA64       Z11, Z19
+	VPDPBUSD        Z9, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VFMADD231PS     Z19, Z17, Z7
+	VPERMPS         Z16, Z3, Z17
+	VPXORD          112(R8)(SI*1), Z0, Z18
+	VMOVDQA64       Z14, Z19
+	VPDPBUSD        Z12, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VFMADD231PS     Z19, Z17, Z7
+	VMULPS          (R9)(SI*1), X15, X15
+	VPERMPS         Z15, Z2, Z17
+	VPXORD          48(R9)(SI*1), Z0, Z18
+	VMOVDQA64       Z11, Z11
+	VPDPBUSD        Z9, Z18, Z11
+	VCVTDQ2PS       Z11, Z11
+	VFMADD231PS     Z11, Z17, Z8
+	VPERMPS         Z15, Z3, Z9
+	VPXORD          112(R9)(SI*1), Z0, Z11
+	VMOVDQA64       Z14, Z14
+	VPDPBUSD        Z12, Z11, Z14
+	VCVTDQ2PS       Z14, Z14
+	VFMADD231PS     Z14, Z9, Z8
+	MOVWLZX         2(BX), R11
+	VMOVD           R11, X15
+	VPINSRW         $0x01, 22(BX), X15, X15
+	VPINSRW         $0x02, 42(BX), X15, X15
+	VPINSRW         $0x03, 62(BX), X15, X15
+	VCVTPH2PS       X15, X15
+	VMOVUPS         32(DI)(SI*1), X16
+	VFMADD231PS     Z16, Z15, Z6
+	VMOVUPS         32(R8)(SI*1), X16
+	VFMADD231PS     Z16, Z15, Z7
+	VMOVUPS         32(R9)(SI*1), X16
+	VFMADD231PS     Z16, Z15, Z8
+	ADDQ            $0x00000050, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R10
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z6, Y9
+	VADDPS        Y6, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X11
+	VADDPS        X9, X11, X11
+	VPERMILPS     $0x4e, X11, X9
+	VADDPS        X9, X11, X11
+	VPERMILPS     $0xb1, X11, X9
+	VADDSS        X9, X11, X11
+	VMOVSS        X11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y9
+	VADDPS        Y7, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X11
+	VADDPS        X9, X11, X11
+	VPERMILPS     $0x4e, X11, X9
+	VADDPS        X9, X11, X11
+	VPERMILPS     $0xb1, X11, X9
+	VADDSS        X9, X11, X11
+	VMOVSS        X11, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z8, Y9
+	VADDPS        Y8, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X11
+	VADDPS        X9, X11, X11
+	VPERMILPS     $0x4e, X11, X9
+	VADDPS        X9, X11, X11
+	VPERMILPS     $0xb1, X11, X9
+	VADDSS        X9, X11, X11
+	VMOVSS        X11, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x3VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ5_1x3VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z6
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   n+24(FP), R10
+
+tail:
+	TESTQ           R10, R10
+	JZ              store
+	VBROADCASTI32X4 8(BX), Z10
+	VINSERTI32X4    $0x02, 32(BX), Z10, Z10
+	VINSERTI32X4    $0x03, 32(BX), Z10, Z10
+	VPSRLVQ         Z5, Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	MOVL            4(BX), R11
+	MOVL            28(BX), R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R11
+	KMOVQ           R11, K1
+	VPMOVM2B        K1, Z11
+	VPANDD          Z6, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VPXORD          Z12, Z12, Z12
+	VPDPBUSD        Z10, Z0, Z12
+	VPSUBD          Z12, Z1, Z11
+	VBROADCASTI32X4 56(BX), Z15
+	VINSERTI32X4    $0x02, 80(BX), Z15, Z15
+	VINSERTI32X4    $0x03, 80(BX), Z15, Z15
+	VPSRLVQ         Z5, Z15, Z15
+	VPANDD          Z4, Z15, Z15
+	MOVL            52(BX), R11
+	MOVL            76(BX), R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R11
+	KMOVQ           R11, K1
+	VPMOVM2B        K1, Z16
+	VPANDD          Z6, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPXORD          Z13, Z13, Z13
+	VPDPBUSD        Z15, Z0, Z13
+	VPSUBD          Z13, Z1, Z16
+	MOVWLZX         (BX), R11
+	VMOVD           R11, X17
+	VPINSRW         $0x01, 24(BX), X17, X17
+	VPINSRW         $0x02, 48(BX), X17, X17
+	VPINSRW         $0x03, 72(BX), X17, X17
+	VCVTPH2PS       X17, X17
+	VMULPS          (DI)(SI*1), X17, X14
+	VPERMPS         Z14, Z2, Z18
+	VPXORD          48(DI)(SI*1), Z0, Z19
+	VMOVDQA64       Z11, Z20
+	VPDPBUSD        Z10, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z7
+	VPERMPS         Z14, Z3, Z18
+	VPXORD          112(DI)(SI*1), Z0, Z19
+	VMOVDQA64       Z16, Z20
+	VPDPBUSD        Z15, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z7
+	VMULPS          (R8)(SI*1), X17, X14
+	VPERMPS         Z14, Z2, Z18
+	VPXORD          48(R8)(SI*1), Z0, Z19
+	VMOVDQA64       Z11, Z20
+	VPDPBUSD        Z10, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z8
+	VPERMPS         Z14, Z3, Z18
+	VPXORD          112(R8)(SI*1), Z0, Z19
+	VMOVDQA64       Z16, Z20
+	VPDPBUSD        Z15, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z8
+	VMULPS          (R9)(SI*1), X17, X14
+	VPERMPS         Z14, Z2, Z18
+	VPXORD          48(R9)(SI*1), Z0, Z19
+	VMOVDQA64       Z11, Z11
+	VPDPBUSD        Z10, Z19, Z11
+	VCVTDQ2PS       Z11, Z11
+	VFMADD231PS     Z11, Z18, Z9
+	VPERMPS         Z14, Z3, Z10
+	VPXORD          112(R9)(SI*1), Z0, Z11
+	VMOVDQA64       Z16, Z16
+	VPDPBUSD        Z15, Z11, Z16
+	VCVTDQ2PS       Z16, Z16
+	VFMADD231PS     Z16, Z10, Z9
+	MOVWLZX         2(BX), R11
+	VMOVD           R11, X14
+	VPINSRW         $0x01, 26(BX), X14, X14
+	VPINSRW         $0x02, 50(BX), X14, X14
+	VPINSRW         $0x03, 74(BX), X14, X14
+	VCVTPH2PS       X14, X14
+	VMOVUPS         32(DI)(SI*1), X17
+	VFMADD231PS     Z17, Z14, Z7
+	VMOVUPS         32(R8)(SI*1), X17
+	VFMADD231PS     Z17, Z14, Z8
+	VMOVUPS         32(R9)(SI*1), X17
+	VFMADD231PS     Z17, Z14, Z9
+	ADDQ            $0x00000060, BX
 	ADDQ            $0x000000b0, SI
 	DECQ            R10
 	JMP             tail
@@ -19299,6 +20107,384 @@ tail:
 	VCVTDQ2PS       Z17, Z17
 	VFMADD231PS     Z17, Z11, Z10
 	ADDQ            $0x00000058, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R11
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y11
+	VADDPS        Y7, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X12
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0x4e, X12, X11
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0xb1, X12, X11
+	VADDSS        X11, X12, X12
+	VMOVSS        X12, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z8, Y11
+	VADDPS        Y8, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X12
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0x4e, X12, X11
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0xb1, X12, X11
+	VADDSS        X11, X12, X12
+	VMOVSS        X12, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z9, Y11
+	VADDPS        Y9, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X12
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0x4e, X12, X11
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0xb1, X12, X11
+	VADDSS        X11, X12, X12
+	VMOVSS        X12, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z10, Y11
+	VADDPS        Y10, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X12
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0x4e, X12, X11
+	VADDPS        X11, X12, X12
+	VPERMILPS     $0xb1, X12, X11
+	VADDSS        X11, X12, X12
+	VMOVSS        X12, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4_1x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ4_1x4VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ           R11, R11
+	JZ              store
+	VBROADCASTI32X4 4(BX), Z10
+	VINSERTI32X4    $0x02, 24(BX), Z10, Z10
+	VINSERTI32X4    $0x03, 24(BX), Z10, Z10
+	VPSRLVQ         Z5, Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z10, Z0, Z11
+	VPSUBD          Z11, Z1, Z12
+	VBROADCASTI32X4 44(BX), Z13
+	VINSERTI32X4    $0x02, 64(BX), Z13, Z13
+	VINSERTI32X4    $0x03, 64(BX), Z13, Z13
+	VPSRLVQ         Z5, Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPDPBUSD        Z13, Z0, Z14
+	VPSUBD          Z14, Z1, Z15
+	MOVWLZX         (BX), R12
+	VMOVD           R12, X16
+	VPINSRW         $0x01, 20(BX), X16, X16
+	VPINSRW         $0x02, 40(BX), X16, X16
+	VPINSRW         $0x03, 60(BX), X16, X16
+	VCVTPH2PS       X16, X16
+	VMULPS          (DI)(SI*1), X16, X17
+	VPERMPS         Z17, Z2, Z18
+	VPXORD          48(DI)(SI*1), Z0, Z19
+	VMOVDQA64       Z12, Z20
+	VPDPBUSD        Z10, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z6
+	VPERMPS         Z17, Z3, Z18
+	VPXORD          112(DI)(SI*1), Z0, Z19
+	VMOVDQA64       Z15, Z20
+	VPDPBUSD        Z13, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z6
+	VMULPS          (R8)(SI*1), X16, X17
+	VPERMPS         Z17, Z2, Z18
+	VPXORD          48(R8)(SI*1), Z0, Z19
+	VMOVDQA64       Z12, Z20
+	VPDPBUSD        Z10, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z7
+	VPERMPS         Z17, Z3, Z18
+	VPXORD          112(R8)(SI*1), Z0, Z19
+	VMOVDQA64       Z15, Z20
+	VPDPBUSD        Z13, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z7
+	VMULPS          (R9)(SI*1), X16, X17
+	VPERMPS         Z17, Z2, Z18
+	VPXORD          48(R9)(SI*1), Z0, Z19
+	VMOVDQA64       Z12, Z20
+	VPDPBUSD        Z10, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z8
+	VPERMPS         Z17, Z3, Z18
+	VPXORD          112(R9)(SI*1), Z0, Z19
+	VMOVDQA64       Z15, Z20
+	VPDPBUSD        Z13, Z19, Z20
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z18, Z8
+	VMULPS          (R10)(SI*1), X16, X16
+	VPERMPS         Z16, Z2, Z18
+	VPXORD          48(R10)(SI*1), Z0, Z19
+	VMOVDQA64       Z12, Z12
+	VPDPBUSD        Z10, Z19, Z12
+	VCVTDQ2PS       Z12, Z12
+	VFMADD231PS     Z12, Z18, Z9
+	VPERMPS         Z16, Z3, Z10
+	VPXORD          112(R10)(SI*1), Z0, Z12
+	VMOVDQA64       Z15, Z15
+	VPDPBUSD        Z13, Z12, Z15
+	VCVTDQ2PS       Z15, Z15
+	VFMADD231PS     Z15, Z10, Z9
+	MOVWLZX         2(BX), R12
+	VMOVD           R12, X16
+	VPINSRW         $0x01, 22(BX), X16, X16
+	VPINSRW         $0x02, 42(BX), X16, X16
+	VPINSRW         $0x03, 62(BX), X16, X16
+	VCVTPH2PS       X16, X16
+	VMOVUPS         32(DI)(SI*1), X17
+	VFMADD231PS     Z17, Z16, Z6
+	VMOVUPS         32(R8)(SI*1), X17
+	VFMADD231PS     Z17, Z16, Z7
+	VMOVUPS         32(R9)(SI*1), X17
+	VFMADD231PS     Z17, Z16, Z8
+	VMOVUPS         32(R10)(SI*1), X17
+	VFMADD231PS     Z17, Z16, Z9
+	ADDQ            $0x00000050, BX
+	ADDQ            $0x000000b0, SI
+	DECQ            R11
+	JMP             tail
+
+store:
+	MOVQ          ostride+56(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          DX, SI
+	VEXTRACTF64X4 $0x01, Z6, Y10
+	VADDPS        Y6, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X12
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0x4e, X12, X10
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0xb1, X12, X10
+	VADDSS        X10, X12, X12
+	VMOVSS        X12, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z7, Y10
+	VADDPS        Y7, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X12
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0x4e, X12, X10
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0xb1, X12, X10
+	VADDSS        X10, X12, X12
+	VMOVSS        X12, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z8, Y10
+	VADDPS        Y8, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X12
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0x4e, X12, X10
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0xb1, X12, X10
+	VADDSS        X10, X12, X12
+	VMOVSS        X12, (SI)
+	ADDQ          BX, SI
+	VEXTRACTF64X4 $0x01, Z9, Y10
+	VADDPS        Y9, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X12
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0x4e, X12, X10
+	VADDPS        X10, X12, X12
+	VPERMILPS     $0xb1, X12, X10
+	VADDSS        X10, X12, X12
+	VMOVSS        X12, (SI)
+	MOVQ          wstride+8(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, DX
+	DECQ          CX
+	JMP           row
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1x4VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, F16C
+TEXT ·dotQ5_1x4VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU64    permLo2<>+0(SB), Z2
+	VMOVDQU64    permHi2<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z4
+	VMOVDQU64    shiftNibbleLanes<>+0(SB), Z5
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z6
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         out+48(FP), DX
+	MOVQ         x+32(FP), DI
+	MOVQ         xstride+40(FP), BX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+
+row:
+	TESTQ  CX, CX
+	JZ     done
+	MOVQ   AX, BX
+	XORQ   SI, SI
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	MOVQ   n+24(FP), R11
+
+tail:
+	TESTQ           R11, R11
+	JZ              store
+	VBROADCASTI32X4 8(BX), Z11
+	VINSERTI32X4    $0x02, 32(BX), Z11, Z11
+	VINSERTI32X4    $0x03, 32(BX), Z11, Z11
+	VPSRLVQ         Z5, Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	MOVL            4(BX), R12
+	MOVL            28(BX), R13
+	SHLQ            $0x20, R13
+	ORQ             R13, R12
+	KMOVQ           R12, K1
+	VPMOVM2B        K1, Z12
+	VPANDD          Z6, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VPXORD          Z13, Z13, Z13
+	VPDPBUSD        Z11, Z0, Z13
+	VPSUBD          Z13, Z1, Z12
+	VBROADCASTI32X4 56(BX), Z16
+	VINSERTI32X4    $0x02, 80(BX), Z16, Z16
+	VINSERTI32X4    $0x03, 80(BX), Z16, Z16
+	VPSRLVQ         Z5, Z16, Z16
+	VPANDD          Z4, Z16, Z16
+	MOVL            52(BX), R12
+	MOVL            76(BX), R13
+	SHLQ            $0x20, R13
+	ORQ             R13, R12
+	KMOVQ           R12, K1
+	VPMOVM2B        K1, Z17
+	VPANDD          Z6, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VPXORD          Z14, Z14, Z14
+	VPDPBUSD        Z16, Z0, Z14
+	VPSUBD          Z14, Z1, Z17
+	MOVWLZX         (BX), R12
+	VMOVD           R12, X18
+	VPINSRW         $0x01, 24(BX), X18, X18
+	VPINSRW         $0x02, 48(BX), X18, X18
+	VPINSRW         $0x03, 72(BX), X18, X18
+	VCVTPH2PS       X18, X18
+	VMULPS          (DI)(SI*1), X18, X15
+	VPERMPS         Z15, Z2, Z19
+	VPXORD          48(DI)(SI*1), Z0, Z20
+	VMOVDQA64       Z12, Z21
+	VPDPBUSD        Z11, Z20, Z21
+	VCVTDQ2PS       Z21, Z21
+	VFMADD231PS     Z21, Z19, Z7
+	VPERMPS         Z15, Z3, Z19
+	VPXORD          112(DI)(SI*1), Z0, Z20
+	VMOVDQA64       Z17, Z21
+	VPDPBUSD        Z16, Z20, Z21
+	VCVTDQ2PS       Z21, Z21
+	VFMADD231PS     Z21, Z19, Z7
+	VMULPS          (R8)(SI*1), X18, X15
+	VPERMPS         Z15, Z2, Z19
+	VPXORD          48(R8)(SI*1), Z0, Z20
+	VMOVDQA64       Z12, Z21
+	VPDPBUSD        Z11, Z20, Z21
+	VCVTDQ2PS       Z21, Z21
+	VFMADD231PS     Z21, Z19, Z8
+	VPERMPS         Z15, Z3, Z19
+	VPXORD          112(R8)(SI*1), Z0, Z20
+	VMOVDQA64       Z17, Z21
+	VPDPBUSD        Z16, Z20, Z21
+	VCVTDQ2PS       Z21, Z21
+	VFMADD231PS     Z21, Z19, Z8
+	VMULPS          (R9)(SI*1), X18, X15
+	VPERMPS         Z15, Z2, Z19
+	VPXORD          48(R9)(SI*1), Z0, Z20
+	VMOVDQA64       Z12, Z21
+	VPDPBUSD        Z11, Z20, Z21
+	VCVTDQ2PS       Z21, Z21
+	VFMADD231PS     Z21, Z19, Z9
+	VPERMPS         Z15, Z3, Z19
+	VPXORD          112(R9)(SI*1), Z0, Z20
+	VMOVDQA64       Z17, Z21
+	VPDPBUSD        Z16, Z20, Z21
+	VCVTDQ2PS       Z21, Z21
+	VFMADD231PS     Z21, Z19, Z9
+	VMULPS          (R10)(SI*1), X18, X15
+	VPERMPS         Z15, Z2, Z19
+	VPXORD          48(R10)(SI*1), Z0, Z20
+	VMOVDQA64       Z12, Z12
+	VPDPBUSD        Z11, Z20, Z12
+	VCVTDQ2PS       Z12, Z12
+	VFMADD231PS     Z12, Z19, Z10
+	VPERMPS         Z15, Z3, Z11
+	VPXORD          112(R10)(SI*1), Z0, Z12
+	VMOVDQA64       Z17, Z17
+	VPDPBUSD        Z16, Z12, Z17
+	VCVTDQ2PS       Z17, Z17
+	VFMADD231PS     Z17, Z11, Z10
+	MOVWLZX         2(BX), R12
+	VMOVD           R12, X15
+	VPINSRW         $0x01, 26(BX), X15, X15
+	VPINSRW         $0x02, 50(BX), X15, X15
+	VPINSRW         $0x03, 74(BX), X15, X15
+	VCVTPH2PS       X15, X15
+	VMOVUPS         32(DI)(SI*1), X18
+	VFMADD231PS     Z18, Z15, Z7
+	VMOVUPS         32(R8)(SI*1), X18
+	VFMADD231PS     Z18, Z15, Z8
+	VMOVUPS         32(R9)(SI*1), X18
+	VFMADD231PS     Z18, Z15, Z9
+	VMOVUPS         32(R10)(SI*1), X18
+	VFMADD231PS     Z18, Z15, Z10
+	ADDQ            $0x00000060, BX
 	ADDQ            $0x000000b0, SI
 	DECQ            R11
 	JMP             tail

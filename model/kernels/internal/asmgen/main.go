@@ -90,6 +90,8 @@ func main() {
 		q80VNNI(nx)
 		q40VNNI(nx)
 		q50VNNI(nx)
+		q41VNNI(nx)
+		q51VNNI(nx)
 		iq4NLVNNI(nx)
 		for _, typ := range []string{"Q4_0", "Q8_0", "IQ4_NL"} {
 			packed16(typ, nx)
@@ -901,8 +903,13 @@ func q80VNNI(nx int) {
 // (block 2h's low nibbles, its high nibbles, then block 2h+1's) and made signed weights by
 // value (−8 for Q4_0, the fifth bits and −16 for Q5_0, the IQ4_NL table's lookup).
 func nibbleVNNI(name string, nx, wBlock, qsOff int, setup func(), value func(s *rowState, h int, w VecVirtual)) {
+	nibbleVNNIMins(name, nx, wBlock, qsOff, -1, setup, value)
+}
+
+// nibbleVNNIMins is nibbleVNNI for blocks with a minimum (see blockVNNIMins).
+func nibbleVNNIMins(name string, nx, wBlock, qsOff, minOff int, setup func(), value func(s *rowState, h int, w VecVirtual)) {
 	var m0F, shifts VecVirtual
-	blockVNNI(name, nx, wBlock, func() {
+	blockVNNIMins(name, nx, wBlock, minOff, func() {
 		t := GP32()
 		MOVL(U32(0x0f0f0f0f), t)
 		m0F = ZMM()
@@ -930,6 +937,36 @@ func q40VNNI(nx int) {
 		eight = ZMM()
 		VPBROADCASTD(t, eight)
 	}, func(_ *rowState, _ int, w VecVirtual) { VPSUBB(eight, w, w) })
+}
+
+// q41VNNI: Q4_1 blocks {f16 d; f16 m; uint8 qs[16]}, the nibbles (0…15) as they are, m·s
+// added per block.
+func q41VNNI(nx int) {
+	nibbleVNNIMins(fmt.Sprintf("dotQ4_1x%dVNNI", nx), nx, 20, 4, 2, func() {}, func(*rowState, int, VecVirtual) {})
+}
+
+// q51VNNI: Q5_1 blocks {f16 d; f16 m; uint32 qh; uint8 qs[16]}, the fifth bits from qh as in
+// q50VNNI, the quants (0…31) as they are, m·s added per block.
+func q51VNNI(nx int) {
+	var m10 VecVirtual
+	nibbleVNNIMins(fmt.Sprintf("dotQ5_1x%dVNNI", nx), nx, 24, 8, 2, func() {
+		t := GP32()
+		MOVL(U32(0x10101010), t)
+		m10 = ZMM()
+		VPBROADCASTD(t, m10)
+	}, func(s *rowState, h int, w VecVirtual) {
+		lo, hi := GP64(), GP64()
+		MOVL(Mem{Base: s.p, Disp: 24*(2*h) + 4}, lo.As32())
+		MOVL(Mem{Base: s.p, Disp: 24*(2*h+1) + 4}, hi.As32())
+		SHLQ(U8(32), hi)
+		ORQ(hi, lo)
+		k := K()
+		KMOVQ(lo, k)
+		b := ZMM()
+		VPMOVM2B(k, b)
+		VPANDD(m10, b, b)
+		VPORD(b, w, w)
+	})
 }
 
 // q50VNNI: Q5_0 blocks {f16 d; uint32 qh; uint8 qs[16]}, bit i of qh the fifth bit of element
@@ -970,6 +1007,13 @@ func iq4NLVNNI(nx int) {
 // wBlock bytes each, in groups of four: weights(s, h) returns the signed weights of blocks 2h
 // and 2h+1 in one ZMM, in element order.
 func blockVNNI(name string, nx, wBlock int, setup func(), weights func(s *rowState, h int) VecVirtual) {
+	blockVNNIMins(name, nx, wBlock, -1, setup, weights)
+}
+
+// blockVNNIMins is blockVNNI for blocks with an f16 minimum at minOff (Q4_1, Q5_1; none when
+// minOff < 0): each activation row's accumulator also gets m·s of the four blocks (s the
+// activation block's sum), in its first four lanes, after the blocks' products.
+func blockVNNIMins(name string, nx, wBlock, minOff int, setup func(), weights func(s *rowState, h int) VecVirtual) {
 	var c80, zero, idxLo, idxHi VecVirtual
 	wideAcc = true
 	defer func() { wideAcc = false }()
@@ -1015,6 +1059,14 @@ func blockVNNI(name string, nx, wBlock int, setup func(), weights func(s *rowSta
 				vpdpbusd(wv[h], xu, sum)
 				VCVTDQ2PS(sum, sum)
 				VFMADD231PS(sum, fh, s.acc[i])
+			}
+		}
+		if minOff >= 0 {
+			mins := halves4(s.p, minOff, wBlock) // the upper lanes of the ZMM are zero
+			for i := 0; i < nx; i++ {
+				sums := ZMM()
+				VMOVUPS(s.xm(i, act32Sum), sums.AsX())
+				VFMADD231PS(sums, mins.AsZ(), s.acc[i])
 			}
 		}
 	})
