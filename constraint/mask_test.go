@@ -29,6 +29,7 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 		// Required copies written as a chain of rules, each copy's body a rule of its own
 		// (as a schema's minLength is translated): one run of the repetition after them.
 		{"chain", "root ::= \"\\\"\" s0 \"\\\"\"\ns0 ::= a s1\ns1 ::= b s2\ns2 ::= c tail\ntail ::= d*\na ::= [a-z ]\nb ::= [a-z ]\nc ::= [a-z ]\nd ::= [a-z ]", `"and the lord"`, true},
+		{"loop and chain", "root ::= \"\\\"\" a tail1 \"\\\"\" | \"'\" s0 \"'\"\ntail1 ::= a*\ns0 ::= b s1\ns1 ::= c tail2\ntail2 ::= d*\na ::= [a-z ]\nb ::= [a-z ]\nc ::= [a-z ]\nd ::= [a-z ]", `'the lord'`, true},
 		{"bounded chain", "root ::= \"\\\"\" s0 \"\\\"\"\ns0 ::= a s1\ns1 ::= b s2\ns2 ::= c tail\ntail ::= d{0,9}\na ::= [a-z ]\nb ::= [a-z ]\nc ::= [a-z ]\nd ::= [a-z ]", `"the lord"`, true},
 	}
 	for _, tt := range tests {

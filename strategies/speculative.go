@@ -155,10 +155,14 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		if tuner != nil {
 			k = tuner.choose(room)
 		}
-		if k <= 0 || room <= 0 {
-			// No drafts: a step of plain decoding, without the verification's bookkeeping
-			// (the logits row kept aside, the rollback) that would make it slower than the
-			// target alone.
+		drafts, err := r.propose(ctx, max(min(k, room), 0))
+		if err != nil {
+			return err
+		}
+		if len(drafts) == 0 {
+			// No drafts (k = 0, no room, or no match for prompt lookup): a step of plain
+			// decoding, without the verification's bookkeeping (the logits row kept aside,
+			// the rollback) that would make it slower than the target alone.
 			t1 := time.Now()
 			if err := r.plainStep(); err != nil {
 				return err
@@ -172,10 +176,6 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 				tuner.observe(0, 0, 0, 0, time.Since(t1))
 			}
 			continue
-		}
-		drafts, err := r.propose(ctx, min(k, room))
-		if err != nil {
-			return err
 		}
 		// The verification's cost, for the cost policy, is all that the step does after the
 		// drafts: the target's forward, the rows' processing and selection, the rollback.

@@ -127,20 +127,32 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 		}
 		return k
 	}
-	// same reports whether x is the body y (y a representative), making y x's representative
-	// when their rules are equal: a translation may write a repetition's body once per copy.
+	// canon returns the representative of the symbols with s's rules (the first met), making
+	// it s's: a translation may write a repetition's body once per copy. Every symbol maps to
+	// a representative that maps to itself, so rep is one lookup.
+	byKey := map[string]grammar.Symbol{}
+	canon := func(s grammar.Symbol) grammar.Symbol {
+		if y, ok := r.alias[s]; ok {
+			return y
+		}
+		k := key(s)
+		if k == "" {
+			return s
+		}
+		y, ok := byKey[k]
+		if !ok {
+			byKey[k] = s
+			return s
+		}
+		if r.alias == nil {
+			r.alias = map[grammar.Symbol]grammar.Symbol{}
+		}
+		r.alias[s] = y
+		return y
+	}
+	// same reports whether x and y have the same rules.
 	same := func(x, y grammar.Symbol) bool {
-		if x = r.rep(x); x == y {
-			return true
-		}
-		if k := key(x); k != "" && k == key(y) {
-			if r.alias == nil {
-				r.alias = map[grammar.Symbol]grammar.Symbol{}
-			}
-			r.alias[x] = y
-			return true
-		}
-		return false
+		return r.rep(x) == r.rep(y) || canon(x) == canon(y)
 	}
 	done := make([]bool, len(g.Names))
 	var visit func(n int32)
@@ -165,7 +177,7 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 				next := int32(rhs[1])
 				visit(next)
 				if r.bound[next] != 0 && same(rhs[0], r.body[next]) {
-					r.body[n], r.bound[n] = r.body[next], r.bound[next]
+					r.body[n], r.bound[n] = r.rep(r.body[next]), r.bound[next]
 					if r.bound[next] != unbounded {
 						r.bound[n]++
 					}
@@ -190,7 +202,7 @@ func newRuns(g *grammar.CFG) *grammarRuns {
 			next := int32(b[1])
 			visit(next)
 			if r.bound[next] > 0 && same(b[0], r.body[next]) {
-				r.body[n], r.bound[n] = r.body[next], 1+r.bound[next]
+				r.body[n], r.bound[n] = r.rep(r.body[next]), 1+r.bound[next]
 			}
 		}
 	}
@@ -385,7 +397,7 @@ func (r *grammarRuns) budget(prod, dot int32) int {
 	n := j - int(dot)
 	if j < len(p.RHS) && !p.RHS[j].IsTerminal() {
 		next := int32(p.RHS[j])
-		if r.bound[next] != 0 && r.body[next] == x {
+		if r.bound[next] != 0 && r.rep(r.body[next]) == x {
 			if r.bound[next] == unbounded {
 				return unbounded
 			}

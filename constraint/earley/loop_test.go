@@ -23,6 +23,17 @@ b ::= [a-z]
 c ::= [a-z]
 d ::= [a-z]`
 
+// mixedGrammar has a loop over a rule and a chain of copies of rules equal to it.
+const mixedGrammar = `root ::= "\"" a tail1 "\"" | "'" s0 "'"
+tail1 ::= a*
+s0 ::= b s1
+s1 ::= c tail2
+tail2 ::= d*
+a ::= [a-z]
+b ::= [a-z]
+c ::= [a-z]
+d ::= [a-z]`
+
 func TestActiveRuns(t *testing.T) {
 	tests := []struct {
 		grammar, prefix string
@@ -45,6 +56,11 @@ func TestActiveRuns(t *testing.T) {
 		{chainGrammar, `"a`, []int{-1}},
 		{chainGrammar, `"abcd`, []int{-1}},
 		{"root ::= \"\\\"\" s0 \"\\\"\"\ns0 ::= a s1\ns1 ::= b\na ::= [a-z]\nb ::= [0-9]", `"`, []int{}}, // different bodies: walked
+		// a loop over a and a chain over b, c, d with a's rules: one representative for all
+		{mixedGrammar, `"`, []int{-1}},
+		{mixedGrammar, `"ab`, []int{-1}},
+		{mixedGrammar, `'`, []int{-1}},
+		{mixedGrammar, `'xy`, []int{-1}},
 	}
 	for _, tt := range tests {
 		m := New(grammar.MustCompile(tt.grammar))

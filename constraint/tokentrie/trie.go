@@ -262,7 +262,8 @@ func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
 	}
 	closeTo(0)
 	e := &sliceEntry{all: all}
-	if !counted {
+	if !counted || maxUnits == 0 {
+		all.subMax = nil // no budgets will read it (a lead automaton starts no copies)
 		return e
 	}
 	e.budgets = make([]*Slice, maxUnits)

@@ -412,11 +412,6 @@ func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
 	})
 }
 
-// floatKernel512 is floatKernel with AVX-512: blocks of 16 weights in ZMM registers, two
-// chains per activation row alternating over the 16-blocks, and a last 8-block (n odd) in a
-// YMM product added to the first chain. As in floatKernel every variant sums in the same
-// order, so a row's result has the same bits whatever the number of activation rows. load16
-// loads 16 weights from m into a ZMM as float32; the last 8-block uses loadF32/16/BF16.
 // floatPrefetchDistance is how far ahead of its loads (in bytes of the weight row, and past
 // it into the next rows, which follow in memory) a float kernel of several activation rows
 // asks for its weights. With four multiply-adds per weight vector the loop holds fewer
@@ -427,6 +422,11 @@ func floatKernel(typ string, nx, wBytes8 int, load func(Mem, VecVirtual)) {
 // 8 and 16 KB no more; the one-row kernel gains nothing from it (left without).
 const floatPrefetchDistance = 4096
 
+// floatKernel512 is floatKernel with AVX-512: blocks of 16 weights in ZMM registers, two
+// chains per activation row alternating over the 16-blocks, and a last 8-block (n odd) in a
+// YMM product added to the first chain. As in floatKernel every variant sums in the same
+// order, so a row's result has the same bits whatever the number of activation rows. load16
+// loads 16 weights from m into a ZMM as float32; the last 8-block uses loadF32/16/BF16.
 func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx%dAVX512", typ, nx)
