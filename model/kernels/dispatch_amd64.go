@@ -63,7 +63,9 @@ func init() {
 	// With AVX-512 the float types' products run on 16-wide registers, and those of Q8_0,
 	// Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL on VPDPBUSD where the CPU has AVX-512 VNNI; the other
 	// types keep their AVX2 kernels. LOOM_KERNELS=avx2 keeps AVX2 for all.
-	if !cpu.X86.HasAVX512F {
+	// The kernels use EVEX-encoded 128- and 256-bit forms on X16–X31 too, which need AVX512VL
+	// (every AVX-512 CPU but the Xeon Phi has it).
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL {
 		return
 	}
 	avx512 := *avx2
