@@ -1,6 +1,10 @@
 package tokentrie
 
-import "github.com/loomlm/loom/core"
+import (
+	"sync/atomic"
+
+	"github.com/loomlm/loom/core"
+)
 
 // ChildSlice is a Slice taken one byte below the root: for each first byte c, the tokens
 // c·w of c's subtree whose rest w keeps the automaton alive from its start (any number of
@@ -8,27 +12,52 @@ import "github.com/loomlm/loom/core"
 // recogniser, after c, may run a repetition that it could not run at the root — the rest of
 // a property name once its first byte has ruled out the names it cannot be — and skips those
 // subtrees as it skips a Slice's.
+//
+// Each first byte's part is built by a pass over that byte's subtree the first time a walk
+// asks for it: a walk takes a child slice below the few first bytes where the parser starts
+// the repetition, and a pass over every first byte's subtree (the whole trie) cost 4–8 ms on
+// Llama 3's vocabulary for each new repetition.
 type ChildSlice struct {
-	skip []uint64 // bit i (a node of depth ≥ 2): every token in node i's subtree is alive
-	ids  []core.TokenID
-	lo   [257]int32 // ids[lo[c]:lo[c+1]]: the alive tokens below first byte c (depth ≥ 2)
+	t     *Trie
+	a     Automaton
+	parts [256]atomic.Pointer[childPart]
 }
 
-// skips reports whether every token below node i (of depth ≥ 2) is in the slice.
-func (s *ChildSlice) skips(i int) bool { return s.skip[i>>6]&(1<<(i&63)) != 0 }
+// childPart is a ChildSlice below one first byte, whose trie node is base−1.
+type childPart struct {
+	base int32    // the first node below the first byte
+	skip []uint64 // bit i−base: every token in node i's subtree is alive (node i of depth ≥ 2)
+	ids  []core.TokenID
+}
 
-// tokens returns the slice's tokens below first byte c.
-func (s *ChildSlice) tokens(c byte) []core.TokenID { return s.ids[s.lo[c]:s.lo[int(c)+1]] }
+// skips reports whether every token below node i (of depth ≥ 2, in the part's subtree) is in
+// the part.
+func (p *childPart) skips(i int) bool {
+	j := i - int(p.base)
+	return j >= 0 && j>>6 < len(p.skip) && p.skip[j>>6]&(1<<(j&63)) != 0
+}
 
-// ChildSlice returns a's child slice (unbounded), built by one pass over the trie on first
-// use and cached by a's key with the trie's slices.
+// part returns the slice below the first byte whose node is first (of depth 1), building it
+// on first use (two walks racing may both build it; either result is the same).
+func (s *ChildSlice) part(first int) *childPart {
+	c := s.t.nodes[first].b
+	if p := s.parts[c].Load(); p != nil {
+		return p
+	}
+	p := s.t.newChildPart(s.a, first)
+	s.parts[c].Store(p)
+	return p
+}
+
+// ChildSlice returns a's child slice (unbounded), cached by a's key with the trie's slices;
+// its parts are built as walks ask for them.
 func (t *Trie) ChildSlice(a Automaton) *ChildSlice {
 	t.cache.mu.Lock()
 	defer t.cache.mu.Unlock()
 	if s, ok := t.cache.children[a.Key()]; ok {
 		return s
 	}
-	s := t.newChildSlice(a)
+	s := &ChildSlice{t: t, a: a}
 	if t.cache.children == nil || len(t.cache.children) >= maxCachedSlices {
 		t.cache.children = map[string]*ChildSlice{}
 	}
@@ -36,17 +65,20 @@ func (t *Trie) ChildSlice(a Automaton) *ChildSlice {
 	return s
 }
 
-func (t *Trie) newChildSlice(a Automaton) *ChildSlice {
-	s := &ChildSlice{skip: make([]uint64, (len(t.nodes)+63)/64)}
-	// One pass in preorder, as newSliceEntry: dead[k] says a rejected node lies below the live
-	// node of depth k+2 on the current path (the automaton starts again below each first byte).
+// newChildPart builds the part of a's child slice below the first-byte node first: one pass
+// in preorder over its subtree, as newSliceEntry's over the trie (the automaton starts again
+// below the first byte); dead[k] says a rejected node lies below the open node open[k].
+func (t *Trie) newChildPart(a Automaton, first int) *childPart {
+	base, end := first+1, int(t.nodes[first].end)
+	p := &childPart{base: int32(base), skip: make([]uint64, (end-base+63)/64)}
 	var open []int32
 	var dead []bool
 	closeTo := func(depth int) { // leave the subtrees of the open nodes deeper than depth
 		for len(open) > max(depth-1, 0) {
 			n := len(open) - 1
 			if !dead[n] {
-				s.skip[open[n]>>6] |= 1 << (open[n] & 63)
+				j := open[n] - int32(base)
+				p.skip[j>>6] |= 1 << (j & 63)
 			}
 			if n > 0 {
 				dead[n-1] = dead[n-1] || dead[n]
@@ -55,19 +87,11 @@ func (t *Trie) newChildSlice(a Automaton) *ChildSlice {
 		}
 	}
 	states := make([]uint32, t.maxLen+1)
-	first := -1
-	for i := 1; i < len(t.nodes); i++ {
+	states[1] = a.Start()
+	for i := base; i < end; i++ {
 		nd := &t.nodes[i]
 		d := int(nd.depth)
 		closeTo(d - 1)
-		if d == 1 {
-			for c := first + 1; c <= int(nd.b); c++ {
-				s.lo[c] = int32(len(s.ids))
-			}
-			first = int(nd.b)
-			states[1] = a.Start()
-			continue
-		}
 		st, _ := a.Step(states[d-1], nd.b) // the parent is live: dead subtrees are skipped
 		if st == 0 {
 			if n := len(open); n > 0 {
@@ -78,11 +102,8 @@ func (t *Trie) newChildSlice(a Automaton) *ChildSlice {
 		}
 		states[d] = st
 		open, dead = append(open, int32(i)), append(dead, false)
-		s.ids = append(s.ids, t.tokens[nd.tokLo:nd.tokHi]...)
+		p.ids = append(p.ids, t.tokens[nd.tokLo:nd.tokHi]...)
 	}
 	closeTo(0)
-	for c := first + 1; c <= 256; c++ {
-		s.lo[c] = int32(len(s.ids))
-	}
-	return s
+	return p
 }

@@ -92,7 +92,8 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 			mask[w] |= bits
 		}
 	}
-	var child []*ChildSlice // in force below the first byte whose subtree ends at childEnd
+	var child []*ChildSlice // the child slices of the current first byte's subtree
+	var parts []*childPart  // their parts below that byte, in force up to childEnd
 	childEnd := 0
 	alias, _ := r.(Aliaser)
 	// depth is the trie depth of the walk's position; pushed[d] tells whether the byte at
@@ -123,9 +124,9 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 			pop(d)
 		}
 		if i >= childEnd {
-			child = child[:0]
+			parts = parts[:0]
 		}
-		if skipped(slices, i) || len(child) > 0 && childSkips(child, i) {
+		if skipped(slices, i) || len(parts) > 0 && childSkips(parts, i) {
 			i = int(nd.end)
 			continue
 		}
@@ -155,8 +156,11 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 		if depth == 1 && o.Child != nil && int(nd.end)-i >= MinChildNodes {
 			child = o.Child(child[:0])
 			childEnd = int(nd.end)
+			parts = parts[:0]
 			for _, cs := range child {
-				for _, id := range cs.tokens(nd.b) {
+				p := cs.part(i)
+				parts = append(parts, p)
+				for _, id := range p.ids {
 					mask.Set(id)
 				}
 			}
@@ -167,10 +171,10 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 	return steps
 }
 
-// childSkips reports whether node i's subtree lies wholly in one of the child slices.
-func childSkips(child []*ChildSlice, i int) bool {
-	for _, s := range child {
-		if s.skips(i) {
+// childSkips reports whether node i's subtree lies wholly in one of the child slices' parts.
+func childSkips(parts []*childPart, i int) bool {
+	for _, p := range parts {
+		if p.skips(i) {
 			return true
 		}
 	}
