@@ -73,9 +73,12 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 	switch {
 	case len(parts) == 0 || len(parts) > maxUnionParts:
 		return nil
-	case len(parts) == 1: // a child slice, kept with the automaton (a slice: sliceFor)
-		type key struct{ trie *tokentrie.Trie }
-		return parts[0].Memo(key{trie}, func() any { return build(parts[0]) })
+	case len(parts) == 1: // kept with the automaton
+		type key struct {
+			trie  *tokentrie.Trie
+			child bool
+		}
+		return parts[0].Memo(key{trie, child}, func() any { return build(parts[0]) })
 	}
 	k := unionKey{trie: trie, child: child}
 	copy(k.parts[:], parts)

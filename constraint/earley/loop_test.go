@@ -10,8 +10,6 @@ import (
 	"github.com/loomlm/loom/constraint/grammar"
 )
 
-// TestActiveRuns checks which repetitions the parser reports at several points, with their
-// budgets, and that the automaton counts the copies a byte string starts.
 // chainGrammar is a string of at least three letters written as a chain of rules.
 const chainGrammar = `root ::= "\"" s0 "\""
 s0 ::= a s1
@@ -34,6 +32,8 @@ b ::= [a-z]
 c ::= [a-z]
 d ::= [a-z]`
 
+// TestActiveRuns checks which repetitions the parser reports at several points, with their
+// budgets, and that the automaton counts the copies a byte string starts.
 func TestActiveRuns(t *testing.T) {
 	tests := []struct {
 		grammar, prefix string
@@ -199,7 +199,7 @@ func TestLargeLeadHasNoAutomaton(t *testing.T) {
 			t.Errorf("x ::= %.20s…: %d runs, want a run: %v", tt.x, len(runs), tt.want)
 		}
 		x := grammar.Symbol(slices.Index(g.Names, "x"))
-		key := grammarKey(append([]byte("lead"), nil...), g, x, grammar.Symbol(slices.Index(g.Names, "y")))
+		key := grammarKey([]byte("lead"), g, x, grammar.Symbol(slices.Index(g.Names, "y")))
 		if tt.want == (len(key) > maxLeadKeyBytes) {
 			t.Errorf("x ::= %.20s…: key of %d bytes, the bound is %d", tt.x, len(key), maxLeadKeyBytes)
 		}

@@ -187,11 +187,13 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 		}
 		t.cache.entries[a.Key()] = e
 	}
-	if budget < 0 || budget >= len(e.budgets) {
+	switch {
+	case budget < 0:
 		return e.all
-	}
-	if !a.Counted() {
+	case !a.Counted():
 		return nil
+	case budget >= len(e.budgets): // more copies than any token starts
+		return e.all
 	}
 	return t.budget(e, budget)
 }

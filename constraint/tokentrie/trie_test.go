@@ -2,6 +2,7 @@ package tokentrie_test
 
 import (
 	"bytes"
+	"github.com/loomlm/loom/testmodel"
 	"strconv"
 	"testing"
 
@@ -290,4 +291,63 @@ var uncachedKeys int
 func (u uncached) Key() string {
 	uncachedKeys++
 	return u.Automaton.Key() + "#" + strconv.Itoa(uncachedKeys) // distinct for every call
+}
+
+// uncountedLoop is classLoop without copy counts.
+type uncountedLoop struct{ classLoop }
+
+func (uncountedLoop) Counted() bool { return false }
+
+// TestSliceBudgetNeedsCountedAutomaton checks Slice's contract for a bounded slice: a counted
+// automaton gets its tokens within the budget, an uncounted one nil (its copies are not
+// known), whatever slices of it were asked for before.
+func TestSliceBudgetNeedsCountedAutomaton(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	trie := tokentrie.New(tok)
+	counted, uncounted := classLoop{'a', 'z'}, uncountedLoop{classLoop{'a', 'y'}}
+	if trie.Slice(uncounted, -1) == nil || trie.Slice(counted, -1) == nil {
+		t.Fatal("unbounded slices are nil")
+	}
+	for _, budget := range []int{0, 1, 3, 1000} {
+		if s := trie.Slice(uncounted, budget); s != nil {
+			t.Errorf("budget %d of an uncounted automaton: a slice of %d tokens, want nil", budget, s.Tokens())
+		}
+		if s := trie.Slice(counted, budget); s == nil {
+			t.Errorf("budget %d of a counted automaton: nil", budget)
+		}
+	}
+}
+
+// TestChildSliceOfAnotherTrie checks that a walk ignores a child slice built on another
+// vocabulary's trie (its node numbers are not this trie's) and still gives the plain walk's
+// mask.
+func TestChildSliceOfAnotherTrie(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, small := testmodel.Default()
+	trie, other := tokentrie.New(tok), tokentrie.New(small)
+	loop := classLoop{'a', 'z'}
+	r := &headLoop{head: " ", lo: 'a', hi: 'z'}
+	got, want := tokentrie.NewMask(tok.VocabSize()), tokentrie.NewMask(tok.VocabSize())
+	calls := 0
+	trie.FillWith(r, got, tokentrie.WalkOptions{Child: func(dst []*tokentrie.ChildSlice) []*tokentrie.ChildSlice {
+		calls++
+		return append(dst, other.ChildSlice(loop))
+	}})
+	trie.Fill(r, want)
+	if calls == 0 {
+		t.Fatal("the walk never asked for child slices")
+	}
+	for id := range tok.VocabSize() {
+		if got.Has(core.TokenID(id)) != want.Has(core.TokenID(id)) {
+			t.Fatalf("token %d %q: %v with another trie's child slice, %v by the plain walk", id, tok.TokenBytes(core.TokenID(id)), got.Has(core.TokenID(id)), want.Has(core.TokenID(id)))
+		}
+	}
 }

@@ -57,7 +57,8 @@ type WalkOptions struct {
 	Slices []*Slice
 	// Child, when set, is called with the recogniser in the state after a first byte whose
 	// subtree has at least MinChildNodes nodes (and that no Slice skips): the child slices it
-	// appends to dst are accepted in full from that state, within that byte's subtree.
+	// appends to dst are accepted in full from that state, within that byte's subtree. Child
+	// slices of another trie are ignored.
 	Child func(dst []*ChildSlice) []*ChildSlice
 }
 
@@ -158,6 +159,9 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 			childEnd = int(nd.end)
 			parts = parts[:0]
 			for _, cs := range child {
+				if cs.t != t { // another vocabulary's: its parts say nothing of this trie
+					continue
+				}
 				p := cs.part(i)
 				parts = append(parts, p)
 				for _, id := range p.ids {
