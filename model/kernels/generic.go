@@ -243,12 +243,17 @@ var genericImpl = impl{
 		kQ5_K:   genericKernels(176, actKBytes, dotRowK(kQ5_K)),
 		kIQ4_XS: genericKernels(136, actKBytes, dotRowK(kIQ4_XS)),
 	},
-	packed: [numKinds][4]packedFunc{
-		kQ4_0:   genericPackedKernels(ggml.Q4_0),
-		kQ8_0:   genericPackedKernels(ggml.Q8_0),
-		kIQ4_NL: genericPackedKernels(ggml.IQ4_NL),
-	},
 	axpy:    axpyGeneric,
 	quant32: quant32Generic,
 	quantK:  quantKGeneric,
+}
+
+// genericPackedImpl holds the pure-Go kernels of packed matrices. The generic implementation has
+// no packed kernels of its own, so Pack leaves matrices as they are under it; these compute
+// the products of matrices packed under an assembly implementation after a switch to the
+// generic one (SetGeneric, tests).
+var genericPackedImpl = [numKinds][4]packedFunc{
+	kQ4_0:   genericPackedKernels(ggml.Q4_0),
+	kQ8_0:   genericPackedKernels(ggml.Q8_0),
+	kIQ4_NL: genericPackedKernels(ggml.IQ4_NL),
 }

@@ -39,7 +39,9 @@ import (
 
 // Matrix is a read-only view of a weight matrix of Rows rows and Cols columns stored row-major
 // in Type's block layout: row r occupies Data[r*RowBytes() : (r+1)*RowBytes()]. Data is
-// typically a slice of a memory-mapped GGUF file.
+// typically a slice of a memory-mapped GGUF file. A matrix returned by Pack computes its
+// products on a packed copy of Data: change none of its fields afterwards (a Matrix built
+// again from the changed fields, then packed again if wanted, is the way to change one).
 type Matrix struct {
 	Type       ggml.Type
 	Rows, Cols int
@@ -74,7 +76,9 @@ func (m Matrix) RowBytes() int {
 }
 
 // Slice returns the view of rows [r0, r1) of m, sharing its data (a head of a fused
-// projection, say). It panics if the range is out of bounds.
+// projection, say). It panics if the range is out of bounds. Of a packed matrix, a slice of
+// whole groups of 16 rows shares the packed copy; another is not packed (its products run on
+// the row-major kernels, within their own bounds, not bit for bit those of the whole matrix).
 func (m Matrix) Slice(r0, r1 int) Matrix {
 	if r0 < 0 || r1 < r0 || r1 > m.Rows {
 		panic(fmt.Sprintf("kernels: rows [%d, %d) of a matrix of %d rows", r0, r1, m.Rows))

@@ -242,7 +242,7 @@ func newProduct(im *impl, out []float32, m Matrix, a acts) product {
 	if m.packed != nil {
 		p.packed = &im.packed[tk.kind]
 		if p.packed[0] == nil {
-			p.packed = &genericImpl.packed[tk.kind]
+			p.packed = &genericPackedImpl[tk.kind]
 		}
 	}
 	return p

@@ -108,7 +108,7 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	if n > 4 {
 		step = max(1, stepBytes/groupBytes)
 	}
-	var scratch [4 * 16]float32
+	var scratch *[4 * 16]float32 // for cut groups only: the kernel's pointer makes it escape
 	for g0 := r0 / 16; g0*16 < r1; g0 += step {
 		g1 := min(g0+step, (r1+15)/16)
 		for i := 0; i < n; i += 4 {
@@ -144,6 +144,9 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 			for g := g0; g < g1; g++ {
 				if g >= full0 && g < full1 {
 					continue
+				}
+				if scratch == nil {
+					scratch = new([4 * 16]float32)
 				}
 				k(&m.packed.data[g*groupBytes], 1, nb, xb, a.stride, &scratch[0], 16)
 				for j := range nx {

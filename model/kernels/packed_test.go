@@ -22,6 +22,9 @@ func TestPacked(t *testing.T) {
 			for _, impl := range implNames() {
 				withImpl(t, impl, func() {
 					pm := Pack(m)
+					if impl == "generic" && pm.Packed() {
+						t.Fatal("packed under the generic kernels: a copy of the weights for no faster kernel")
+					}
 					if !pm.Packed() {
 						if currentImpl().packed[kernelOf(typ).kind][0] != nil {
 							t.Fatalf("%v: not packed", impl)

@@ -172,11 +172,11 @@ var maxAttnScores = 1 << 20
 type attnTask struct{ li, seg, g, a, b int }
 
 // attendTask computes the attention output of the query heads of key/value head task.g for
-// rows [task.a, task.b) of a segment, in two passes over the sequence's blocks: one matrix
-// product per block gives every query's scores against the block's keys; each query's row of
-// scores becomes its softmax (one vectorised exp-sum over the row); one matrix product per
-// block then adds the block's values weighted by their probabilities. Queries are taken in
-// chunks that bound the scores buffer.
+// rows [task.a, task.b) of a segment, in two passes over the sequence's blocks: per block and
+// query, kernels.AttnScores gives the query's scores against the block's keys (stored
+// transposed); each query's row of scores becomes its softmax (one vectorised exp-sum over
+// the row); per block and query, kernels.AttnAccumulate then adds the block's values weighted
+// by their probabilities. Queries are taken in chunks that bound the scores buffer.
 func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
 	g := task.g

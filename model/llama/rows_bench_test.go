@@ -13,15 +13,15 @@ import (
 )
 
 // BenchmarkForwardRows times one decoding forward over 1, 2 and 4 sequences (one new token
-// each after a 130-token context): the cost of the rows a batch or beam search adds. It runs
-// the embedded default model, or the GGUF file named by LOOM_BENCH_GGUF.
+// each after a 130-token context, F16 KV caches): the cost of the rows a batch or beam search
+// adds. It runs the embedded default model, or the GGUF file named by LOOM_BENCH_GGUF.
 func BenchmarkForwardRows(b *testing.B) {
 	var m *llama.Model
 	var err error
 	if f := os.Getenv("LOOM_BENCH_GGUF"); f != "" {
 		m, err = llama.Open(f, llama.Options{KVType: cache.Float16})
 	} else {
-		m, _, err = models.Open("default", llama.Options{})
+		m, _, err = models.Open("default", llama.Options{KVType: cache.Float16})
 	}
 	if err != nil {
 		b.Fatal(err)
