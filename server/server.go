@@ -38,8 +38,8 @@ type Options struct {
 	// Timeout bounds one request's generation (default 5 minutes); past it the request fails
 	// with 504 (or an error event when streaming).
 	Timeout time.Duration
-	// BatchWindow is how long a batching step waits for the other running sessions (default
-	// 2ms); ChunkTokens the prefill chunk (default 256). See package server/batch.
+	// BatchWindow is how long a batching step waits for the other running sessions;
+	// ChunkTokens the prefill chunk (defaults batch.DefaultWindow, batch.DefaultChunkTokens).
 	BatchWindow time.Duration
 	ChunkTokens int
 	// StartPlugins starts the plugins a pipeline declares (once, at load).

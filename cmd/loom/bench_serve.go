@@ -87,10 +87,12 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := cache.ParseDType(*kv); err != nil {
+	kvType, err := cache.ParseDType(*kv)
+	if err != nil {
 		fmt.Fprintf(stderr, "loom bench serve: --kv %q: want f16 or f32 (llama-server keeps its default, f16)\n", *kv)
 		return errUsage
 	}
+	*kv = kvType.String() // one name per type in the results ("float16" is "f16")
 	var conc []int
 	for _, f := range strings.Split(*levels, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(f))

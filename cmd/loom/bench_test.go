@@ -153,7 +153,7 @@ func TestBenchStrategyModelFlags(t *testing.T) {
 }
 
 func TestBenchServe(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,3", "--requests", "6", "-n", "8", "--prompt-words", "5", "--llama-server", "none", "--json", "--kv", "f32")
+	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,3", "--requests", "6", "-n", "8", "--prompt-words", "5", "--llama-server", "none", "--json", "--kv", "float32") // reported as f32
 	if code != 0 {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
@@ -184,8 +184,9 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"bench", "serve", "--vary", "1"}, "--vary 1: must be in [0, 1)"},
 		{[]string{"bench", "serve", "--prompt-words", "0"}, "--prompt-words 0: must be at least 1"},
 		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16 or f32`},
-		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0"},
-		{[]string{"serve", "--batch-window", "-1ms"}, "--batch-window -1ms"},
+		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0: must be at least 1"},
+		{[]string{"serve", "--batch-window", "-1ms"}, "--batch-window -1ms: must be positive"},
+		{[]string{"serve", "--batch-window", "0"}, "--batch-window 0s: must be positive"},
 		{[]string{"bench", "serve", "--llama-server", "/nonexistent/llama-server", "--concurrency", "1"}, "--llama-server /nonexistent/llama-server"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)

@@ -20,6 +20,7 @@ import (
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/pipelines"
 	"github.com/loomlm/loom/server"
+	"github.com/loomlm/loom/server/batch"
 )
 
 func init() {
@@ -36,16 +37,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 5*time.Minute, "per-request generation timeout (504 beyond)")
 	drain := fs.Duration("drain-timeout", time.Minute, "on SIGTERM, how long to let requests in flight finish")
 	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep accepting requests this long with /ready answering 503, so load balancers stop routing here first")
-	window := fs.Duration("batch-window", 2*time.Millisecond, "how long a batching step waits for the other running requests")
-	chunk := fs.Int("chunk-tokens", 256, "prompt tokens prefilled per step (long prompts take several steps)")
+	window := fs.Duration("batch-window", batch.DefaultWindow, "how long a batching step waits for the other running requests")
+	chunk := fs.Int("chunk-tokens", batch.DefaultChunkTokens, "prompt tokens prefilled per step (long prompts take several steps)")
 	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
 	model := fs.String("model", "", "GGUF model file replacing every pipeline's [model]")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if *chunk < 1 || *window < 0 {
-		fmt.Fprintf(stderr, "loom serve: --chunk-tokens %d, --batch-window %v: want at least 1 token and a window not negative\n", *chunk, *window)
+	switch {
+	case *chunk < 1:
+		fmt.Fprintf(stderr, "loom serve: --chunk-tokens %d: must be at least 1\n", *chunk)
+		return errUsage
+	case *window <= 0:
+		fmt.Fprintf(stderr, "loom serve: --batch-window %v: must be positive (how long a step waits for the other running requests)\n", *window)
 		return errUsage
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "loom-serve", Output: stderr, JSONFormat: *logJSON, Level: hclog.Info})

@@ -26,16 +26,22 @@ import (
 // Options configure a Model.
 type Options struct {
 	// Window is how long the first waiting call of a step waits for the other joined sessions
-	// before the step runs without them (default 2ms).
+	// before the step runs without them (default DefaultWindow).
 	Window time.Duration
 	// ChunkTokens is the most tokens one item advances by in a step; longer prompts are
-	// prefilled over several steps (default 256: a prompt up to that long is prefilled in one
+	// prefilled over several steps (default DefaultChunkTokens: a prompt up to that long is prefilled in one
 	// step, so its first token comes one step after it is taken, while the others' next tokens
 	// wait for that longer step). Items that ask for all logits are never split.
 	ChunkTokens int
 	// OnStep, when set, is called after every merged forward (for metrics and tests).
 	OnStep func(Step)
 }
+
+// The defaults of Options' zero values.
+const (
+	DefaultWindow      = 2 * time.Millisecond
+	DefaultChunkTokens = 256
+)
 
 // Step describes one merged forward.
 type Step struct {
@@ -74,10 +80,10 @@ type call struct {
 // New wraps m. Close stops the Model's dispatcher; it does not close m.
 func New(m core.Model, opts Options) *Model {
 	if opts.Window <= 0 {
-		opts.Window = 2 * time.Millisecond
+		opts.Window = DefaultWindow
 	}
 	if opts.ChunkTokens <= 0 {
-		opts.ChunkTokens = 256
+		opts.ChunkTokens = DefaultChunkTokens
 	}
 	b := &Model{inner: m, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.run()
