@@ -167,11 +167,7 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 			if err := r.plainStep(); err != nil {
 				return err
 			}
-			st := s.Stats()
-			if len(st.DraftK) == 0 {
-				st.DraftK = append(st.DraftK, 0)
-			}
-			st.DraftK[0]++
+			countStep(s.Stats(), 0)
 			if tuner != nil {
 				tuner.observe(0, 0, 0, 0, time.Since(t1))
 			}
@@ -191,10 +187,7 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 		st := s.Stats()
 		st.Drafted += len(drafts)
 		st.Accepted += accepted
-		for len(st.DraftK) <= len(drafts) {
-			st.DraftK = append(st.DraftK, 0)
-		}
-		st.DraftK[len(drafts)]++
+		countStep(st, len(drafts))
 		if !q.Finished() {
 			if err := s.RollbackState(q, len(q.Tokens())-1); err != nil {
 				return err
@@ -222,20 +215,32 @@ func (r *specRun) plainStep() error {
 	if err := s.Forward(q); err != nil {
 		return err
 	}
-	cands, err := s.ProcessBatch([]*core.Sequence{q})
+	p, err := s.Process(q)
 	if err != nil {
 		return err
 	}
-	var ch core.Choice
-	if r.sp.cfg.Greedy {
-		ch, err = s.Greedy(q, cands[0])
-	} else {
-		ch, err = s.Sample(q, cands[0])
-	}
+	ch, err := r.choose(p)
 	if err != nil {
 		return err
 	}
 	return s.Append(q, ch)
+}
+
+// choose selects the target's token from its processed distribution p as the target alone
+// would: the argmax (greedy verification) or a sample with the sequence's random stream.
+func (r *specRun) choose(p *core.Candidates) (core.Choice, error) {
+	if r.sp.cfg.Greedy {
+		return r.s.Greedy(r.q, p)
+	}
+	return r.s.Sample(r.q, p)
+}
+
+// countStep records a step that drafted n tokens in st.DraftK.
+func countStep(st *core.Stats, n int) {
+	for len(st.DraftK) <= n {
+		st.DraftK = append(st.DraftK, 0)
+	}
+	st.DraftK[n]++
 }
 
 // propose drafts up to k tokens, recording the draft distributions (draft model only).
@@ -356,12 +361,7 @@ func (r *specRun) verify(drafts []core.TokenID, rows [][]float32) (int, error) {
 	if err != nil {
 		return len(drafts), err
 	}
-	var ch core.Choice
-	if r.sp.cfg.Greedy {
-		ch, err = s.Greedy(q, p)
-	} else {
-		ch, err = s.Sample(q, p)
-	}
+	ch, err := r.choose(p)
 	if err != nil {
 		return len(drafts), err
 	}
