@@ -138,7 +138,7 @@ type Options struct {
 	BatchTokens int
 	// NoPrefetch skips reading the weights once at load time. By default every page of the
 	// weights is touched while loading, so that the first forward pass does not pay for
-	// reading the file.
+	// reading the file. Packing (see NoRepack) reads the packed matrices at load either way.
 	NoPrefetch bool
 	// Progress, when set, is told about long work: stage "load" counts bytes of weights
 	// read, stage "prefill" counts tokens of a forward pass that takes several passes.

@@ -102,6 +102,13 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 			}
 			return n, nil
 		}
+		boolean := func() (bool, error) {
+			b, ok := v.(bool)
+			if !ok {
+				return false, bad("must be true or false")
+			}
+			return b, nil
+		}
 		var err error
 		switch k {
 		case "kv_type":
@@ -125,16 +132,12 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 		case "batch_tokens":
 			o.BatchTokens, err = positive()
 		case "prefix_cache":
-			b, ok := v.(bool)
-			if !ok {
-				err = bad("must be true or false")
-			}
+			var b bool
+			b, err = boolean()
 			o.NoPrefixCache = !b
 		case "repack":
-			b, ok := v.(bool)
-			if !ok {
-				err = bad("must be true or false")
-			}
+			var b bool
+			b, err = boolean()
 			o.NoRepack = !b
 		default:
 			err = &core.ParamError{Param: k, Reason: "unknown model option (known: " + strings.Join(optionKeys, ", ") + ")"}
