@@ -1911,18 +1911,18 @@ func packed16(typ string, nx int) {
 		}
 		for i := 0; i < nx; i++ {
 			xm := func(disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
-			VPBROADCASTD(xm(16+4*k), isum) // −8·Σq of the activation block
+			VPBROADCASTD(xm(act32Corr+4*k), isum) // −8·Σq of the activation block
 			if typ != "Q4_0" {
 				VPSLLD(U8(4), isum, isum) // −128·Σq
 			}
 			for j := range wv {
-				q := xm(48 + 32*k + elem[j])
+				q := xm(act32Q + 32*k + elem[j])
 				Instruction(&ir.Instruction{Opcode: "VPDPBUSD", Suffixes: []string{"BCST"},
 					Operands: []Op{q, wv[j], isum}, Inputs: []Op{q, wv[j], isum}, Outputs: []Op{isum},
 					ISA: []string{"AVX512F", "AVX512_VNNI"}})
 			}
 			VCVTDQ2PS(isum, f)
-			VMULPS_BCST(xm(4*k), dw, isum) // d_w·d_x, reusing isum
+			VMULPS_BCST(xm(act32D+4*k), dw, isum) // d_w·d_x, reusing isum
 			VFMADD231PS(f, isum, acc[i])
 		}
 	}
@@ -1943,7 +1943,7 @@ func packed16(typ string, nx int) {
 		block(k)
 	}
 	ADDQ(U32(4*blockBytes), p)
-	ADDQ(U32(176), xo)
+	ADDQ(U32(act32Group), xo)
 	SUBQ(U8(4), cnt)
 	JMP(LabelRef(name + "_quad"))
 	Label(name + "_tail")
