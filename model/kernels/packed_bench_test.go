@@ -8,28 +8,36 @@ import (
 	"github.com/loomlm/loom/model/ggml"
 )
 
-// BenchmarkPacked compares a packed Q4_0 matrix's products with the row-major kernels' on
-// the rand110M shapes.
+// BenchmarkPacked compares the products of packed matrices (Q4_0, Q8_0, IQ4_NL) with the
+// row-major kernels' on the rand110M shapes. Where the kernels have no packed layout (no
+// AVX-512 VNNI), "packed" runs the row-major kernels too.
 func BenchmarkPacked(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
-	for _, sh := range benchShapes[:3] {
-		m := randomMatrix(r, ggml.Q4_0, sh.rows, sh.cols)
-		pm := Pack(m)
-		for _, n := range []int{1, 4, 16, 128} {
-			x := randomActivations(r, n, sh.cols)
-			out := make([]float32, n*sh.rows)
-			for _, c := range []struct {
-				name string
-				m    Matrix
-			}{{"rowmajor", m}, {"packed", pm}} {
-				b.Run(fmt.Sprintf("%dx%d/n=%d/%s", sh.rows, sh.cols, n, c.name), func(b *testing.B) {
-					b.SetBytes(int64(len(m.Data)))
-					for b.Loop() {
-						MatMul(out, c.m, x, n)
-					}
-					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/row")
-				})
-			}
+	for _, typ := range []ggml.Type{ggml.Q4_0, ggml.Q8_0, ggml.IQ4_NL} {
+		for _, sh := range benchShapes[:3] {
+			benchPacked(b, r, typ, sh.rows, sh.cols)
+		}
+	}
+}
+
+// benchPacked times MatMul of a rows × cols matrix of typ, row-major and packed.
+func benchPacked(b *testing.B, r *rand.Rand, typ ggml.Type, rows, cols int) {
+	m := randomMatrix(r, typ, rows, cols)
+	pm := Pack(m)
+	for _, n := range []int{1, 4, 16, 128} {
+		x := randomActivations(r, n, cols)
+		out := make([]float32, n*rows)
+		for _, c := range []struct {
+			name string
+			m    Matrix
+		}{{"rowmajor", m}, {"packed", pm}} {
+			b.Run(fmt.Sprintf("%v/%dx%d/n=%d/%s", typ, rows, cols, n, c.name), func(b *testing.B) {
+				b.SetBytes(int64(len(m.Data)))
+				for b.Loop() {
+					MatMul(out, c.m, x, n)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/row")
+			})
 		}
 	}
 }
