@@ -15,7 +15,7 @@ const maxUnionStates = 4096
 // that may match a pattern or not — and a token accepted by any of them is accepted. Where one
 // part is alive in every reachable state of the product, the union keeps exactly the byte
 // strings that part keeps alive, and Union returns that part, whose slice a walk may already
-// have.
+// have (it counts copies if the part does: take only its unbounded slice).
 func Union(parts ...Automaton) Automaton {
 	u := &union{trans: nil}
 	ids := map[string]uint32{}
