@@ -805,3 +805,7 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 	a.key = sb.String()
 	return a
 }
+
+// Table returns the automaton's transitions as a dense table (see tokentrie.Table): the
+// passes over a vocabulary's trie read it directly.
+func (a *Automaton) Table() (trans []uint16, start []uint64) { return a.trans, a.start }

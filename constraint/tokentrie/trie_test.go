@@ -3,6 +3,7 @@ package tokentrie_test
 import (
 	"bytes"
 	"github.com/loomlm/loom/testmodel"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -251,23 +252,40 @@ func TestUnionSlice(t *testing.T) {
 
 // BenchmarkSliceBuild builds the slice of a loop on Llama 3's vocabulary (a pass over the
 // 268 000-node trie, done once per automaton and tokenizer): a class most tokens stay in
-// (every byte but '"' and '\\'), and one few do (digits).
+// (every byte but '"' and '\\'), and one few do (digits); stepped through Step, and read
+// from a table (tokentrie.Table, as the parser's automata are); unbounded, and within a
+// budget (which counts copies).
 func BenchmarkSliceBuild(b *testing.B) {
 	tok := llama3vocab.Tokenizer(b)
 	trie := tokentrie.New(tok)
 	for _, tc := range []struct {
-		name string
-		loop tokentrie.Automaton
+		name   string
+		loop   tokentrie.Automaton
+		budget int
 	}{
-		{"string", notQuote{}},
-		{"digits", classLoop{'0', '9'}},
+		{"string", notQuote{}, -1},
+		{"digits", classLoop{'0', '9'}, -1},
+		{"string/table", tabulate(notQuote{}), -1},
+		{"string/table/budget", tabulate(notQuote{}), 4},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				trie.Slice(uncached{tc.loop}, -1)
+				if _, ok := tc.loop.(*table); ok {
+					trie.Slice(uncachedTable{tc.loop.(*table)}, tc.budget)
+					continue
+				}
+				trie.Slice(uncached{tc.loop}, tc.budget)
 			}
 		})
 	}
+}
+
+// uncachedTable is uncached for a table.
+type uncachedTable struct{ *table }
+
+func (u uncachedTable) Key() string {
+	uncachedKeys++
+	return u.table.Key() + "#" + strconv.Itoa(uncachedKeys)
 }
 
 // notQuote loops on every byte but '"' and '\\'.
@@ -348,6 +366,142 @@ func TestChildSliceOfAnotherTrie(t *testing.T) {
 	for id := range tok.VocabSize() {
 		if got.Has(core.TokenID(id)) != want.Has(core.TokenID(id)) {
 			t.Fatalf("token %d %q: %v with another trie's child slice, %v by the plain walk", id, tok.TokenBytes(core.TokenID(id)), got.Has(core.TokenID(id)), want.Has(core.TokenID(id)))
+		}
+	}
+}
+
+// table is an automaton given as a dense table (tokentrie.Table), made from another by
+// visiting the states reachable from its start.
+type table struct {
+	key     string
+	trans   []uint16
+	start   []uint64
+	counted bool
+}
+
+func tabulate(a tokentrie.Automaton) *table {
+	t := &table{key: "table:" + a.Key(), counted: a.Counted()}
+	ids := map[uint32]uint16{a.Start(): 1}
+	states := []uint32{a.Start()}
+	for q := 0; q < len(states); q++ {
+		for b := range 256 {
+			next, started := a.Step(states[q], byte(b))
+			var id uint16
+			if next != 0 {
+				var ok bool
+				if id, ok = ids[next]; !ok {
+					states = append(states, next)
+					id = uint16(len(states))
+					ids[next] = id
+				}
+			}
+			i := q*256 + b
+			if i>>6 >= len(t.start) {
+				t.start = append(t.start, 0)
+			}
+			if started {
+				t.start[i>>6] |= 1 << (i & 63)
+			}
+			t.trans = append(t.trans, id)
+		}
+	}
+	return t
+}
+
+func (t *table) Key() string                 { return t.key }
+func (t *table) Start() uint32               { return 1 }
+func (t *table) Counted() bool               { return t.counted }
+func (t *table) Table() ([]uint16, []uint64) { return t.trans, t.start }
+func (t *table) Step(s uint32, b byte) (uint32, bool) {
+	i := (int(s)-1)*256 + int(b)
+	return uint32(t.trans[i]), t.start[i>>6]&(1<<(i&63)) != 0
+}
+
+// hexPairs is ([0-9a-f][0-9a-f])*: two states, a new copy at every other byte.
+type hexPairs struct{}
+
+func (hexPairs) Key() string   { return "hexPairs" }
+func (hexPairs) Start() uint32 { return 1 }
+func (hexPairs) Counted() bool { return true }
+func (hexPairs) Step(s uint32, b byte) (uint32, bool) {
+	if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
+		return 0, false
+	}
+	if s == 1 {
+		return 2, true
+	}
+	return 1, false
+}
+
+// automatonRecognizer recognises the prefixes of an automaton's language.
+type automatonRecognizer struct {
+	a      tokentrie.Automaton
+	states []uint32
+}
+
+func (r *automatonRecognizer) top() uint32 {
+	if len(r.states) == 0 {
+		return r.a.Start()
+	}
+	return r.states[len(r.states)-1]
+}
+func (r *automatonRecognizer) CanAdvance(b byte) bool { s, _ := r.a.Step(r.top(), b); return s != 0 }
+func (r *automatonRecognizer) Advance(b byte) bool {
+	s, _ := r.a.Step(r.top(), b)
+	if s == 0 {
+		return false
+	}
+	r.states = append(r.states, s)
+	return true
+}
+func (r *automatonRecognizer) Pop(n int) { r.states = r.states[:len(r.states)-n] }
+
+// TestTableSlicesMatchSteps checks that the passes reading an automaton's table (Table) make
+// the slices that stepping it one byte at a time makes, whichever budget is asked for first
+// (the copies are counted by a second pass, on the first budget): the same tokens for every
+// budget, and a walk with the slice gives the plain walk's mask in the same steps.
+func TestTableSlicesMatchSteps(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, a := range []tokentrie.Automaton{classLoop{'a', 'z'}, notQuote{}, hexPairs{}, uncountedLoop{classLoop{' ', 'z'}}} {
+		tab := tabulate(a)
+		for _, order := range [][]int{{-1, 0, 1, 3, 1000}, {3, 0, -1, 1, 1000}, {1000, 1, -1}} {
+			stepped, tabled := tokentrie.New(tok), tokentrie.New(tok)
+			for _, budget := range order {
+				s, ts := stepped.Slice(a, budget), tabled.Slice(tab, budget)
+				if (s == nil) != (ts == nil) {
+					t.Fatalf("%s, budget %d (order %v): stepped slice %v, table's %v", a.Key(), budget, order, s, ts)
+				}
+				if s == nil {
+					continue
+				}
+				if s.Tokens() != ts.Tokens() {
+					t.Fatalf("%s, budget %d (order %v): %d tokens stepped, %d with the table", a.Key(), budget, order, s.Tokens(), ts.Tokens())
+				}
+				if budget >= 0 {
+					continue // the recogniser below does not count copies
+				}
+				plain := tokentrie.NewMask(tok.VocabSize())
+				stepped.Fill(&automatonRecognizer{a: a}, plain)
+				for _, c := range []struct {
+					trie  *tokentrie.Trie
+					slice *tokentrie.Slice
+				}{{stepped, s}, {tabled, ts}} {
+					got := tokentrie.NewMask(tok.VocabSize())
+					c.trie.FillWith(&automatonRecognizer{a: a}, got, tokentrie.WalkOptions{Slices: []*tokentrie.Slice{c.slice}})
+					if !slices.Equal(got, plain) {
+						t.Fatalf("%s: a walk with the slice differs from the plain walk", a.Key())
+					}
+				}
+				withStepped := stepped.FillWith(&automatonRecognizer{a: a}, tokentrie.NewMask(tok.VocabSize()), tokentrie.WalkOptions{Slices: []*tokentrie.Slice{s}})
+				withTable := tabled.FillWith(&automatonRecognizer{a: a}, tokentrie.NewMask(tok.VocabSize()), tokentrie.WalkOptions{Slices: []*tokentrie.Slice{ts}})
+				if withStepped != withTable {
+					t.Fatalf("%s: walks with the slices took %d and %d steps", a.Key(), withStepped, withTable)
+				}
+			}
 		}
 	}
 }

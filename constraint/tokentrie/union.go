@@ -68,7 +68,7 @@ func Union(parts ...Automaton) Automaton {
 				id = uint32(len(states))
 				ids[string(k)] = id
 			}
-			u.trans = append(u.trans, id)
+			u.trans = append(u.trans, uint16(id))
 		}
 	}
 	for i, c := range covers {
@@ -87,9 +87,10 @@ func Union(parts ...Automaton) Automaton {
 	return u
 }
 
-// union is a product automaton (see Union): trans[(s-1)*256+b] is the state after b.
+// union is a product automaton (see Union): trans[(s-1)*256+b] is the state after b (at
+// most maxUnionStates).
 type union struct {
-	trans []uint32
+	trans []uint16
 	key   string
 }
 
@@ -97,5 +98,8 @@ func (u *union) Key() string   { return u.key }
 func (u *union) Start() uint32 { return 1 }
 func (u *union) Counted() bool { return false }
 func (u *union) Step(s uint32, b byte) (uint32, bool) {
-	return u.trans[(int(s)-1)*256+int(b)], false
+	return uint32(u.trans[(int(s)-1)*256+int(b)]), false
 }
+
+// Table implements Table: a union starts no copies.
+func (u *union) Table() ([]uint16, []uint64) { return u.trans, nil }
