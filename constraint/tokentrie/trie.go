@@ -236,15 +236,7 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 		nd := &nodes[i]
 		d := int(nd.depth)
 		for ; top >= d; top-- { // leave the subtrees deeper than the parent
-			n := p.node[top]
-			if !p.dead[top] {
-				skip[n>>6] |= 1 << (n & 63)
-			}
-			p.dead[top-1] = p.dead[top-1] || p.dead[top]
-			if counted {
-				subMax[n] = p.subMax[top]
-				p.subMax[top-1] = max(p.subMax[top-1], p.subMax[top])
-			}
+			p.leave(top, skip, subMax)
 		}
 		var st uint32
 		var started bool
@@ -278,15 +270,7 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 		all.count += int(nd.tokHi - nd.tokLo)
 	}
 	for ; top >= 1; top-- {
-		n := p.node[top]
-		if !p.dead[top] {
-			skip[n>>6] |= 1 << (n & 63)
-		}
-		p.dead[top-1] = p.dead[top-1] || p.dead[top]
-		if counted {
-			subMax[n] = p.subMax[top]
-			p.subMax[top-1] = max(p.subMax[top-1], p.subMax[top])
-		}
+		p.leave(top, skip, subMax)
 	}
 	if counted && maxUnits > 0 { // no budgets otherwise (a lead automaton starts no copies)
 		e.subMax = subMax
@@ -303,6 +287,21 @@ type path struct {
 	units  []uint8
 	subMax []uint8
 	dead   []bool
+}
+
+// leave leaves the subtree of the path's node at depth d (≥ 1): its skip bit is set when no
+// rejected node lies below it, its copies maximum written (subMax nil: copies are not
+// counted), and both passed up to its parent.
+func (p *path) leave(d int, skip []uint64, subMax []uint8) {
+	n := p.node[d]
+	if !p.dead[d] {
+		skip[n>>6] |= 1 << (n & 63)
+	}
+	p.dead[d-1] = p.dead[d-1] || p.dead[d]
+	if subMax != nil {
+		subMax[n] = p.subMax[d]
+		p.subMax[d-1] = max(p.subMax[d-1], p.subMax[d])
+	}
 }
 
 func newPath(maxLen int) *path {
