@@ -134,3 +134,40 @@ func BenchmarkSmallMatMul(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProductBoundaries streams one rand110M F32 token's weights (438 MB, larger than any
+// cache) against one activation row twice: as the forward's 85 products (12 layers of Q, K,
+// V, O, gate, up, down, then the output matrix) and as one product over a matrix of the same
+// bytes. The difference is what the boundaries between products cost a memory-bound
+// generation step (the workers' hand-over and wait at the end of each product, the chunks'
+// streams starting again), since both read every byte once with the same kernel.
+func BenchmarkProductBoundaries(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	var ms []Matrix
+	elems := 0
+	for range 12 {
+		for _, sh := range []struct{ rows, cols int }{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
+			ms = append(ms, randomMatrix(r, ggml.F32, sh.rows, sh.cols))
+			elems += sh.rows * sh.cols
+		}
+	}
+	ms = append(ms, randomMatrix(r, ggml.F32, 32000, 768))
+	elems += 32000 * 768
+	whole := randomMatrix(r, ggml.F32, elems/768, 768)
+	x := randomActivations(r, 1, 2048)
+	out := make([]float32, elems/768)
+	b.Run("products=85", func(b *testing.B) {
+		b.SetBytes(int64(4 * elems))
+		for b.Loop() {
+			for _, m := range ms {
+				MatMul(out[:m.Rows], m, x[:m.Cols], 1)
+			}
+		}
+	})
+	b.Run("products=1", func(b *testing.B) {
+		b.SetBytes(int64(4 * elems))
+		for b.Loop() {
+			MatMul(out, whole, x[:768], 1)
+		}
+	})
+}
