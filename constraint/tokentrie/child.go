@@ -88,16 +88,16 @@ func (t *Trie) newChildPart(a Automaton, first int) *childPart {
 	}
 	states := make([]uint32, t.maxLen+1)
 	states[1] = a.Start()
-	trans, _ := tableOf(a)
+	step := newStepper(a)
 	for i := base; i < end; i++ {
 		nd := &t.nodes[i]
 		d := int(nd.depth)
 		closeTo(d - 1)
 		var st uint32
-		if trans != nil {
-			st = uint32(trans[(int(states[d-1])-1)<<8|int(nd.b)])
+		if step.trans != nil {
+			st, _ = step.table(states[d-1], nd.b)
 		} else {
-			st, _ = a.Step(states[d-1], nd.b)
+			st, _ = step.Step(states[d-1], nd.b)
 		}
 		if st == 0 { // the parent is live: dead subtrees are skipped
 			if n := len(open); n > 0 {

@@ -227,7 +227,7 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	// when the pass leaves its subtree.
 	p := newPath(t.maxLen)
 	p.states[0] = a.Start()
-	trans, start := tableOf(a)
+	step := newStepper(a)
 	var byUnits [256][]int32 // live nodes holding tokens, by the copies their path starts
 	maxUnits := 0
 	nodes, skip, tokens := t.nodes, all.skip, t.tokens
@@ -240,11 +240,10 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 		}
 		var st uint32
 		var started bool
-		if trans != nil {
-			j := (int(p.states[d-1])-1)<<8 | int(nd.b)
-			st, started = uint32(trans[j]), start != nil && start[j>>6]&(1<<(j&63)) != 0
+		if step.trans != nil {
+			st, started = step.table(p.states[d-1], nd.b)
 		} else {
-			st, started = a.Step(p.states[d-1], nd.b)
+			st, started = step.Step(p.states[d-1], nd.b)
 		}
 		if st == 0 { // the parent is live: dead subtrees are skipped
 			p.dead[d-1] = true
@@ -310,17 +309,33 @@ func newPath(maxLen int) *path {
 }
 
 // A Table is an automaton whose transitions are a dense table, read directly by the passes
-// over the trie (one indirect call per trie node otherwise): Table returns trans, where
-// trans[(s-1)*256+b] is the state after byte b from state s, and start, whose bit
-// (s-1)*256+b says that the transition starts a copy (nil: none does).
+// over the trie (one indirect call per trie node otherwise). Table returns trans, where
+// trans[(s-1)*256+b] is the state after byte b from state s, in the numbering Start and Step
+// use (states 1, 2, …; 0 dead), and start, whose bit (s-1)*256+b says that the transition
+// starts a copy (nil: none does). The table must say what Step says for every state reachable
+// from Start. A nil trans means the automaton has no table: the passes call Step.
 type Table interface {
 	Table() (trans []uint16, start []uint64)
 }
 
-// tableOf returns a's table if it has one (trans nil otherwise).
-func tableOf(a Automaton) (trans []uint16, start []uint64) {
+// stepper steps an automaton for a pass over the trie: through its table when it has one
+// (table, inlined in the passes' loops), through the automaton's Step otherwise.
+type stepper struct {
+	Automaton
+	trans []uint16
+	start []uint64
+}
+
+func newStepper(a Automaton) stepper {
+	s := stepper{Automaton: a}
 	if t, ok := a.(Table); ok {
-		return t.Table()
+		s.trans, s.start = t.Table()
 	}
-	return nil, nil
+	return s
+}
+
+// table is Step read from the table (trans not nil).
+func (s *stepper) table(st uint32, b byte) (uint32, bool) {
+	j := (int(st)-1)<<8 | int(b)
+	return uint32(s.trans[j]), s.start != nil && s.start[j>>6]&(1<<(j&63)) != 0
 }
