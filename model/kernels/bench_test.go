@@ -41,14 +41,8 @@ func BenchmarkMatMul(b *testing.B) {
 func BenchmarkForward(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range testTypes {
-		var ms []Matrix
+		ms := rand110MToken(r, typ)
 		var bytes int64
-		for l := 0; l < 12; l++ {
-			for _, sh := range []struct{ rows, cols int }{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
-				ms = append(ms, randomMatrix(r, typ, sh.rows, sh.cols))
-			}
-		}
-		ms = append(ms, randomMatrix(r, typ, 32000, 768))
 		for _, m := range ms {
 			bytes += int64(len(m.Data))
 		}
@@ -66,6 +60,18 @@ func BenchmarkForward(b *testing.B) {
 			})
 		}
 	}
+}
+
+// rand110MToken returns random matrices of type typ shaped as the products of one rand110M
+// token: 12 layers of Q, K, V, O, gate, up and down, then the output matrix.
+func rand110MToken(r *rand.Rand, typ ggml.Type) []Matrix {
+	var ms []Matrix
+	for range 12 {
+		for _, sh := range []struct{ rows, cols int }{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
+			ms = append(ms, randomMatrix(r, typ, sh.rows, sh.cols))
+		}
+	}
+	return append(ms, randomMatrix(r, typ, 32000, 768))
 }
 
 // BenchmarkDot is the attention score product over one head (64) and a 768-wide row.
@@ -140,34 +146,32 @@ func BenchmarkSmallMatMul(b *testing.B) {
 // V, O, gate, up, down, then the output matrix) and as one product over a matrix of the same
 // bytes. The difference is what the boundaries between products cost a memory-bound
 // generation step (the workers' hand-over and wait at the end of each product, the chunks'
-// streams starting again), since both read every byte once with the same kernel.
+// streams starting again), since both read every byte once with the same kernel. The two
+// alternate four times.
 func BenchmarkProductBoundaries(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
-	var ms []Matrix
+	ms := rand110MToken(r, ggml.F32)
 	elems := 0
-	for range 12 {
-		for _, sh := range []struct{ rows, cols int }{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
-			ms = append(ms, randomMatrix(r, ggml.F32, sh.rows, sh.cols))
-			elems += sh.rows * sh.cols
-		}
+	for _, m := range ms {
+		elems += m.Rows * m.Cols
 	}
-	ms = append(ms, randomMatrix(r, ggml.F32, 32000, 768))
-	elems += 32000 * 768
 	whole := randomMatrix(r, ggml.F32, elems/768, 768)
 	x := randomActivations(r, 1, 2048)
 	out := make([]float32, elems/768)
-	b.Run("products=85", func(b *testing.B) {
-		b.SetBytes(int64(4 * elems))
-		for b.Loop() {
-			for _, m := range ms {
-				MatMul(out[:m.Rows], m, x[:m.Cols], 1)
+	for range 4 { // alternating: the machine's memory speed drifts within minutes
+		b.Run("products=85", func(b *testing.B) {
+			b.SetBytes(int64(4 * elems))
+			for b.Loop() {
+				for _, m := range ms {
+					MatMul(out[:m.Rows], m, x[:m.Cols], 1)
+				}
 			}
-		}
-	})
-	b.Run("products=1", func(b *testing.B) {
-		b.SetBytes(int64(4 * elems))
-		for b.Loop() {
-			MatMul(out, whole, x[:768], 1)
-		}
-	})
+		})
+		b.Run("products=1", func(b *testing.B) {
+			b.SetBytes(int64(4 * elems))
+			for b.Loop() {
+				MatMul(out, whole, x[:768], 1)
+			}
+		})
+	}
 }
