@@ -346,7 +346,7 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 	if !parallelWorth(work, n) || total == 0 {
 		run(0, total)
 	} else {
-		parallelFor(total, rowChunk(total, max(1, work/total)), run)
+		parallelFor(total, rowGrain(max(1, work/total)), run)
 	}
 	for _, a := range prepared {
 		if a != nil {
@@ -359,17 +359,13 @@ func matMul(outs [][]float32, ms []Matrix, x []float32, n int, im *impl) {
 // rows is worth sharing out to the workers.
 func parallelWorth(work, n int) bool { return work*(1+n/4) >= 2*minChunkBytes }
 
-// minChunkBytes is the least weight data a parallel chunk gets.
+// minChunkBytes is the least weight data a parallel claim gets.
 const minChunkBytes = 32 << 10
 
-// rowChunk picks the rows per parallel chunk: enough chunks to balance the load over the
-// workers, each at least minChunkBytes, a multiple of 16 rows so that chunks do not share
-// cache lines of out.
-func rowChunk(rows, rowBytes int) int {
-	c := rows / (4 * workers())
-	c = max(c, minChunkBytes/rowBytes)
-	c = (c + 15) &^ 15
-	return max(c, 16)
+// rowGrain picks the fewest rows of a parallel claim of rows of rowBytes: at least
+// minChunkBytes, a multiple of 16 rows so that claims do not share cache lines of out.
+func rowGrain(rowBytes int) int {
+	return max(16, (minChunkBytes/rowBytes+15)&^15)
 }
 
 // blocksTail adds the blocks of a 32-element type past the last whole group of four.

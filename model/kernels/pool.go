@@ -33,34 +33,56 @@ const (
 )
 
 type job struct {
-	fn      func(lo, hi, worker int)
-	n       int
+	fn func(lo, hi, worker int)
+	n  int
+	// chunk is the items of every claim, or with guided the fewest, of which every claim but
+	// the last is a multiple.
 	chunk   int
+	guided  bool          // claims shrink with the items left (see parallelFor)
 	workers int           // participants at most: worker ids are in [0, workers)
-	next    atomic.Int64  // next chunk to claim
-	left    atomic.Int64  // chunks not finished
+	next    atomic.Int64  // first item not claimed
+	left    atomic.Int64  // items not finished
 	ids     atomic.Int64  // worker ids handed out to helpers (the caller is 0)
 	done    chan struct{} // closed when left reaches 0
 }
 
-// work claims and runs chunks as worker id until none is left.
+// claim takes the next items [lo, hi) to run, or reports that none is left.
+func (j *job) claim() (lo, hi int, ok bool) {
+	if !j.guided {
+		lo = int(j.next.Add(int64(j.chunk))) - j.chunk
+		return lo, min(lo+j.chunk, j.n), lo < j.n
+	}
+	for {
+		lo = int(j.next.Load())
+		if lo >= j.n {
+			return 0, 0, false
+		}
+		size := (j.n - lo) / (2 * j.workers)
+		size = max(j.chunk, (size+j.chunk-1)/j.chunk*j.chunk)
+		hi = min(lo+size, j.n)
+		if j.next.CompareAndSwap(int64(lo), int64(hi)) {
+			return lo, hi, true
+		}
+	}
+}
+
+// work claims and runs items as worker id until none is left.
 func (j *job) work(id int) {
 	for {
-		c := int(j.next.Add(1) - 1)
-		lo := c * j.chunk
-		if lo >= j.n {
+		lo, hi, ok := j.claim()
+		if !ok {
 			return
 		}
-		j.fn(lo, min(lo+j.chunk, j.n), id)
-		if j.left.Add(-1) == 0 {
+		j.fn(lo, hi, id)
+		if j.left.Add(int64(lo-hi)) == 0 {
 			close(j.done)
 		}
 	}
 }
 
-// help joins j as a helper, if it still has chunks to claim and a worker id to spare.
+// help joins j as a helper, if it still has items to claim and a worker id to spare.
 func (j *job) help() {
-	if int(j.next.Load())*j.chunk >= j.n {
+	if int(j.next.Load()) >= j.n {
 		return
 	}
 	if id := int(j.ids.Add(1)); id < j.workers {
@@ -142,10 +164,16 @@ func spin(last *job) *job {
 	}
 }
 
-// parallelFor runs fn over [0, n) in chunks of chunk, on the caller and up to GOMAXPROCS-1
-// pool goroutines, and returns when all chunks are done.
-func parallelFor(n, chunk int, fn func(lo, hi int)) {
-	run(n, chunk, workers(), func(lo, hi, _ int) { fn(lo, hi) })
+// parallelFor runs fn over [0, n), on the caller and up to GOMAXPROCS-1 pool goroutines, and
+// returns when all of it is done. Each participant claims a range in turn, guided: a claim
+// takes 1/(2·participants) of the items left, rounded up to a multiple of grain and at least
+// grain (the last claim takes what is left). The first claims are long runs, which a worker
+// streams from memory faster than the same bytes in many short chunks, and the last are
+// short, so that the participants finish together: against eight equal chunks a product
+// (rows/8 each, at least grain), a 110M model's generation ran 10–15 % faster at every
+// weight type (F32, F16, Q8_0; Q4_0 ~5 %) in one process alternating the two.
+func parallelFor(n, grain int, fn func(lo, hi int)) {
+	run(n, grain, true, workers(), func(lo, hi, _ int) { fn(lo, hi) })
 }
 
 // Parallel runs fn(task, worker) for every task in [0, n), on the calling goroutine (worker 0)
@@ -154,16 +182,16 @@ func parallelFor(n, chunk int, fn func(lo, hi int)) {
 // say), and returns when all are done. Tasks are claimed one at a time, so they may differ in
 // size. A workers below 1 counts as 1: everything runs on the caller as worker 0.
 func Parallel(n, workers int, fn func(task, worker int)) {
-	run(n, 1, max(workers, 1), func(lo, hi, worker int) {
+	run(n, 1, false, max(workers, 1), func(lo, hi, worker int) {
 		for t := lo; t < hi; t++ {
 			fn(t, worker)
 		}
 	})
 }
 
-// run is parallelFor and Parallel: fn(lo, hi, worker) over [0, n) in chunks, on at most
-// maxWorkers participants.
-func run(n, chunk, maxWorkers int, fn func(lo, hi, worker int)) {
+// run is parallelFor and Parallel: fn(lo, hi, worker) over [0, n) in claims of chunk items
+// (guided: of at least chunk), on at most maxWorkers participants.
+func run(n, chunk int, guided bool, maxWorkers int, fn func(lo, hi, worker int)) {
 	if n <= 0 {
 		return
 	}
@@ -176,8 +204,8 @@ func run(n, chunk, maxWorkers int, fn func(lo, hi, worker int)) {
 	if pool.started.Load() < int64(helpers) {
 		startWorkers(helpers)
 	}
-	j := &job{fn: fn, n: n, chunk: chunk, workers: helpers + 1, done: make(chan struct{})}
-	j.left.Store(int64(chunks))
+	j := &job{fn: fn, n: n, chunk: chunk, guided: guided, workers: helpers + 1, done: make(chan struct{})}
+	j.left.Store(int64(n))
 	pool.offer.Store(j)
 	for range helpers - int(pool.spinning.Load()) {
 		select {
