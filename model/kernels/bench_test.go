@@ -36,8 +36,9 @@ func BenchmarkMatMul(b *testing.B) {
 }
 
 // BenchmarkForward runs the weight products of one rand110M token (12 layers of Q, K, V, O,
-// gate, up, down and the output matrix; 110 M weights, larger than any cache) with 1 and 8
-// activation rows: a ceiling on generation (n=1) and batched speed from the kernels alone.
+// gate, up, down and the output matrix; 110 M weights, larger than any cache) with 1, 4 and 8
+// activation rows: a ceiling on generation (n=1), on four beams' steps (n=4) and batched speed
+// from the kernels alone.
 func BenchmarkForward(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range testTypes {
@@ -46,7 +47,7 @@ func BenchmarkForward(b *testing.B) {
 		for _, m := range ms {
 			bytes += int64(len(m.Data))
 		}
-		for _, n := range []int{1, 8} {
+		for _, n := range []int{1, 4, 8} {
 			x := randomActivations(r, n, 2048)
 			out := make([]float32, n*32000)
 			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) {
