@@ -160,7 +160,8 @@ func (s *Sequence) Grow(tokens []int32) error {
 
 // Put writes the key row k and the value row v of layer at position pos, which must have been
 // reserved by Grow and not yet committed. Both rows hold KVHeads × HeadDim values, head after
-// head; Float16 storage rounds them to half precision.
+// head; Float16 storage rounds them to half precision. Puts of different positions may run
+// concurrently (they write disjoint values) while nothing else changes the sequence.
 func (s *Sequence) Put(layer, pos int, k, v []float32) {
 	s.checkOpen()
 	p := s.pool

@@ -288,9 +288,14 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 			}
 		}
 	})
-	for r, row := range rows {
-		runs[row.item].st.seq.Put(li, row.pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
-	}
+	// A row's key and value go to its cache block, whose lines the weights streamed since
+	// have evicted: each row's writes wait on memory about as long as a pass over
+	// minParallelValues values takes, so rows are shared out from two on.
+	m.overRows(n, minParallelValues, func(r0, r1, _ int) {
+		for r := r0; r < r1; r++ {
+			runs[rows[r].item].st.seq.Put(li, rows[r].pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
+		}
+	})
 	if p.AttnSoftcap != 0 {
 		// With a soft cap the score is an argument of tanh, where the last bit shows: scale
 		// the queries before the product, as llama.cpp does for these models.

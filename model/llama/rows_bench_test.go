@@ -12,7 +12,7 @@ import (
 	"github.com/loomlm/loom/models"
 )
 
-// BenchmarkForwardRows times one decoding forward over 1, 2 and 4 sequences (one new token
+// BenchmarkForwardRows times one decoding forward over 1, 2, 4 and 16 sequences (one new token
 // each after a 130-token context, F16 KV caches): the cost of the rows a batch or beam search
 // adds. It runs the embedded default model, or the GGUF file named by LOOM_BENCH_GGUF.
 func BenchmarkForwardRows(b *testing.B) {
@@ -32,7 +32,7 @@ func BenchmarkForwardRows(b *testing.B) {
 		prompt[i] = int32(100 + i*7%3000)
 	}
 	var states []core.State
-	for range 4 {
+	for range 16 {
 		st, err := m.NewState()
 		if err != nil {
 			b.Fatal(err)
@@ -43,7 +43,7 @@ func BenchmarkForwardRows(b *testing.B) {
 		}
 		states = append(states, st)
 	}
-	for _, n := range []int{1, 2, 4} {
+	for _, n := range []int{1, 2, 4, 16} {
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
 			batch := make([]core.ForwardItem, n)
 			for b.Loop() {
