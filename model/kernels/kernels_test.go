@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -905,4 +906,49 @@ func TestPairsMatchRowKernel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestParallelForGuided checks parallelFor's guided claims: every item runs exactly once, every
+// claim starts at a multiple of grain and holds at least grain items unless it is the last,
+// and a claim never takes more than half a participant's share of the items left then (so
+// the first claim takes the most), for several sizes, grains and worker counts.
+func TestParallelForGuided(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		refreshWorkers()
+		for _, tc := range []struct{ n, grain int }{{1, 16}, {16, 16}, {17, 16}, {768, 16}, {2048, 16}, {32000, 48}, {1000, 1}, {5, 2}} {
+			var mu sync.Mutex
+			var claims [][2]int
+			runs := make([]atomic.Int32, tc.n)
+			parallelFor(tc.n, tc.grain, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					runs[i].Add(1)
+				}
+				mu.Lock()
+				claims = append(claims, [2]int{lo, hi})
+				mu.Unlock()
+			})
+			for i := range runs {
+				if c := runs[i].Load(); c != 1 {
+					t.Fatalf("GOMAXPROCS %d, n %d grain %d: item %d ran %d times", procs, tc.n, tc.grain, i, c)
+				}
+			}
+			slices.SortFunc(claims, func(a, b [2]int) int { return a[0] - b[0] })
+			for k, c := range claims {
+				lo, hi := c[0], c[1]
+				if lo%tc.grain != 0 || (hi != tc.n && hi-lo < tc.grain) {
+					t.Errorf("GOMAXPROCS %d, n %d grain %d: claim [%d, %d) is not a whole number of grains", procs, tc.n, tc.grain, lo, hi)
+				}
+				participants := min(procs, (tc.n+tc.grain-1)/tc.grain)
+				if share := (tc.n - lo) / (2 * participants); participants > 1 && hi-lo > max(tc.grain, share+tc.grain-1) {
+					t.Errorf("GOMAXPROCS %d, n %d grain %d: claim [%d, %d) takes more than half a share of the %d items left", procs, tc.n, tc.grain, lo, hi, tc.n-lo)
+				}
+				if k > 0 && hi-lo > claims[k-1][1]-claims[k-1][0] {
+					t.Errorf("GOMAXPROCS %d, n %d grain %d: claim [%d, %d) is longer than the one before it", procs, tc.n, tc.grain, lo, hi)
+				}
+			}
+		}
+	}
+	refreshWorkers()
 }

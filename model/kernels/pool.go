@@ -169,9 +169,10 @@ func spin(last *job) *job {
 // takes 1/(2·participants) of the items left, rounded up to a multiple of grain and at least
 // grain (the last claim takes what is left). The first claims are long runs, which a worker
 // streams from memory faster than the same bytes in many short chunks, and the last are
-// short, so that the participants finish together: against eight equal chunks a product
-// (rows/8 each, at least grain), a 110M model's generation ran 10–15 % faster at every
-// weight type (F32, F16, Q8_0; Q4_0 ~5 %) in one process alternating the two.
+// short, so that the participants finish together. Against eight equal chunks a product
+// (rows/8 each, at least grain), a 110M model's F32 and F16 generation ran 7–15 % faster
+// (loom's binaries alternating; Q8_0, Q4_0 and Q4_K within noise) and prompt processing the
+// same (docs/BENCHMARKS.md).
 func parallelFor(n, grain int, fn func(lo, hi int)) {
 	run(n, grain, true, workers(), func(lo, hi, _ int) { fn(lo, hi) })
 }
