@@ -114,7 +114,14 @@ func ewma(old, x float64) float64 {
 func (t *kTuner) observe(n, accepted int, draftTime time.Duration, draftForwards int, verifyTime time.Duration) {
 	t.steps++
 	if draftForwards > 0 {
-		t.draft = ewma(max(t.draft, 0), draftTime.Seconds()/float64(draftForwards))
+		x := draftTime.Seconds() / float64(draftForwards)
+		if t.draft > 0 && x < t.draft {
+			// A busy machine makes a forward slower, never faster: a timing under the running
+			// cost is the likelier truth, and it counts at once for half.
+			t.draft += (x - t.draft) / 2
+		} else {
+			t.draft = ewma(max(t.draft, 0), x)
+		}
 	}
 	if n > 0 {
 		for i := 0; i < accepted; i++ {
@@ -182,6 +189,13 @@ func (t *kTuner) choose(room int) int {
 	// to the best are measured again and the acceptance rate keeps being checked (also when
 	// the best is plain decoding).
 	if t.steps%tunerProbe == 0 && best < limit {
+		if best == 0 {
+			// After plain steps a probe's first draft forward catches up with their tokens and
+			// is not measured (see observe): a probe of one token would never measure the
+			// draft again, and a draft cost raised by one slow moment would keep plain
+			// decoding for good. The second draft forward measures it.
+			return min(2, limit)
+		}
 		return best + 1
 	}
 	return best
