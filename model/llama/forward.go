@@ -288,10 +288,14 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 			}
 		}
 	})
-	// A row's key and value go to its cache block, whose lines the weights streamed since
-	// have evicted: each row's writes wait on memory about as long as a pass over
-	// minParallelValues values takes, so rows are shared out from two on.
-	m.overRows(n, minParallelValues, func(r0, r1, _ int) {
+	// Each row's key and value go to its cache block. With large weights (m.sharePuts) the
+	// weights streamed since have evicted the block, and each row's writes wait on memory about
+	// as long as a pass over minParallelValues values takes: rows are shared out from two on.
+	width := kvDim
+	if m.sharePuts {
+		width = minParallelValues
+	}
+	m.overRows(n, width, func(r0, r1, _ int) {
 		for r := r0; r < r1; r++ {
 			runs[rows[r].item].st.seq.Put(li, rows[r].pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
 		}
