@@ -115,10 +115,11 @@ func (t *kTuner) observe(n, accepted int, draftTime time.Duration, draftForwards
 	t.steps++
 	if draftForwards > 0 {
 		x := draftTime.Seconds() / float64(draftForwards)
-		if t.draft > 0 && x < t.draft {
-			// A busy machine makes a forward slower, never faster: a timing under the running
-			// cost is the likelier truth, and it counts at once for half.
-			t.draft += (x - t.draft) / 2
+		if x < t.draft/2 {
+			// Under half the running cost: not noise (a busy machine slows a forward, it does
+			// not halve it) but the cost as it is again after a slow moment, which the
+			// running average would take many probes to learn.
+			t.draft = x
 		} else {
 			t.draft = ewma(max(t.draft, 0), x)
 		}
