@@ -170,9 +170,9 @@ func spin(last *job) *job {
 // grain (the last claim takes what is left). The first claims are long runs, which a worker
 // streams from memory faster than the same bytes in many short chunks, and the last are
 // short, so that the participants finish together. Against eight equal chunks a product
-// (rows/8 each, at least grain), a 110M model's F32 and F16 generation ran 7–15 % faster
-// (loom's binaries alternating; Q8_0, Q4_0 and Q4_K within noise) and prompt processing the
-// same (docs/BENCHMARKS.md).
+// (rows/8 each, at least grain), a 110M model's F32 generation ran at 100–113 against 96–107
+// tokens/s and F16 at 173–208 against 158–204 (loom's binaries alternating; Q8_0, Q4_0 and
+// Q4_K within noise), prompt processing the same (docs/BENCHMARKS.md).
 func parallelFor(n, grain int, fn func(lo, hi int)) {
 	run(n, grain, true, workers(), func(lo, hi, _ int) { fn(lo, hi) })
 }

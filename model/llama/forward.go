@@ -288,18 +288,14 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 			}
 		}
 	})
-	// Each row's key and value go to its cache block. With large weights (m.sharePuts) the
-	// weights streamed since have evicted the block, and each row's writes wait on memory about
-	// as long as a pass over minParallelValues values takes: rows are shared out from two on.
-	width := kvDim
-	if m.sharePuts {
-		width = minParallelValues
+	// Each row's key and value go to its cache block: on the workers from two rows on for
+	// large weights (see putShareBytes), else here (the shared form's closure is made only
+	// then: it escapes to the heap).
+	if m.sharePuts && n > 1 {
+		m.overRows(n, minParallelValues, func(r0, r1, _ int) { m.putRows(ws, li, rows, runs, r0, r1) })
+	} else {
+		m.putRows(ws, li, rows, runs, 0, n)
 	}
-	m.overRows(n, width, func(r0, r1, _ int) {
-		for r := r0; r < r1; r++ {
-			runs[rows[r].item].st.seq.Put(li, rows[r].pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
-		}
-	})
 	if p.AttnSoftcap != 0 {
 		// With a soft cap the score is an argument of tanh, where the last bit shows: scale
 		// the queries before the product, as llama.cpp does for these models.
@@ -332,6 +328,14 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 		}
 	}
 	m.overRows(n, dim, func(r0, r1, _ int) { add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim]) })
+}
+
+// putRows writes the keys and values of rows [r0, r1) of layer li to their sequences' caches.
+func (m *Model) putRows(ws *workspace, li int, rows []rowInfo, runs []itemRun, r0, r1 int) {
+	kvDim := m.p.KVHeads * m.p.HeadDim
+	for r := r0; r < r1; r++ {
+		runs[rows[r].item].st.seq.Put(li, rows[r].pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
+	}
 }
 
 // overRows runs fn over the n rows of a batch, in up to m.workers contiguous ranges when the

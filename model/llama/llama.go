@@ -200,11 +200,12 @@ type Model struct {
 	sharePuts bool
 }
 
-// putShareBytes is the size of weights from which a forward shares its rows' cache writes out
-// to the workers. The weights a forward streams between two layers' writes evict the cache
-// blocks of weights this large, so each row's writes wait on memory (rand110M Q8_0, 117 MB:
-// four rows 5.5–5.9 → 4.9–5.3 ms a forward); a small model's blocks stay in cache, and handing
-// out the writes costs more than they do (the embedded 11 MB model: two rows 333 → 351–357 µs).
+// putShareBytes is the size of weights from which a forward of two rows or more shares its
+// rows' cache writes out to the workers. The weights a forward streams between two layers'
+// writes evict the cache blocks of weights this large, so each row's writes wait on memory
+// (rand110M Q8_0, 117 MB: four rows 5.5–5.9 → 4.9–5.3 ms a forward, binaries alternating); a
+// small model's blocks stay in cache, and handing out the writes costs more than they do (the
+// embedded 11 MB model: two rows 333 → 351–357 µs).
 const putShareBytes = 64 << 20
 
 // archs lists the supported architectures and whether they rotate in the NeoX layout.
