@@ -5,6 +5,7 @@ import (
 	"github.com/loomlm/loom/testmodel"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/tokentrie"
@@ -503,6 +504,50 @@ func TestTableSlicesMatchSteps(t *testing.T) {
 					t.Fatalf("%s: walks with the slices took %d and %d steps", a.Key(), withStepped, withTable)
 				}
 			}
+		}
+	}
+}
+
+// wordLoop accepts any number of copies of its word: state s expects the word's byte s-1.
+type wordLoop string
+
+func (w wordLoop) Key() string   { return "word:" + string(w) }
+func (w wordLoop) Start() uint32 { return 1 }
+func (w wordLoop) Counted() bool { return true }
+func (w wordLoop) Step(s uint32, b byte) (uint32, bool) {
+	if b != w[s-1] {
+		return 0, false
+	}
+	if int(s) == len(w) {
+		return 1, s == 1
+	}
+	return s + 1, s == 1
+}
+
+// TestUnionByteClasses checks that the product construction gives the same automaton
+// (transitions and key, which spells them out) whether it steps its parts through their
+// tables, one byte of each class of bytes they treat alike, or through Step byte by byte.
+func TestUnionByteClasses(t *testing.T) {
+	for _, parts := range [][]tokentrie.Automaton{
+		{wordLoop("ab"), wordLoop("ac")},
+		{wordLoop("abc"), wordLoop("bca"), wordLoop("zz")},
+		{wordLoop("a\x00\xff"), classLoop{'0', '9'}},
+		{wordLoop("xyz"), classLoop{'a', 'y'}},
+	} {
+		stepped := tokentrie.Union(parts...)
+		tables := make([]tokentrie.Automaton, len(parts))
+		for i, p := range parts {
+			tables[i] = tabulate(p)
+		}
+		tabled := tokentrie.Union(tables...)
+		if stepped == nil || tabled == nil {
+			t.Fatalf("%v: Union is nil", parts)
+		}
+		if stepped.Key() != tabled.Key() {
+			t.Errorf("%v: the union read from tables differs from the union stepped byte by byte", parts)
+		}
+		if !strings.HasPrefix(tabled.Key(), "union") {
+			t.Errorf("%v: Union returned a part; the test needs a proper product", parts)
 		}
 	}
 }

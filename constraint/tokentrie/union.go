@@ -15,7 +15,9 @@ const maxUnionStates = 4096
 // that may match a pattern or not — and a token accepted by any of them is accepted. Where one
 // part is alive in every reachable state of the product, the union keeps exactly the byte
 // strings that part keeps alive, and Union returns that part, whose slice a walk may already
-// have (it counts copies if the part does: take only its unbounded slice).
+// have (it counts copies if the part does: take only its unbounded slice). Parts with a
+// Table are read from it, and bytes that every part maps alike (most letters of a property
+// name's automaton) are stepped once per state (byteClasses).
 func Union(parts ...Automaton) Automaton {
 	u := &union{trans: nil}
 	ids := map[string]uint32{}
@@ -39,18 +41,32 @@ func Union(parts ...Automaton) Automaton {
 		covers[i] = true
 	}
 	next := make([]uint32, len(parts)) // scratch: copied only when it is a new state
+	steppers := make([]stepper, len(parts))
+	for i, p := range parts {
+		steppers[i] = newStepper(p)
+	}
+	rep := byteClasses(steppers)
 	for q := 0; q < len(states); q++ {
 		for i, st := range states[q] {
 			if st == 0 {
 				covers[i] = false
 			}
 		}
+		row := len(u.trans)
 		for b := range 256 {
+			if r := rep[b]; r != byte(b) { // the same in every part as an earlier byte
+				u.trans = append(u.trans, u.trans[row+int(r)])
+				continue
+			}
 			alive := false
-			for i, p := range parts {
+			for i := range steppers {
 				next[i] = 0
 				if s := states[q][i]; s != 0 {
-					next[i], _ = p.Step(s, byte(b))
+					if steppers[i].trans != nil {
+						next[i] = uint32(steppers[i].trans[(int(s)-1)<<8|b])
+					} else {
+						next[i], _ = steppers[i].Step(s, byte(b))
+					}
 					alive = alive || next[i] != 0
 				}
 			}
@@ -103,3 +119,52 @@ func (u *union) Step(s uint32, b byte) (uint32, bool) {
 
 // Table implements Table: a union starts no copies.
 func (u *union) Table() ([]uint16, []uint64) { return u.trans, nil }
+
+// byteClasses returns, for every byte, the first byte that every part's table maps exactly
+// as it (the same state after it from every state): the product construction computes one
+// byte of each class and copies it to the others, which keeps the states' numbering. A part
+// without a table puts every byte in a class of its own.
+func byteClasses(parts []stepper) [256]byte {
+	var rep [256]byte
+	for b := range rep {
+		rep[b] = byte(b)
+	}
+	for _, p := range parts {
+		if p.trans == nil {
+			return rep
+		}
+	}
+	var hash [256]uint64
+	for _, p := range parts {
+		for row := 0; row+256 <= len(p.trans); row += 256 {
+			for b, t := range p.trans[row : row+256] {
+				hash[b] = (hash[b]^uint64(t))*0x100000001b3 + 1
+			}
+		}
+	}
+	same := func(a, b int) bool {
+		for _, p := range parts {
+			for row := 0; row+256 <= len(p.trans); row += 256 {
+				if p.trans[row+a] != p.trans[row+b] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	firsts := map[uint64][]byte{} // the classes' first bytes by hash
+	for b := range 256 {
+		h := hash[b]
+		found := false
+		for _, f := range firsts[h] {
+			if same(int(f), b) {
+				rep[b], found = f, true
+				break
+			}
+		}
+		if !found {
+			firsts[h] = append(firsts[h], byte(b))
+		}
+	}
+	return rep
+}
