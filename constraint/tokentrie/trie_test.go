@@ -5,7 +5,6 @@ import (
 	"github.com/loomlm/loom/testmodel"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/tokentrie"
@@ -546,7 +545,7 @@ func TestUnionByteClasses(t *testing.T) {
 		if stepped.Key() != tabled.Key() {
 			t.Errorf("%v: the union read from tables differs from the union stepped byte by byte", parts)
 		}
-		if !strings.HasPrefix(tabled.Key(), "union") {
+		if slices.Contains(tables, tabled) {
 			t.Errorf("%v: Union returned a part; the test needs a proper product", parts)
 		}
 	}

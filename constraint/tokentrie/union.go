@@ -16,8 +16,8 @@ const maxUnionStates = 4096
 // part is alive in every reachable state of the product, the union keeps exactly the byte
 // strings that part keeps alive, and Union returns that part, whose slice a walk may already
 // have (it counts copies if the part does: take only its unbounded slice). Parts with a
-// Table are read from it, and bytes that every part maps alike (most letters of a property
-// name's automaton) are stepped once per state (byteClasses).
+// Table are read from it, and bytes that every part maps alike (for property names, every
+// byte that no name has at any point) are stepped once per state (byteClasses).
 func Union(parts ...Automaton) Automaton {
 	u := &union{trans: nil}
 	ids := map[string]uint32{}
@@ -63,7 +63,7 @@ func Union(parts ...Automaton) Automaton {
 				next[i] = 0
 				if s := states[q][i]; s != 0 {
 					if steppers[i].trans != nil {
-						next[i] = uint32(steppers[i].trans[(int(s)-1)<<8|b])
+						next[i], _ = steppers[i].table(s, byte(b))
 					} else {
 						next[i], _ = steppers[i].Step(s, byte(b))
 					}
