@@ -36,8 +36,9 @@ func BenchmarkMatMul(b *testing.B) {
 }
 
 // BenchmarkForward runs the weight products of one rand110M token (12 layers of Q, K, V, O,
-// gate, up, down and the output matrix; 110 M weights, larger than any cache) with 1, 4 and 8
-// activation rows: a ceiling on generation (n=1), on four beams' steps (n=4) and batched speed
+// gate, up, down and the output matrix; 110 M weights, larger than any cache) with 1, 4, 8 and
+// 128 activation rows: a ceiling on generation (n=1), on four beams' steps (n=4), batched
+// speed (n=8) and prompt processing (n=128: every row through every product, as a ceiling)
 // from the kernels alone.
 func BenchmarkForward(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
@@ -47,7 +48,7 @@ func BenchmarkForward(b *testing.B) {
 		for _, m := range ms {
 			bytes += int64(len(m.Data))
 		}
-		for _, n := range []int{1, 4, 8} {
+		for _, n := range []int{1, 4, 8, 128} {
 			x := randomActivations(r, n, 2048)
 			out := make([]float32, n*32000)
 			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) {

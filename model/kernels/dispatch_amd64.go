@@ -79,6 +79,9 @@ func init() {
 	avx512.pairs4[kF32] = dotF32x4PairsAVX512
 	avx512.pairs4[kF16] = dotF16x4PairsAVX512
 	avx512.pairs4[kBF16] = dotBF16x4PairsAVX512
+	avx512.pairs4Cached[kF32] = dotF32x4PairsCachedAVX512
+	avx512.pairs4Cached[kF16] = dotF16x4PairsCachedAVX512
+	avx512.pairs4Cached[kBF16] = dotBF16x4PairsCachedAVX512
 	avx512.attn = attnKernels{
 		lanes:  16,
 		scores: [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32){attnScoresF32AVX512, attnScoresF16AVX512},

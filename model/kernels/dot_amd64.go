@@ -229,6 +229,15 @@ func dotF16x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride
 // dotBF16x4PairsAVX512 computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.
 func dotBF16x4PairsAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotF32x4PairsCachedAVX512 is dotF32x4PairsAVX512 without prefetch, for weights in cache.
+func dotF32x4PairsCachedAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x4PairsCachedAVX512 is dotF16x4PairsAVX512 without prefetch, for weights in cache.
+func dotF16x4PairsCachedAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x4PairsCachedAVX512 is dotBF16x4PairsAVX512 without prefetch, for weights in cache.
+func dotBF16x4PairsCachedAVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotF32x1Rows16AVX512 computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.
 func dotF32x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 

@@ -870,36 +870,41 @@ func TestParallel(t *testing.T) {
 	}
 }
 
-// TestPairsMatchRowKernel checks that every two-weight-row kernel gives, bit for bit, what its
-// type's four-activation-row kernel gives: short and long rows, a last 8-block, extreme values.
+// TestPairsMatchRowKernel checks that every two-weight-row kernel, with prefetch and without,
+// gives, bit for bit, what its type's four-activation-row kernel gives: short and long rows,
+// a last 8-block, extreme values.
 func TestPairsMatchRowKernel(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	for _, im := range impls {
 		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16} {
 			tk := kernelOf(typ)
-			pairs := im.pairs4[tk.kind]
-			if pairs == nil {
-				continue
+			if (im.pairs4[tk.kind] == nil) != (im.pairs4Cached[tk.kind] == nil) {
+				t.Errorf("%s %v: a two-weight-row kernel with prefetch but none without, or the reverse", im.name, typ)
 			}
-			for _, cols := range []int{8, 16, 24, 64, 72, 256, 776} {
-				for _, huge := range []bool{false, true} {
-					const rows, n = 6, 4
-					m := randomMatrix(r, typ, rows, cols)
-					x := randomActivations(r, n, cols)
-					if huge {
-						for i := range x {
-							x[i] *= 1e36
+			for _, pairs := range []dotFunc{im.pairs4[tk.kind], im.pairs4Cached[tk.kind]} {
+				if pairs == nil {
+					continue
+				}
+				for _, cols := range []int{8, 16, 24, 64, 72, 256, 776} {
+					for _, huge := range []bool{false, true} {
+						const rows, n = 6, 4
+						m := randomMatrix(r, typ, rows, cols)
+						x := randomActivations(r, n, cols)
+						if huge {
+							for i := range x {
+								x[i] *= 1e36
+							}
 						}
-					}
-					want := make([]float32, n*rows)
-					got := make([]float32, n*rows)
-					nb := cols / tk.blockElems
-					xb := (*byte)(unsafe.Pointer(&x[0]))
-					im.dot[tk.kind][3](&m.Data[0], m.RowBytes(), rows, nb, xb, 4*cols, &want[0], rows)
-					pairs(&m.Data[0], m.RowBytes(), rows, nb, xb, 4*cols, &got[0], rows)
-					for k := range want {
-						if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
-							t.Fatalf("%s %v %d×%d huge=%v: out[%d]: pairs kernel %g, four-row kernel %g", im.name, typ, rows, cols, huge, k, got[k], want[k])
+						want := make([]float32, n*rows)
+						got := make([]float32, n*rows)
+						nb := cols / tk.blockElems
+						xb := (*byte)(unsafe.Pointer(&x[0]))
+						im.dot[tk.kind][3](&m.Data[0], m.RowBytes(), rows, nb, xb, 4*cols, &want[0], rows)
+						pairs(&m.Data[0], m.RowBytes(), rows, nb, xb, 4*cols, &got[0], rows)
+						for k := range want {
+							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+								t.Fatalf("%s %v %d×%d huge=%v: out[%d]: pairs kernel %g, four-row kernel %g", im.name, typ, rows, cols, huge, k, got[k], want[k])
+							}
 						}
 					}
 				}

@@ -74,12 +74,14 @@ func main() {
 			VPSLLD(U8(16), z, z)
 		})
 	}
-	floatKernel512Pairs("F32", 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
-	floatKernel512Pairs("F16", 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
-	floatKernel512Pairs("BF16", 16, func(m Mem, z VecVirtual) {
-		VPMOVZXWD(m, z)
-		VPSLLD(U8(16), z, z)
-	})
+	for _, prefetch := range []bool{true, false} {
+		floatKernel512Pairs("F32", 32, prefetch, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+		floatKernel512Pairs("F16", 16, prefetch, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		floatKernel512Pairs("BF16", 16, prefetch, func(m Mem, z VecVirtual) {
+			VPMOVZXWD(m, z)
+			VPSLLD(U8(16), z, z)
+		})
+	}
 	floatKernel512Rows16("F32", 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 	floatKernel512Rows16("F16", 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 	floatKernel512Rows16("BF16", 16, func(m Mem, z VecVirtual) {
@@ -532,13 +534,19 @@ func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 // weight rows, so a 16-block costs two weight loads, four activation loads and eight FMAs
 // instead of two weight loads, eight activation loads and eight FMAs. Each of the eight
 // results is summed exactly as floatKernel512 sums it (the same chains, the same order), so
-// it has the same bits.
-func floatKernel512Pairs(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
+// it has the same bits. Without prefetch (dot…x4PairsCached…) it leaves out the software
+// prefetch of the weights 4 KB ahead, for weights another activation group has just read.
+func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem, VecVirtual)) {
 	const nx = 4
 	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx4PairsAVX512", typ)
+	doc := fmt.Sprintf("%s computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.", name)
+	if !prefetch {
+		name = fmt.Sprintf("dot%sx4PairsCachedAVX512", typ)
+		doc = fmt.Sprintf("%s is dot%sx4PairsAVX512 without prefetch, for weights in cache.", name, typ)
+	}
 	TEXT(name, NOSPLIT, signature)
-	Doc(fmt.Sprintf("%s computes 4 activation rows against rows weight rows, two at a time (AVX-512); rows must be even.", name))
+	Doc(doc)
 	w := Load(Param("w"), GP64())
 	nrows := Load(Param("rows"), GP64())
 	out := Load(Param("out"), GP64())
@@ -600,7 +608,7 @@ func floatKernel512Pairs(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 	CMPQ(cnt, U8(4))
 	JB(LabelRef(name + "_single"))
 	for _, p := range []Register{s.p, p1} {
-		for off := 0; off < 4*wBytes8; off += 64 {
+		for off := 0; prefetch && off < 4*wBytes8; off += 64 {
 			PREFETCHT0(Mem{Base: p, Disp: floatPrefetchDistance + off})
 		}
 	}
