@@ -215,6 +215,44 @@ func BenchmarkMaskLlama3(b *testing.B) {
 	benchmarkMasks(b, tok)
 }
 
+// BenchmarkMaskLlama3BoundedStrings computes the masks of one issue report on Llama 3's
+// vocabulary under a schema whose strings have a length limit (a 200-character title, a
+// 2 000-character body), the schema compiled anew for each report: inside such a string the
+// parser's state changes with every character (fewer may still come), and the masks are shared
+// through the keys within the longest token (earley.Matcher.AppendStateKeyWithin).
+func BenchmarkMaskLlama3BoundedStrings(b *testing.B) {
+	tok := llama3vocab.Tokenizer(b)
+	constraint.TrieFor(tok)
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
+	schema := []byte(`{"type": "object", "properties": {"title": {"type": "string", "maxLength": 200}, "body": {"type": "string", "maxLength": 2000}}, "required": ["title", "body"]}`)
+	doc := `{"title":"Crash when saving a file with a long name","body":"` + strings.Repeat("Steps to reproduce: open the editor, type a long file name, press save. Expected: the file is saved. Actual: the app crashes. ", 4) + `"}`
+	ids, err := tok.Encode(doc, core.EncodeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var masks time.Duration
+	for b.Loop() {
+		start, err := constraint.NewJSONSchema(schema, loomschema.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := start.Clone().(*constraint.Processor)
+		for step, id := range ids {
+			t0 := time.Now()
+			m := p.Mask(tok)
+			masks += time.Since(t0)
+			if !m.Has(id) {
+				b.Fatalf("token %d %q of the report is masked", step, tok.TokenBytes(id))
+			}
+			p.Accept(seq, id)
+		}
+	}
+	b.ReportMetric(float64(masks.Nanoseconds())/1e3/float64(b.N*len(ids)), "mask-avg-µs")
+}
+
 func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 	corpus := maskCorpus(b)
 	if only := os.Getenv("LOOM_MASK_SCHEMAS"); only != "" { // a substring of the names, to profile a few

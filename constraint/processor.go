@@ -52,8 +52,9 @@ type Processor struct {
 	maskAt  int
 	ended   bool  // an end-of-generation token was accepted
 	err     error // a forbidden token was accepted
-	// masks is shared by p and its clones: the masks of recent parser states by state key
-	// (earley.Matcher.AppendStateKey); key is the scratch the current key is built in.
+	// masks is shared by p and its clones: the masks of recent parser states by their key
+	// within the longest token (earley.Matcher.AppendStateKeyWithin); key is the scratch the
+	// current key is built in.
 	masks *maskCache
 	key   []byte
 }
@@ -265,7 +266,7 @@ func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	}
 	cacheable := !p.ended && reflect.TypeOf(tok).Comparable()
 	if cacheable {
-		p.key = p.m.AppendStateKey(p.key[:0])
+		p.key = p.m.AppendStateKeyWithin(p.key[:0], trie.MaxTokenLen()) // a mask looks one token ahead
 		if p.masks.get(tok, p.key, p.mask) {
 			p.maskFor, p.maskAt = tok, p.m.Len()
 			return Mask{bits: p.mask, n: trie.VocabSize()}

@@ -201,12 +201,23 @@ func TestSamplingProducesGrammarText(t *testing.T) {
 }
 
 // TestMaskCacheInsideString decodes a long JSON string token by token: inside it the parser's
-// state after every token has the same key, so the masks after the first come from the cache
-// shared by the processor's clones. Each must equal the mask of a processor built fresh and
-// advanced over the same bytes (whose own cache is empty).
+// state after every token has the same key (within the longest token, for a string of
+// bounded length while more characters may come than a token holds), so most masks come from
+// the cache shared by the processor's clones. Each must equal the mask of a processor built
+// fresh and advanced over the same bytes (whose own cache is empty): also where a bounded
+// string comes within a token's length of its limit and the keys change.
 func TestMaskCacheInsideString(t *testing.T) {
 	_, tok := openDefault(t)
-	schema := `{"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}`
+	doc := `{"text":"In the beginning God created the heaven and the earth. And the earth was without form, and void"}`
+	for _, limit := range []string{"", `, "maxLength": 400`, `, "maxLength": 95`} { // the text has 95
+		t.Run("string"+limit, func(t *testing.T) {
+			schema := `{"type": "object", "properties": {"text": {"type": "string"` + limit + `}}, "required": ["text"]}`
+			checkCachedMasks(t, tok, schema, doc)
+		})
+	}
+}
+
+func checkCachedMasks(t *testing.T, tok core.Tokenizer, schema, doc string) {
 	start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +226,6 @@ func TestMaskCacheInsideString(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := `{"text": "In the beginning God created the heaven and the earth. And the earth was without form, and void"}`
 	ids, err := tok.Encode(doc, core.EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +245,9 @@ func TestMaskCacheInsideString(t *testing.T) {
 			if got.Has(core.TokenID(v)) != want.Has(core.TokenID(v)) {
 				t.Fatalf("step %d: token %d %q: cached %v, fresh %v", step, v, tok.Piece(core.TokenID(v)), got.Has(core.TokenID(v)), want.Has(core.TokenID(v)))
 			}
+		}
+		if !got.Has(id) {
+			t.Fatalf("step %d: the document's token %d %q is masked", step, id, tok.Piece(id))
 		}
 		p.Accept(seq, id)
 		p = p.Clone().(*constraint.Processor) // as a session does after every token

@@ -108,6 +108,8 @@ type grammarRuns struct {
 	// prefixes[nt] is nt's prefix automaton once resolved (noPrefix: none); nil when the
 	// grammar has no Prefixes.
 	prefixes []atomic.Pointer[Automaton]
+	// canon is the last keyCanon made (AppendStateKeyWithin).
+	canon atomic.Pointer[keyCanon]
 }
 
 // unbounded is the bound of L → ε | L X.

@@ -222,3 +222,70 @@ func TestWalkCallsInAnyOrder(t *testing.T) {
 	}
 	t.Logf("%d walks began with sets to recycle", recycled)
 }
+
+// TestStateKeyWithinMeansSameNearFuture checks AppendStateKeyWithin against what it promises:
+// states reached by random walks whose keys within h bytes are equal accept the same random
+// continuations of up to h bytes; and inside a bounded repetition, states whose exact keys
+// differ (the copies left differ) share a key within h bytes while more than h+1 are left,
+// and no longer once fewer are.
+func TestStateKeyWithinMeansSameNearFuture(t *testing.T) {
+	const h = 5
+	tests := []struct{ grammar, alphabet string }{
+		{`root ::= "\"" [a-c]{0,30} "\"" ("x" | "yz")`, `abc"xyz`},
+		{`root ::= "[" ([a-c]{1,25} ",")* "]"`, "abc,]["},
+		{`root ::= "<" [ab]{2,20} ">" [ab]{0,12} "."`, "ab<>."},
+		{jsonGrammar, `{}[]":, 0123456789-.eEtrufalsn\/ab` + "\n"},
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	merged := 0 // pairs of states with equal keys within h bytes and different exact keys
+	for _, tt := range tests {
+		g := grammar.MustCompile(tt.grammar)
+		type state struct {
+			m     *Matcher
+			exact string
+		}
+		states := map[string][]state{}
+		for range 300 {
+			m := New(g)
+			for range 40 {
+				key := string(m.AppendStateKeyWithin(nil, h))
+				states[key] = append(states[key], state{m.Clone(), string(m.AppendStateKey(nil))})
+				b, ok := randomNext(m, tt.alphabet, rng)
+				if !ok || !m.Advance(b) {
+					break
+				}
+			}
+		}
+		for _, ss := range states {
+			if len(ss) < 2 {
+				continue
+			}
+			a, b := ss[0], ss[len(ss)-1]
+			if a.exact != b.exact {
+				merged++
+			}
+			if step, c, differ := futuresDiffer(a.m, b.m, tt.alphabet, rng, 20, h); differ {
+				t.Fatalf("%s: states at positions %d and %d have equal keys within %d bytes but differ after %d (the last %q)", tt.grammar, a.m.Len(), b.m.Len(), h, step, c)
+			}
+		}
+	}
+	if merged == 0 {
+		t.Fatal("no two states with different exact keys shared a key within h bytes; the test is vacuous")
+	}
+	// Inside a string of at most 30 characters: the keys within h bytes stay equal while more
+	// than h+1 characters may come, and change once fewer may.
+	m := New(grammar.MustCompile(`root ::= "\"" [a-c]{0,30} "\"" "x"`))
+	if _, ok := m.AdvanceBytes([]byte(`"a`)); !ok {
+		t.Fatal("prefix rejected")
+	}
+	key := string(m.AppendStateKeyWithin(nil, h))
+	for i := 2; i <= 30; i++ {
+		m.Advance('b')
+		got := string(m.AppendStateKeyWithin(nil, h))
+		if left := 30 - i; left > h+1 && got != key {
+			t.Fatalf("after %d characters (%d left) the key within %d bytes changed", i, left, h)
+		} else if left < h+1 && got == key {
+			t.Fatalf("after %d characters (%d left) the key within %d bytes is still the first one", i, left, h)
+		}
+	}
+}
