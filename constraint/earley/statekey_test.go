@@ -59,6 +59,24 @@ func futuresDiffer(a, b *Matcher, alphabet string, rng *rand.Rand, trials, steps
 	return 0, 0, false
 }
 
+// statesByKey walks 300 random paths of up to 40 bytes through g (bytes of alphabet where
+// they may follow) and returns clones of the states met, by their key.
+func statesByKey(g *grammar.CFG, alphabet string, rng *rand.Rand, key func(*Matcher) []byte) map[string][]*Matcher {
+	states := map[string][]*Matcher{}
+	for range 300 {
+		m := New(g)
+		for range 40 {
+			k := string(key(m))
+			states[k] = append(states[k], m.Clone())
+			b, ok := randomNext(m, alphabet, rng)
+			if !ok || !m.Advance(b) {
+				break
+			}
+		}
+	}
+	return states
+}
+
 // TestStateKeyEqualMeansSameFuture checks AppendStateKey against what it promises: states
 // reached by random walks through a grammar, at different positions, whose keys are equal
 // accept exactly the same continuations (random continuations valid for one of them, and
@@ -72,19 +90,7 @@ func TestStateKeyEqualMeansSameFuture(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	moved := 0 // pairs of equal keys at different positions
 	for _, tt := range tests {
-		g := grammar.MustCompile(tt.grammar)
-		states := map[string][]*Matcher{}
-		for range 300 {
-			m := New(g)
-			for range 40 {
-				key := string(m.AppendStateKey(nil))
-				states[key] = append(states[key], m.Clone())
-				b, ok := randomNext(m, tt.alphabet, rng)
-				if !ok || !m.Advance(b) {
-					break
-				}
-			}
-		}
+		states := statesByKey(grammar.MustCompile(tt.grammar), tt.alphabet, rng, func(m *Matcher) []byte { return m.AppendStateKey(nil) })
 		for _, ms := range states {
 			if len(ms) < 2 {
 				continue
@@ -239,33 +245,17 @@ func TestStateKeyWithinMeansSameNearFuture(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	merged := 0 // pairs of states with equal keys within h bytes and different exact keys
 	for _, tt := range tests {
-		g := grammar.MustCompile(tt.grammar)
-		type state struct {
-			m     *Matcher
-			exact string
-		}
-		states := map[string][]state{}
-		for range 300 {
-			m := New(g)
-			for range 40 {
-				key := string(m.AppendStateKeyWithin(nil, h))
-				states[key] = append(states[key], state{m.Clone(), string(m.AppendStateKey(nil))})
-				b, ok := randomNext(m, tt.alphabet, rng)
-				if !ok || !m.Advance(b) {
-					break
-				}
-			}
-		}
-		for _, ss := range states {
-			if len(ss) < 2 {
+		states := statesByKey(grammar.MustCompile(tt.grammar), tt.alphabet, rng, func(m *Matcher) []byte { return m.AppendStateKeyWithin(nil, h) })
+		for _, ms := range states {
+			if len(ms) < 2 {
 				continue
 			}
-			a, b := ss[0], ss[len(ss)-1]
-			if a.exact != b.exact {
+			a, b := ms[0], ms[len(ms)-1]
+			if string(a.AppendStateKey(nil)) != string(b.AppendStateKey(nil)) {
 				merged++
 			}
-			if step, c, differ := futuresDiffer(a.m, b.m, tt.alphabet, rng, 20, h); differ {
-				t.Fatalf("%s: states at positions %d and %d have equal keys within %d bytes but differ after %d (the last %q)", tt.grammar, a.m.Len(), b.m.Len(), h, step, c)
+			if step, c, differ := futuresDiffer(a, b, tt.alphabet, rng, 20, h); differ {
+				t.Fatalf("%s: states at positions %d and %d have equal keys within %d bytes but differ after %d (the last %q)", tt.grammar, a.Len(), b.Len(), h, step, c)
 			}
 		}
 	}
