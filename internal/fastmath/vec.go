@@ -7,6 +7,22 @@ import "math"
 // it returns (-Inf, -1, false); when every value is -Inf the index is 0, and when every value
 // is -Inf or NaN it is -1.
 func Max(xs []float32) (max float32, index int, nan bool) {
+	max, nan = MaxValue(xs)
+	switch {
+	case len(xs) == 0:
+		return max, -1, false
+	case nan:
+		return maxGeneric(xs)
+	case math.IsInf(float64(max), -1):
+		return max, 0, false
+	}
+	// The first index holding max is the first value above the float just below max.
+	return max, IndexAbove(xs, math.Nextafter32(max, float32(math.Inf(-1)))), false
+}
+
+// MaxValue returns the largest value of xs (-Inf for an empty slice) and whether xs holds a
+// NaN (the maximum is then over the other values): Max without the index.
+func MaxValue(xs []float32) (max float32, nan bool) {
 	n := len(xs) &^ 31
 	max = float32(math.Inf(-1))
 	if n > 0 {
@@ -19,16 +35,7 @@ func Max(xs []float32) (max float32, index int, nan bool) {
 			nan = true
 		}
 	}
-	switch {
-	case len(xs) == 0:
-		return max, -1, false
-	case nan:
-		return maxGeneric(xs)
-	case math.IsInf(float64(max), -1):
-		return max, 0, false
-	}
-	// The first index holding max is the first value above the float just below max.
-	return max, IndexAbove(xs, math.Nextafter32(max, float32(math.Inf(-1)))), false
+	return max, nan
 }
 
 // maxGeneric is Max in one plain loop.

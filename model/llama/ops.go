@@ -245,14 +245,23 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			}
 			clear(scores[i*cEnd : i*cEnd+lo])
 			row := scores[i*cEnd+lo : i*cEnd+pos+1]
-			mx := float32(math.Inf(-1))
-			for t, v := range row {
-				v *= scale
-				if capAt != 0 {
-					v = capAt * float32(math.Tanh(float64(v*(1/capAt))))
+			var mx float32
+			if capAt == 0 { // vectorised: the same products, the same maximum
+				fastmath.Scale(row, scale)
+				var nan bool
+				if mx, nan = fastmath.MaxValue(row); nan {
+					mx = float32(math.NaN()) // as max gives
 				}
-				row[t] = v
-				mx = max(mx, v)
+			} else {
+				mx = float32(math.Inf(-1))
+				for t, v := range row {
+					v *= scale
+					if capAt != 0 {
+						v = capAt * float32(math.Tanh(float64(v*(1/capAt))))
+					}
+					row[t] = v
+					mx = max(mx, v)
+				}
 			}
 			sc.sum[i] = float32(fastmath.ExpShiftSum(row, row, mx))
 			clear(scores[i*cEnd+pos+1 : (i+1)*cEnd]) // later positions weigh nothing
