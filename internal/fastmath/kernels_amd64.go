@@ -48,6 +48,30 @@ func divideBlocks(xs []float32, d float32) {
 	divideGeneric(xs, d)
 }
 
+func siluGateBlocks(gs, es, us []float32) {
+	if useAVX2 {
+		siluGateAVX2(gs, es, us)
+		return
+	}
+	siluGateGeneric(gs, es, us)
+}
+
+func addBlocks(xs, ys []float32) {
+	if useAVX2 {
+		addAVX2(xs, ys)
+		return
+	}
+	addGeneric(xs, ys)
+}
+
+func scaleMulBlocks(dst, xs, ws []float32, s float32) {
+	if useAVX2 {
+		scaleMulAVX2(dst, xs, ws, s)
+		return
+	}
+	scaleMulGeneric(dst, xs, ws, s)
+}
+
 func maskAboveBlocks(dst []uint64, xs []float32, t float32) {
 	if useAVX2 {
 		maskAboveAVX2(dst, xs, t)
@@ -76,3 +100,12 @@ func divideAVX2(xs []float32, d float32)
 
 //go:noescape
 func maskAboveAVX2(dst []uint64, xs []float32, t float32)
+
+//go:noescape
+func siluGateAVX2(gs, es, us []float32)
+
+//go:noescape
+func addAVX2(xs, ys []float32)
+
+//go:noescape
+func scaleMulAVX2(dst, xs, ws []float32, s float32)

@@ -296,3 +296,104 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func siluGateAVX2(gs, es, us []float32)
+TEXT ·siluGateAVX2(SB), NOSPLIT, $0-72
+	MOVQ         gs_base+0(FP), SI
+	MOVQ         gs_len+8(FP), CX
+	MOVQ         es_base+24(FP), DI
+	MOVQ         us_base+48(FP), DX
+	MOVL         $0x3f800000, AX
+	MOVL         AX, X15
+	VBROADCASTSS X15, Y15
+	XORQ         AX, AX
+
+loop:
+	CMPQ    AX, CX
+	JAE     done
+	VADDPS  0(DI)(AX*4), Y15, Y4
+	VADDPS  32(DI)(AX*4), Y15, Y5
+	VADDPS  64(DI)(AX*4), Y15, Y6
+	VADDPS  96(DI)(AX*4), Y15, Y7
+	VMOVUPS 0(SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS 64(SI)(AX*4), Y2
+	VMOVUPS 96(SI)(AX*4), Y3
+	VDIVPS  Y4, Y0, Y0
+	VDIVPS  Y5, Y1, Y1
+	VDIVPS  Y6, Y2, Y2
+	VDIVPS  Y7, Y3, Y3
+	VMULPS  0(DX)(AX*4), Y0, Y0
+	VMULPS  32(DX)(AX*4), Y1, Y1
+	VMULPS  64(DX)(AX*4), Y2, Y2
+	VMULPS  96(DX)(AX*4), Y3, Y3
+	VMOVUPS Y0, 0(SI)(AX*4)
+	VMOVUPS Y1, 32(SI)(AX*4)
+	VMOVUPS Y2, 64(SI)(AX*4)
+	VMOVUPS Y3, 96(SI)(AX*4)
+	ADDQ    $32, AX
+	JMP     loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func addAVX2(xs, ys []float32)
+TEXT ·addAVX2(SB), NOSPLIT, $0-48
+	MOVQ xs_base+0(FP), SI
+	MOVQ xs_len+8(FP), CX
+	MOVQ ys_base+24(FP), DI
+	XORQ AX, AX
+
+loop:
+	CMPQ    AX, CX
+	JAE     done
+	VMOVUPS 0(SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS 64(SI)(AX*4), Y2
+	VMOVUPS 96(SI)(AX*4), Y3
+	VADDPS  0(DI)(AX*4), Y0, Y0
+	VADDPS  32(DI)(AX*4), Y1, Y1
+	VADDPS  64(DI)(AX*4), Y2, Y2
+	VADDPS  96(DI)(AX*4), Y3, Y3
+	VMOVUPS Y0, 0(SI)(AX*4)
+	VMOVUPS Y1, 32(SI)(AX*4)
+	VMOVUPS Y2, 64(SI)(AX*4)
+	VMOVUPS Y3, 96(SI)(AX*4)
+	ADDQ    $32, AX
+	JMP     loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func scaleMulAVX2(dst, xs, ws []float32, s float32)
+TEXT ·scaleMulAVX2(SB), NOSPLIT, $0-76
+	MOVQ         dst_base+0(FP), DX
+	MOVQ         dst_len+8(FP), CX
+	MOVQ         xs_base+24(FP), SI
+	MOVQ         ws_base+48(FP), DI
+	VBROADCASTSS s+72(FP), Y15
+	XORQ         AX, AX
+
+loop:
+	CMPQ    AX, CX
+	JAE     done
+	VMULPS  0(SI)(AX*4), Y15, Y0
+	VMULPS  32(SI)(AX*4), Y15, Y1
+	VMULPS  64(SI)(AX*4), Y15, Y2
+	VMULPS  96(SI)(AX*4), Y15, Y3
+	VMULPS  0(DI)(AX*4), Y0, Y0
+	VMULPS  32(DI)(AX*4), Y1, Y1
+	VMULPS  64(DI)(AX*4), Y2, Y2
+	VMULPS  96(DI)(AX*4), Y3, Y3
+	VMOVUPS Y0, 0(DX)(AX*4)
+	VMOVUPS Y1, 32(DX)(AX*4)
+	VMOVUPS Y2, 64(DX)(AX*4)
+	VMOVUPS Y3, 96(DX)(AX*4)
+	ADDQ    $32, AX
+	JMP     loop
+
+done:
+	VZEROUPPER
+	RET

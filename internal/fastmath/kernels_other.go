@@ -21,3 +21,9 @@ func scaleBlocks(xs []float32, s float32) { scaleGeneric(xs, s) }
 func maskAboveBlocks(dst []uint64, xs []float32, t float32) { maskAboveGeneric(dst, xs, t) }
 
 func divideBlocks(xs []float32, d float32) { divideGeneric(xs, d) }
+
+func siluGateBlocks(gs, es, us []float32) { siluGateGeneric(gs, es, us) }
+
+func addBlocks(xs, ys []float32) { addGeneric(xs, ys) }
+
+func scaleMulBlocks(dst, xs, ws []float32, s float32) { scaleMulGeneric(dst, xs, ws, s) }

@@ -198,6 +198,56 @@ func TestDivide(t *testing.T) {
 	}
 }
 
+func TestSiLUGate(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, n := range lengths {
+		gs := testRow(r, n, 3, true)
+		us := testRow(r, n, 2, false)
+		es := make([]float32, n)
+		for i, g := range gs {
+			es[i] = Exp(-g)
+		}
+		if n > 2 { // e**(-g) overflowing to +Inf gives -0 or NaN (g = -Inf), as in Go
+			es[0], es[1] = float32(math.Inf(1)), 0
+		}
+		a := append([]float32(nil), gs...)
+		b := append([]float32(nil), gs...)
+		SiLUGate(a, es, us)
+		withGeneric(func() { SiLUGate(b, es, us) })
+		for i := range gs {
+			want := gs[i] / (1 + es[i]) * us[i]
+			if !sameBits(a[i], want) || !sameBits(b[i], want) {
+				t.Fatalf("n=%d: element %d: %v and %v, want %v", n, i, a[i], b[i], want)
+			}
+		}
+	}
+}
+
+func TestAddAndScaleMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, n := range lengths {
+		xs, ys := testRow(r, n, 3, true), testRow(r, n, 2, false)
+		for _, generic := range []bool{false, true} {
+			a := append([]float32(nil), xs...)
+			m := make([]float32, n)
+			run := func() { Add(a, ys); ScaleMul(m, xs, ys, 0.3) }
+			if generic {
+				withGeneric(run)
+			} else {
+				run()
+			}
+			for i := range xs {
+				if want := xs[i] + ys[i]; !sameBits(a[i], want) {
+					t.Fatalf("n=%d generic=%v: Add: element %d: %v, want %v", n, generic, i, a[i], want)
+				}
+				if want := xs[i] * 0.3 * ys[i]; !sameBits(m[i], want) {
+					t.Fatalf("n=%d generic=%v: ScaleMul: element %d: %v, want %v", n, generic, i, m[i], want)
+				}
+			}
+		}
+	}
+}
+
 func TestMaskAbove(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, n := range append(lengths, 64, 127, 128, 129, 4096) {

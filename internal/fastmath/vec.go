@@ -108,6 +108,62 @@ func divideGeneric(xs []float32, d float32) {
 	}
 }
 
+// SiLUGate sets gs[i] = gs[i] / (1 + es[i]) · us[i] for every i < len(gs): given es[i] =
+// e**(-gs[i]), SwiGLU's silu(g)·u. The division is a true division and each operation rounds
+// to float32 as Go's expression gs[i] / (1 + es[i]) * us[i] does, so the results are its
+// bits. es and us must be at least as long as gs.
+func SiLUGate(gs, es, us []float32) {
+	es, us = es[:len(gs)], us[:len(gs)]
+	n := len(gs) &^ 31
+	if n > 0 {
+		siluGateBlocks(gs[:n], es[:n], us[:n])
+	}
+	siluGateGeneric(gs[n:], es[n:], us[n:])
+}
+
+func siluGateGeneric(gs, es, us []float32) {
+	es, us = es[:len(gs)], us[:len(gs)]
+	for i, g := range gs {
+		gs[i] = g / (1 + es[i]) * us[i]
+	}
+}
+
+// Add sets xs[i] += ys[i] for every i < len(xs); ys must be at least as long.
+func Add(xs, ys []float32) {
+	ys = ys[:len(xs)]
+	n := len(xs) &^ 31
+	if n > 0 {
+		addBlocks(xs[:n], ys[:n])
+	}
+	addGeneric(xs[n:], ys[n:])
+}
+
+func addGeneric(xs, ys []float32) {
+	ys = ys[:len(xs)]
+	for i := range xs {
+		xs[i] += ys[i]
+	}
+}
+
+// ScaleMul sets dst[i] = xs[i] · s · ws[i] for every i < len(dst), rounding after each
+// product as Go's xs[i] * s * ws[i] does (a normalised row times its weights). dst may be xs;
+// xs and ws must be at least as long as dst.
+func ScaleMul(dst, xs, ws []float32, s float32) {
+	xs, ws = xs[:len(dst)], ws[:len(dst)]
+	n := len(dst) &^ 31
+	if n > 0 {
+		scaleMulBlocks(dst[:n], xs[:n], ws[:n], s)
+	}
+	scaleMulGeneric(dst[n:], xs[n:], ws[n:], s)
+}
+
+func scaleMulGeneric(dst, xs, ws []float32, s float32) {
+	xs, ws = xs[:len(dst)], ws[:len(dst)]
+	for i, v := range xs {
+		dst[i] = v * s * ws[i]
+	}
+}
+
 // MaskAbove sets bit i%64 of dst[i/64] when xs[i] is not ≤ t — above t, or NaN — and clears it
 // otherwise; dst must hold at least ⌈len(xs)/64⌉ words (bits past len(xs) are cleared).
 // Collecting the values of a row above a threshold then costs one vectorised pass plus a few

@@ -23,11 +23,7 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 	}
 	mean := float32(ss / float64(len(x)))
 	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
-	w = w[:len(x)]
-	dst = dst[:len(x)]
-	for i, v := range x {
-		dst[i] = v * scale * w[i]
-	}
+	fastmath.ScaleMul(dst[:len(x)], x, w, scale)
 }
 
 // addBias adds b to every row of x (rows of len(b) values); nil b does nothing.
@@ -44,12 +40,7 @@ func addBias(x, b []float32) {
 }
 
 // add sets x += y.
-func add(x, y []float32) {
-	y = y[:len(x)]
-	for i := range x {
-		x[i] += y[i]
-	}
-}
+func add(x, y []float32) { fastmath.Add(x, y) }
 
 // swiGLU sets gate = silu(gate) · up, silu(g) = g / (1 + e^-g); tmp is scratch of at least
 // min(len(gate), 4096) values.
@@ -58,14 +49,10 @@ func swiGLU(gate, up, tmp []float32) {
 	for lo := 0; lo < len(gate); lo += 4096 {
 		g := gate[lo:min(lo+4096, len(gate))]
 		e := tmp[:len(g)]
-		for i, v := range g {
-			e[i] = -v
-		}
+		copy(e, g)
+		fastmath.Scale(e, -1) // -v exactly
 		fastmath.ExpShiftSum(e, e, 0)
-		u := up[lo : lo+len(g)]
-		for i, v := range g {
-			g[i] = v / (1 + e[i]) * u[i]
-		}
+		fastmath.SiLUGate(g, e, up[lo:lo+len(g)])
 	}
 }
 
