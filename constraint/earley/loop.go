@@ -115,6 +115,14 @@ type grammarRuns struct {
 // unbounded is the bound of L → ε | L X.
 const unbounded = -1
 
+// grammarRuns returns the grammar's item automata, made on first use and shared with clones.
+func (m *Matcher) grammarRuns() *grammarRuns {
+	if m.runs == nil {
+		m.runs = newRuns(m.g)
+	}
+	return m.runs
+}
+
 func newRuns(g *grammar.CFG) *grammarRuns {
 	r := &grammarRuns{g: g, body: make([]grammar.Symbol, len(g.Names)), bound: make([]int, len(g.Names)), automata: map[[2]grammar.Symbol]*Automaton{}}
 	if len(g.Prefixes) > 0 {
@@ -422,10 +430,7 @@ const minBudget = 4
 // ActiveRuns appends to dst the repetitions the parser may run from its current state (each
 // pair once) and returns the extended slice.
 func (m *Matcher) ActiveRuns(dst []Run) []Run {
-	if m.runs == nil {
-		m.runs = newRuns(m.g)
-	}
-	r := m.runs
+	r := m.grammarRuns()
 	s := m.sets[len(m.sets)-1]
 	for i := range s.items {
 		it := &s.items[i]

@@ -132,10 +132,7 @@ func (m *Matcher) Clone() *Matcher {
 		m.keepWalkChart()
 	}
 	m.shared = max(m.shared, len(m.sets))
-	if m.runs == nil {
-		m.runs = newRuns(m.g)
-	}
-	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets), runs: m.runs}
+	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets), runs: m.grammarRuns()}
 }
 
 // Rollback returns m to position pos (0 ≤ pos ≤ Len()), as if only the first pos bytes had

@@ -20,10 +20,7 @@ func (m *Matcher) AppendStateKey(dst []byte) []byte { return m.appendKey(dst, ni
 // come, and while that is more than horizon the keys are equal. A token mask, which looks at
 // most one token's bytes ahead, can be shared by all of them (horizon: the longest token).
 func (m *Matcher) AppendStateKeyWithin(dst []byte, horizon int) []byte {
-	if m.runs == nil {
-		m.runs = newRuns(m.g)
-	}
-	return m.appendKey(dst, m.runs.canonWithin(horizon))
+	return m.appendKey(dst, m.grammarRuns().canonWithin(horizon))
 }
 
 // appendKey writes the key of AppendStateKey, with the nonterminals and productions of the
@@ -48,16 +45,6 @@ func (m *Matcher) appendKey(dst []byte, c *keyCanon) []byte {
 		}
 		return p
 	}
-	dominated := func(it *item) bool { // a waiting item whose completion a Leo entry makes
-		_, ok := s.leoFor(int32(it.next))
-		return ok
-	}
-	wait := 0
-	for _, i := range s.wait {
-		if !dominated(&s.items[i]) {
-			wait++
-		}
-	}
 	flags := uint32(0)
 	if s.accept {
 		flags |= 1
@@ -67,19 +54,25 @@ func (m *Matcher) appendKey(dst []byte, c *keyCanon) []byte {
 	}
 	u32(flags)
 	u32(uint32(len(s.scan)))
-	u32(uint32(wait))
+	waitAt := len(dst) // the count of waiting items kept, written once they are
+	u32(0)
 	u32(uint32(len(s.leo)))
+	wait := uint32(0)
 	for l, list := range [2][]int32{s.scan, s.wait} {
 		for _, i := range list {
 			it := &s.items[i]
-			if l == 1 && dominated(it) {
-				continue
+			if l == 1 {
+				if _, ok := s.leoFor(int32(it.next)); ok { // a Leo entry makes its completion
+					continue
+				}
+				wait++
 			}
 			u32(uint32(prod(it.prod, it.origin)))
 			u32(uint32(it.dot))
 			origin(it.origin)
 		}
 	}
+	dst[waitAt], dst[waitAt+1], dst[waitAt+2], dst[waitAt+3] = byte(wait), byte(wait>>8), byte(wait>>16), byte(wait>>24)
 	for _, e := range s.leo {
 		nt := e.nt
 		if c != nil {

@@ -220,6 +220,15 @@ func TestSiLUGate(t *testing.T) {
 				t.Fatalf("n=%d: element %d: %v and %v, want %v", n, i, a[i], b[i], want)
 			}
 		}
+		// es the same slice as gs.
+		c, d := append([]float32(nil), gs...), append([]float32(nil), gs...)
+		SiLUGate(c, c, us)
+		withGeneric(func() { SiLUGate(d, d, us) })
+		for i, g := range gs {
+			if want := g / (1 + g) * us[i]; !sameBits(c[i], want) || !sameBits(d[i], want) {
+				t.Fatalf("n=%d: SiLUGate(gs, gs, us): element %d: %v and %v, want %v", n, i, c[i], d[i], want)
+			}
+		}
 	}
 }
 
@@ -230,7 +239,14 @@ func TestAddAndScaleMul(t *testing.T) {
 		for _, generic := range []bool{false, true} {
 			a := append([]float32(nil), xs...)
 			m := make([]float32, n)
-			run := func() { Add(a, ys); ScaleMul(m, xs, ys, 0.3) }
+			// The same slice as two operands, as rmsNorm normalises in place.
+			self, inPlace := append([]float32(nil), xs...), append([]float32(nil), xs...)
+			run := func() {
+				Add(a, ys)
+				ScaleMul(m, xs, ys, 0.3)
+				Add(self, self)
+				ScaleMul(inPlace, inPlace, ys, 0.3)
+			}
 			if generic {
 				withGeneric(run)
 			} else {
@@ -240,8 +256,11 @@ func TestAddAndScaleMul(t *testing.T) {
 				if want := xs[i] + ys[i]; !sameBits(a[i], want) {
 					t.Fatalf("n=%d generic=%v: Add: element %d: %v, want %v", n, generic, i, a[i], want)
 				}
-				if want := xs[i] * 0.3 * ys[i]; !sameBits(m[i], want) {
-					t.Fatalf("n=%d generic=%v: ScaleMul: element %d: %v, want %v", n, generic, i, m[i], want)
+				if want := xs[i] * 0.3 * ys[i]; !sameBits(m[i], want) || !sameBits(inPlace[i], want) {
+					t.Fatalf("n=%d generic=%v: ScaleMul: element %d: %v (in place %v), want %v", n, generic, i, m[i], inPlace[i], want)
+				}
+				if want := xs[i] + xs[i]; !sameBits(self[i], want) {
+					t.Fatalf("n=%d generic=%v: Add(xs, xs): element %d: %v, want %v", n, generic, i, self[i], want)
 				}
 			}
 		}

@@ -111,7 +111,8 @@ func divideGeneric(xs []float32, d float32) {
 // SiLUGate sets gs[i] = gs[i] / (1 + es[i]) · us[i] for every i < len(gs): given es[i] =
 // e**(-gs[i]), SwiGLU's silu(g)·u. The division is a true division and each operation rounds
 // to float32 as Go's expression gs[i] / (1 + es[i]) * us[i] does, so the results are its
-// bits. es and us must be at least as long as gs.
+// bits. es and us must be at least as long as gs; each may be gs itself, and otherwise
+// overlaps none of them.
 func SiLUGate(gs, es, us []float32) {
 	es, us = es[:len(gs)], us[:len(gs)]
 	n := len(gs) &^ 31
@@ -128,7 +129,8 @@ func siluGateGeneric(gs, es, us []float32) {
 	}
 }
 
-// Add sets xs[i] += ys[i] for every i < len(xs); ys must be at least as long.
+// Add sets xs[i] += ys[i] for every i < len(xs); ys must be at least as long, and is xs
+// itself or overlaps it nowhere.
 func Add(xs, ys []float32) {
 	ys = ys[:len(xs)]
 	n := len(xs) &^ 31
@@ -146,8 +148,9 @@ func addGeneric(xs, ys []float32) {
 }
 
 // ScaleMul sets dst[i] = xs[i] · s · ws[i] for every i < len(dst), rounding after each
-// product as Go's xs[i] * s * ws[i] does (a normalised row times its weights). dst may be xs;
-// xs and ws must be at least as long as dst.
+// product as Go's xs[i] * s * ws[i] does (a normalised row times its weights). xs and ws must
+// be at least as long as dst; each may be dst itself (rmsNorm normalises in place), and
+// otherwise overlaps it nowhere.
 func ScaleMul(dst, xs, ws []float32, s float32) {
 	xs, ws = xs[:len(dst)], ws[:len(dst)]
 	n := len(dst) &^ 31

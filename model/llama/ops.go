@@ -242,10 +242,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			} else {
 				mx = float32(math.Inf(-1))
 				for t, v := range row {
-					v *= scale
-					if capAt != 0 {
-						v = capAt * float32(math.Tanh(float64(v*(1/capAt))))
-					}
+					v = capAt * float32(math.Tanh(float64(v*scale*(1/capAt))))
 					row[t] = v
 					mx = max(mx, v)
 				}
