@@ -61,11 +61,13 @@ const (
 	// verdictDecay is the weight an older draft's verdict keeps, per verdict, in the
 	// acceptance rate.
 	verdictDecay = 0.97
-	// priorVerdicts is how many verdicts the prior acceptance rate counts for: few, so that
-	// the first steps' drafts soon outweigh it.
-	priorVerdicts = 2
-	// tunerProbe is how often (in steps) the cost policy drafts one token more than it
-	// estimates best, to refresh its measurements next to the best.
+	// priorVerdicts is how many verdicts the prior acceptance rate counts for at first: few,
+	// so that the first steps' drafts soon outweigh it. The prior's weight decays with every
+	// verdict as the verdicts' own do; had it stayed, it would cap the estimate below the
+	// true rate (at 0.977 with every draft accepted), and with it the k worth drafting.
+	priorVerdicts = 1
+	// tunerProbe is how often (in steps) the cost policy probes what its best k's steps do
+	// not measure (see choose).
 	tunerProbe = 16
 	// tunerPrior is the acceptance rate assumed before any draft was checked.
 	tunerPrior = 0.6
@@ -76,24 +78,33 @@ const (
 // drafting k tokens yields 1 + a + … + a^k tokens in expectation (the drafts kept before the
 // first rejection, plus the corrected or bonus token) for k·draft + verify(k+1) seconds.
 //
-// verify(m) is a line c + s·m fitted by least squares to every step's timing, older steps
-// weighing less (lineDecay): every step informs it, whatever its m, so one slow forward at a
-// rarely tried m cannot make that m look expensive for good, and costs past the tried m
-// follow the measured slope. The first steps try 1, 0 and K drafts (K = maxK/2, the
-// configured k), so that the line is anchored at both ends before it is trusted.
+// verify(m) is a line through the measured cost of a one-row forward, one + s·(m−1): one is
+// the running cost of the steps that drafted nothing (plain decoding), and the slope s is
+// fitted by least squares to every drafting step's timing against that anchor, older steps
+// weighing less (lineDecay). Every step informs the slope, whatever its m, so one slow
+// forward at a rarely tried m cannot make that m look expensive for good, and costs past the
+// tried m follow the measured slope. A line fitted freely to the drafting steps alone was
+// unstable: they cluster around the best k, and one slow forward among them could tilt it
+// until a one-row forward looked nearly free and plain decoding best. The first steps try 1,
+// 0 and K drafts (K = maxK/2, the configured k), so that the line is anchored at both ends
+// before it is trusted, and every other probe (see choose) is a plain step that measures the
+// anchor again.
 type kTuner struct {
 	maxK int
 	// kept and judged are the decayed counts of drafts kept and of drafts judged (a draft
 	// after the first rejection is never judged).
 	kept, judged float64
+	prior        float64 // the prior's weight in verdicts, decaying as kept and judged do
 	draft        float64 // seconds per drafted token; negative until measured
-	// Decayed sums of the verification timings: weights, rows, rows², seconds, rows·seconds.
-	sw, sm, smm, st, smt float64
-	steps                int
+	one          float64 // seconds per one-row target forward (a plain step); negative until measured
+	// Decayed sums over the drafting steps' verifications of m rows taking v seconds: (m−1)²,
+	// (m−1) and (m−1)·v.
+	sdd, sd, sdv float64
+	steps        int
 }
 
 func newKTuner(maxK int) *kTuner {
-	return &kTuner{maxK: maxK, draft: -1}
+	return &kTuner{maxK: maxK, draft: -1, one: -1, prior: priorVerdicts}
 }
 
 func ewma(old, x float64) float64 {
@@ -114,50 +125,72 @@ func ewma(old, x float64) float64 {
 func (t *kTuner) observe(n, accepted int, draftTime time.Duration, draftForwards int, verifyTime time.Duration) {
 	t.steps++
 	if draftForwards > 0 {
-		x := draftTime.Seconds() / float64(draftForwards)
-		if x < t.draft/2 {
-			// Under half the running cost: not noise (a busy machine slows a forward, it does
-			// not halve it) but the cost as it is again after a slow moment, which the
-			// running average would take many probes to learn.
-			t.draft = x
-		} else {
-			t.draft = ewma(max(t.draft, 0), x)
-		}
+		t.draft = running(t.draft, draftTime.Seconds()/float64(draftForwards))
 	}
 	if n > 0 {
 		for i := 0; i < accepted; i++ {
 			t.kept, t.judged = verdictDecay*t.kept+1, verdictDecay*t.judged+1
+			t.prior *= verdictDecay
 		}
 		if accepted < n {
 			t.kept, t.judged = verdictDecay*t.kept, verdictDecay*t.judged+1
+			t.prior *= verdictDecay
 		}
 	}
-	m, v := float64(n+1), verifyTime.Seconds()
-	t.sw = lineDecay*t.sw + 1
-	t.sm = lineDecay*t.sm + m
-	t.smm = lineDecay*t.smm + m*m
-	t.st = lineDecay*t.st + v
-	t.smt = lineDecay*t.smt + m*v
+	v := verifyTime.Seconds()
+	if t.steps > 3 {
+		// Past the first steps, a timing is counted as at most twice the model's cost: a
+		// busy machine slows a forward by two or three times now and then, and one such
+		// step among drafting steps of a few rows tilted the line so far that drafting
+		// looked worthless for the rest of a short run. A lasting change still comes through,
+		// doubling the model's cost each step.
+		v = min(v, 2*t.verifyCost(n+1))
+	}
+	t.sdd, t.sd, t.sdv = lineDecay*t.sdd, lineDecay*t.sd, lineDecay*t.sdv
+	if n == 0 {
+		t.one = running(t.one, v)
+		return
+	}
+	d := float64(n)
+	t.sdd += d * d
+	t.sd += d
+	t.sdv += d * v
 }
 
-// verifyCost is the modelled cost of a target forward of m rows: the fitted line, its slope
-// kept at zero or above (a row never makes a forward cheaper); 0 before any timing.
+// running is the running average old (negative: none yet) with the new timing x.
+func running(old, x float64) float64 {
+	if x < old/2 {
+		// Under half the running cost: not noise (a busy machine slows a forward, it does
+		// not halve it) but the cost as it is again after a slow moment, which the running
+		// average would take many probes to learn.
+		return x
+	}
+	return ewma(max(old, 0), x)
+}
+
+// verifyCost is the modelled cost of a target forward of m rows: the line through the
+// one-row cost, its slope kept at zero or above (a row never makes a forward cheaper); 0
+// before any timing.
 func (t *kTuner) verifyCost(m int) float64 {
-	if t.sw == 0 {
-		return 0
+	one := t.one
+	if one < 0 {
+		if t.sd == 0 {
+			return 0
+		}
+		one = 0 // only drafting steps measured: the line through the origin
 	}
-	mean, meanT := t.sm/t.sw, t.st/t.sw
 	slope := 0.0
-	if varM := t.smm/t.sw - mean*mean; varM > 1e-9 {
-		slope = max((t.smt/t.sw-mean*meanT)/varM, 0)
+	if t.sdd > 1e-12 {
+		slope = max((t.sdv-one*t.sd)/t.sdd, 0)
 	}
-	return max(meanT+slope*(float64(m)-mean), 1e-9)
+	return max(one+slope*float64(m-1), 1e-9)
 }
 
 // acceptance is the running acceptance rate of a drafted token: the decayed share of kept
-// drafts, with the prior counting for priorVerdicts verdicts.
+// drafts, with the prior counting for priorVerdicts verdicts at first and less with every
+// verdict after.
 func (t *kTuner) acceptance() float64 {
-	return (t.kept + priorVerdicts*tunerPrior) / (t.judged + priorVerdicts)
+	return (t.kept + t.prior*tunerPrior) / (t.judged + t.prior)
 }
 
 // expected is the expected number of tokens a step drafting k tokens appends.
@@ -186,18 +219,23 @@ func (t *kTuner) choose(room int) int {
 			best, bestRate = k, r
 		}
 	}
-	// Every tunerProbe steps, one more token than the best is drafted, so that the costs next
-	// to the best are measured again and the acceptance rate keeps being checked (also when
-	// the best is plain decoding).
-	if t.steps%tunerProbe == 0 && best < limit {
-		if best == 0 {
+	// Every tunerProbe steps a probe measures what the best k's steps do not: when the best is
+	// plain decoding, a draft of two tokens checks the draft's cost and the acceptance rate
+	// again; otherwise, in turn, a plain step measures the one-row cost the line goes through
+	// and a draft of one token more than the best measures the costs next to it.
+	if t.steps%tunerProbe == 0 {
+		switch {
+		case best == 0:
 			// After plain steps a probe's first draft forward catches up with their tokens and
 			// is not measured (see observe): a probe of one token would never measure the
 			// draft again, and a draft cost raised by one slow moment would keep plain
 			// decoding for good. The second draft forward measures it.
 			return min(2, limit)
+		case t.steps/tunerProbe%2 == 1:
+			return 0
+		case best < limit:
+			return best + 1
 		}
-		return best + 1
 	}
 	return best
 }
