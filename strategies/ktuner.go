@@ -64,7 +64,8 @@ const (
 	// priorVerdicts is how many verdicts the prior acceptance rate counts for at first: few,
 	// so that the first steps' drafts soon outweigh it. The prior's weight decays with every
 	// verdict as the verdicts' own do; had it stayed, it would cap the estimate below the
-	// true rate (at 0.977 with every draft accepted), and with it the k worth drafting.
+	// true rate (at 0.977 with every draft accepted, when it counted for two), and with it
+	// the k worth drafting.
 	priorVerdicts = 1
 	// tunerProbe is how often (in steps) the cost policy probes what its best k's steps do
 	// not measure (see choose).
