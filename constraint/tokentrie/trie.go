@@ -8,6 +8,7 @@
 package tokentrie
 
 import (
+	"encoding/binary"
 	"sort"
 	"sync"
 
@@ -138,6 +139,7 @@ const maxCachedSlices = 256
 
 type sliceCache struct {
 	mu       sync.Mutex
+	status   []uint8 // newFlatSliceEntry's scratch, kept for the next
 	entries  map[string]*sliceEntry
 	children map[string]*ChildSlice
 }
@@ -211,8 +213,12 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 
 // newSliceEntry makes a's unbounded slice in one pass over the trie, and when counted (a
 // counts copies) the copies below every node and the nodes holding tokens by the copies
-// their path starts, for budgets.
+// their path starts, for budgets. Without counts it is newFlatSliceEntry, whose passes keep
+// no path of open nodes (a quarter to a third faster on a slice of most of the trie).
 func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
+	if !counted {
+		return t.newFlatSliceEntry(a)
+	}
 	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
 	e := &sliceEntry{all: all, counted: counted}
 	var subMax []uint8
@@ -275,6 +281,78 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 		e.subMax = subMax
 		e.budgets = make([]*Slice, maxUnits)
 		e.byUnits = byUnits[:maxUnits:maxUnits]
+	}
+	return e
+}
+
+// newFlatSliceEntry is newSliceEntry without copy counts, in two passes without a path of
+// open nodes: the first, in preorder, steps the automaton from the state of each node's
+// parent (kept by depth), notes each live node and each rejected one (whose subtree it jumps
+// over) and sets the live nodes' tokens; the second, in reverse preorder, knows the first
+// rejected node after each live node, so that a live node is skipped when none lies inside
+// its subtree. The path's bookkeeping at every node (leaving the subtrees deeper than the
+// next node, a loop whose length changes from node to node) cost more than the stepping:
+// `go test ./constraint/tokentrie -run '^$' -bench SliceBuild`, a string's loop on Llama 3's
+// trie 3.7–5.1 → 2.5–3.8 ms.
+func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
+	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
+	e := &sliceEntry{all: all}
+	nodes, skip, tokens, mask := t.nodes, all.skip, t.tokens, all.tokens
+	// status[i] is what the first pass found at node i: nothing (not reached), live, or
+	// rejected. It is the cache's scratch (its lock is held), padded to whole words.
+	const (
+		unseen = iota
+		live
+		rejected
+	)
+	n := (len(nodes) + 7) &^ 7
+	if len(t.cache.status) != n {
+		t.cache.status = make([]uint8, n)
+	}
+	status := t.cache.status // all unseen: the second pass clears what the first set
+	states := make([]uint32, t.maxLen+1)
+	states[0] = a.Start()
+	step := newStepper(a)
+	count := 0
+	for i := 1; i < len(nodes); i++ {
+		nd := &nodes[i]
+		d := int(nd.depth)
+		var st uint32
+		if step.trans != nil {
+			st, _ = step.table(states[d-1], nd.b)
+		} else {
+			st, _ = step.Step(states[d-1], nd.b)
+		}
+		if st == 0 {
+			status[i] = rejected
+			i = int(nd.end) - 1
+			continue
+		}
+		status[i] = live
+		states[d] = st
+		for _, id := range tokens[nd.tokLo:nd.tokHi] {
+			mask.Set(id)
+		}
+		count += int(nd.tokHi - nd.tokLo)
+	}
+	all.count = count
+	next := int32(len(nodes)) // the first rejected node after i
+	for i := n - 1; i >= 1; {
+		if i&7 == 7 && binary.LittleEndian.Uint64(status[i-7:i+1]) == 0 {
+			i -= 8 // eight nodes the pass did not reach (a narrow slice leaves most so)
+			continue
+		}
+		switch status[i] {
+		case rejected:
+			next = int32(i)
+			status[i] = unseen
+		case live:
+			if next >= nodes[i].end {
+				skip[i>>6] |= 1 << (i & 63)
+			}
+			status[i] = unseen
+		}
+		i--
 	}
 	return e
 }

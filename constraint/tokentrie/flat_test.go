@@ -1,0 +1,69 @@
+package tokentrie_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/loomlm/loom/constraint/tokentrie"
+	"github.com/loomlm/loom/model/llama"
+	"github.com/loomlm/loom/models"
+)
+
+// randomDFA is an automaton with random transitions over a few states: a byte is rejected
+// with probability reject, else it leads to a random state.
+type randomDFA struct {
+	key   string
+	trans [][256]uint32
+}
+
+func newRandomDFA(r *rand.Rand, states int, reject float64) randomDFA {
+	a := randomDFA{key: fmt.Sprintf("random%d", r.Uint64()), trans: make([][256]uint32, states)}
+	for s := range a.trans {
+		for b := range 256 {
+			if r.Float64() >= reject {
+				a.trans[s][b] = uint32(1 + r.IntN(states))
+			}
+		}
+	}
+	return a
+}
+
+func (a randomDFA) Key() string   { return a.key }
+func (a randomDFA) Start() uint32 { return 1 }
+func (a randomDFA) Counted() bool { return true }
+func (a randomDFA) Step(s uint32, b byte) (uint32, bool) {
+	n := a.trans[s-1][b]
+	return n, n == 1
+}
+
+// TestFlatSliceMatchesThePathPass checks the unbounded slice of the pass without a path (the
+// one every uncounted slice takes) against the one the counting pass computes, on the
+// embedded model's vocabulary, for random automata from everything accepted to nothing, and
+// for the string and digit loops: the same tokens, the same count, the same subtrees skipped.
+func TestFlatSliceMatchesThePathPass(t *testing.T) {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	trie := tokentrie.New(tok)
+	r := rand.New(rand.NewPCG(7, 7))
+	autos := []tokentrie.Automaton{notQuote{}, tabulate(notQuote{}), classLoop{'0', '9'}, tabulate(classLoop{'a', 'z'})}
+	for _, reject := range []float64{0, 0.01, 0.1, 0.5, 0.9, 0.99, 1} {
+		for _, states := range []int{1, 3, 17} {
+			autos = append(autos, newRandomDFA(r, states, reject))
+		}
+	}
+	sizes := map[int]bool{}
+	for k, a := range autos {
+		flat, path := trie.FlatAndPathSlices(a)
+		if !tokentrie.SameSlices(flat, path) {
+			t.Fatalf("automaton %d (%s): the two passes differ (%d and %d tokens)", k, a.Key(), flat.Tokens(), path.Tokens())
+		}
+		sizes[flat.Tokens()] = true
+	}
+	if len(sizes) < 5 {
+		t.Fatalf("only %d different slice sizes: the automata do not spread over the trie", len(sizes))
+	}
+}
