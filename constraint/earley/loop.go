@@ -796,6 +796,7 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 	}
 	a.start = make([]uint64, (len(starts)+63)/64)
 	var sb strings.Builder
+	sb.Grow(3*len(a.trans) + 1) // keys of large automata run to hundreds of kilobytes
 	for i, t := range a.trans {
 		sb.WriteByte(byte(t))
 		sb.WriteByte(byte(t >> 8))

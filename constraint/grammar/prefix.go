@@ -429,6 +429,7 @@ func (g *prefixGroup) build() {
 		}
 	}
 	var kb strings.Builder
+	kb.Grow(len("prefix") + 2*len(trans))
 	kb.WriteString("prefix")
 	for _, t := range trans {
 		kb.WriteByte(byte(t))
