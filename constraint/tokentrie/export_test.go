@@ -2,12 +2,12 @@ package tokentrie
 
 import "slices"
 
-// FlatAndPathSlices returns a's unbounded slice as newFlatSliceEntry makes it and as the
-// counting pass (a path of open nodes) does, for tests that compare them.
+// FlatAndPathSlices returns a's unbounded slice as newFlatSliceEntry makes it and as
+// newCountedSliceEntry (a path of open nodes) does, for tests that compare them.
 func (t *Trie) FlatAndPathSlices(a Automaton) (flat, path *Slice) {
 	t.cache.mu.Lock()
 	defer t.cache.mu.Unlock()
-	return t.newFlatSliceEntry(a).all, t.newSliceEntry(a, true).all
+	return t.newFlatSliceEntry(a).all, t.newCountedSliceEntry(a).all
 }
 
 // SameSlices reports whether two slices have the same tokens, count and skipped subtrees.

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/constraint/tokentrie"
-	"github.com/loomlm/loom/model/llama"
-	"github.com/loomlm/loom/models"
 )
 
 // randomDFA is an automaton with random transitions over a few states: a byte is rejected
@@ -42,11 +40,7 @@ func (a randomDFA) Step(s uint32, b byte) (uint32, bool) {
 // embedded model's vocabulary, for random automata from everything accepted to nothing, and
 // for the string and digit loops: the same tokens, the same count, the same subtrees skipped.
 func TestFlatSliceMatchesThePathPass(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	r := rand.New(rand.NewPCG(7, 7))
 	autos := []tokentrie.Automaton{notQuote{}, tabulate(notQuote{}), classLoop{'0', '9'}, tabulate(classLoop{'a', 'z'})}

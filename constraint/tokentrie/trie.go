@@ -202,7 +202,7 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 		return nil
 	}
 	if !e.counted {
-		c := t.newSliceEntry(a, true)
+		c := t.newCountedSliceEntry(a)
 		e.counted, e.subMax, e.budgets, e.byUnits = true, c.subMax, c.budgets, c.byUnits
 	}
 	if budget >= len(e.budgets) { // more copies than any token starts
@@ -211,20 +211,22 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	return t.budget(e, budget)
 }
 
-// newSliceEntry makes a's unbounded slice in one pass over the trie, and when counted (a
-// counts copies) the copies below every node and the nodes holding tokens by the copies
-// their path starts, for budgets. Without counts it is newFlatSliceEntry, whose passes keep
-// no path of open nodes (a quarter to a third faster on a slice of most of the trie).
+// newSliceEntry makes a's unbounded slice and, when counted (a counts copies), what its
+// budgets need: without counts in newFlatSliceEntry's two passes, with them in
+// newCountedSliceEntry's one pass along a path of open nodes.
 func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	if !counted {
 		return t.newFlatSliceEntry(a)
 	}
+	return t.newCountedSliceEntry(a)
+}
+
+// newCountedSliceEntry makes a's unbounded slice in one pass over the trie, with the copies
+// below every node and the nodes holding tokens by the copies their path starts, for budgets.
+func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
-	e := &sliceEntry{all: all, counted: counted}
-	var subMax []uint8
-	if counted {
-		subMax = make([]uint8, len(t.nodes))
-	}
+	e := &sliceEntry{all: all, counted: true}
+	subMax := make([]uint8, len(t.nodes))
 	// One pass in preorder, the path's nodes kept by depth (no closure, no appends: this loop
 	// visits every live node of the trie, 268 000 on Llama 3's). For depth d of the current
 	// path: node[d] is its live node, states[d] the automaton after its d bytes, units[d]
@@ -258,16 +260,14 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 		}
 		top = d
 		p.node[d], p.states[d], p.dead[d] = int32(i), st, false
-		if counted {
-			u := p.units[d-1]
-			if started && u < 255 {
-				u++
-			}
-			p.units[d], p.subMax[d] = u, u
-			maxUnits = max(maxUnits, int(u))
-			if nd.tokHi > nd.tokLo {
-				byUnits[u] = append(byUnits[u], int32(i))
-			}
+		u := p.units[d-1]
+		if started && u < 255 {
+			u++
+		}
+		p.units[d], p.subMax[d] = u, u
+		maxUnits = max(maxUnits, int(u))
+		if nd.tokHi > nd.tokLo {
+			byUnits[u] = append(byUnits[u], int32(i))
 		}
 		for _, id := range tokens[nd.tokLo:nd.tokHi] {
 			all.tokens.Set(id)
@@ -277,7 +277,7 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	for ; top >= 1; top-- {
 		p.leave(top, skip, subMax)
 	}
-	if counted && maxUnits > 0 { // no budgets otherwise (a lead automaton starts no copies)
+	if maxUnits > 0 { // no budgets otherwise (a lead automaton starts no copies)
 		e.subMax = subMax
 		e.budgets = make([]*Slice, maxUnits)
 		e.byUnits = byUnits[:maxUnits:maxUnits]
@@ -285,8 +285,8 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	return e
 }
 
-// newFlatSliceEntry is newSliceEntry without copy counts, in two passes without a path of
-// open nodes: the first, in preorder, steps the automaton from the state of each node's
+// newFlatSliceEntry makes a's unbounded slice without copy counts, in two passes without a
+// path of open nodes: the first, in preorder, steps the automaton from the state of each node's
 // parent (kept by depth), notes each live node and each rejected one (whose subtree it jumps
 // over) and sets the live nodes' tokens; the second, in reverse preorder, knows the first
 // rejected node after each live node, so that a live node is skipped when none lies inside
@@ -367,18 +367,15 @@ type path struct {
 }
 
 // leave leaves the subtree of the path's node at depth d (≥ 1): its skip bit is set when no
-// rejected node lies below it, its copies maximum written (subMax nil: copies are not
-// counted), and both passed up to its parent.
+// rejected node lies below it, its copies maximum written, and both passed up to its parent.
 func (p *path) leave(d int, skip []uint64, subMax []uint8) {
 	n := p.node[d]
 	if !p.dead[d] {
 		skip[n>>6] |= 1 << (n & 63)
 	}
 	p.dead[d-1] = p.dead[d-1] || p.dead[d]
-	if subMax != nil {
-		subMax[n] = p.subMax[d]
-		p.subMax[d-1] = max(p.subMax[d-1], p.subMax[d])
-	}
+	subMax[n] = p.subMax[d]
+	p.subMax[d-1] = max(p.subMax[d-1], p.subMax[d])
 }
 
 func newPath(maxLen int) *path {

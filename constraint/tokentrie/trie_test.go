@@ -21,6 +21,18 @@ type prefixRecognizer struct {
 	buf   []byte
 }
 
+// embeddedTokenizer returns the embedded default model's tokenizer, the model closed when the
+// test ends.
+func embeddedTokenizer(t *testing.T) core.Tokenizer {
+	t.Helper()
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return tok
+}
+
 func (r *prefixRecognizer) ok(next []byte) bool {
 	for _, w := range r.words {
 		if bytes.HasPrefix(w, next) {
@@ -48,11 +60,7 @@ func (r *prefixRecognizer) Pop(n int) { r.buf = r.buf[:len(r.buf)-n] }
 // prefixes of a few words and checks every token: it is in the mask exactly when its bytes
 // are a prefix of one of the words.
 func TestFillAgainstPrefixes(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	if trie.VocabSize() != tok.VocabSize() || trie.Nodes() < 2 {
 		t.Fatalf("trie of %d tokens has %d nodes", trie.VocabSize(), trie.Nodes())
@@ -122,11 +130,7 @@ func (r *headLoop) Pop(n int) { r.n -= n }
 // TestFillWithChildSlices checks a walk that takes child slices below the first byte against
 // the plain walk and against each token's bytes, and that it walks fewer nodes.
 func TestFillWithChildSlices(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	for _, tc := range []struct {
 		head   string
@@ -184,11 +188,7 @@ func (r *aliasingHeadLoop) SameAsPrevious() bool {
 // recogniser says the new one is the same gives the plain walk's mask, and leaves nothing
 // pushed.
 func TestFillWithAliasing(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	for _, head := range []string{" ", " tT", "abc "} {
 		r := &aliasingHeadLoop{headLoop: headLoop{head: head, lo: 'a', hi: 'z'}}
@@ -212,11 +212,7 @@ func TestFillWithAliasing(t *testing.T) {
 // TestUnionSlice checks the slice of a union of two loops against each token's bytes: a token
 // is in it when one of the loops accepts all its bytes.
 func TestUnionSlice(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	a, b := classLoop{'a', 'm'}, classLoop{'h', 'z'}
 	u := tokentrie.Union(a, b)
@@ -316,11 +312,7 @@ func (uncountedLoop) Counted() bool { return false }
 // automaton gets its tokens within the budget, an uncounted one nil (its copies are not
 // known), whatever slices of it were asked for before.
 func TestSliceBudgetNeedsCountedAutomaton(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	counted, uncounted := classLoop{'a', 'z'}, uncountedLoop{classLoop{'a', 'y'}}
 	if trie.Slice(uncounted, -1) == nil || trie.Slice(counted, -1) == nil {
@@ -340,11 +332,7 @@ func TestSliceBudgetNeedsCountedAutomaton(t *testing.T) {
 // vocabulary's trie (its node numbers are not this trie's) and still gives the plain walk's
 // mask.
 func TestChildSliceOfAnotherTrie(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	_, small := testmodel.Default()
 	trie, other := tokentrie.New(tok), tokentrie.New(small)
 	loop := classLoop{'a', 'z'}
@@ -458,11 +446,7 @@ func (r *automatonRecognizer) Pop(n int) { r.states = r.states[:len(r.states)-n]
 // budget, also for an automaton whose Table returns nil (it is stepped), and a walk with the
 // slice gives the plain walk's mask in the same steps.
 func TestTableSlicesMatchSteps(t *testing.T) {
-	m, tok, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	tok := embeddedTokenizer(t)
 	for _, a := range []tokentrie.Automaton{classLoop{'a', 'z'}, notQuote{}, hexPairs{}, uncountedLoop{classLoop{' ', 'z'}}} {
 		tab := tabulate(a)
 		for _, order := range [][]int{{-1, 0, 1, 3, 1000}, {3, 0, -1, 1, 1000}, {1000, 1, -1}} {

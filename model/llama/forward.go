@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/fastmath"
 	"github.com/loomlm/loom/model/ggml"
 	"github.com/loomlm/loom/model/kernels"
 )
@@ -312,7 +313,7 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 		}
 	}
 	m.overRows(n, dim, func(r0, r1, _ int) {
-		add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim])
+		fastmath.Add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim])
 		for r := r0; r < r1; r++ {
 			rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
 		}
@@ -327,7 +328,7 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postFFNNorm, p.RMSEps)
 		}
 	}
-	m.overRows(n, dim, func(r0, r1, _ int) { add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim]) })
+	m.overRows(n, dim, func(r0, r1, _ int) { fastmath.Add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim]) })
 }
 
 // putRows writes the keys and values of rows [r0, r1) of layer li to their sequences' caches.

@@ -3,6 +3,7 @@ package llama
 import (
 	"math"
 
+	"github.com/loomlm/loom/internal/fastmath"
 	"github.com/loomlm/loom/model/kernels"
 )
 
@@ -82,7 +83,7 @@ func (m *Model) moe(ws *workspace, l *layer, n int) {
 		dst := ws.tmp[r*dim : (r+1)*dim]
 		copy(dst, ms.slots[r*K*dim:(r*K+1)*dim])
 		for s := 1; s < K; s++ {
-			add(dst, ms.slots[(r*K+s)*dim:(r*K+s+1)*dim])
+			fastmath.Add(dst, ms.slots[(r*K+s)*dim:(r*K+s+1)*dim])
 		}
 	}
 	if l.sharedGate != nil {
@@ -100,7 +101,7 @@ func (m *Model) moe(ws *workspace, l *layer, n int) {
 			}
 		}
 	}
-	add(ws.x[:n*dim], ws.tmp[:n*dim])
+	fastmath.Add(ws.x[:n*dim], ws.tmp[:n*dim])
 }
 
 // runFFN sets out (n rows of Dim) to the gated network f (SwiGLU, or GeGLU when Params.GELU) applied to the n rows of in, whose

@@ -39,9 +39,6 @@ func addBias(x, b []float32) {
 	}
 }
 
-// add sets x += y.
-func add(x, y []float32) { fastmath.Add(x, y) }
-
 // swiGLU sets gate = silu(gate) · up, silu(g) = g / (1 + e^-g); tmp is scratch of at least
 // min(len(gate), 4096) values.
 func swiGLU(gate, up, tmp []float32) {
