@@ -30,10 +30,13 @@ type node struct {
 type Trie struct {
 	nodes  []node // nodes[0] is the root (the empty prefix)
 	tokens []core.TokenID
-	vocab  int
-	empty  []core.TokenID // tokens with no bytes (control tokens)
-	maxLen int
-	cache  sliceCache
+	// tokenNode[k] is the node where tokens[k] ends: a slice pass sets the tokens of its live
+	// nodes in one sequential pass over the tokens, without a branch per node.
+	tokenNode []int32
+	vocab     int
+	empty     []core.TokenID // tokens with no bytes (control tokens)
+	maxLen    int
+	cache     sliceCache
 }
 
 // New builds the trie of tok's vocabulary. Tokens with no bytes (control tokens) are not in
@@ -79,6 +82,7 @@ func New(tok core.Tokenizer) *Trie {
 			last.tokLo = int32(len(t.tokens))
 		}
 		t.tokens = append(t.tokens, id)
+		t.tokenNode = append(t.tokenNode, stack[len(stack)-1])
 		last.tokHi = int32(len(t.tokens))
 		prev = b
 	}
@@ -287,13 +291,15 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 
 // newFlatSliceEntry makes a's unbounded slice without copy counts, in two passes without a
 // path of open nodes: the first, in preorder, steps the automaton from the state of each node's
-// parent (kept by depth), notes each live node and each rejected one (whose subtree it jumps
-// over) and sets the live nodes' tokens; the second, in reverse preorder, knows the first
-// rejected node after each live node, so that a live node is skipped when none lies inside
-// its subtree. The path's bookkeeping at every node (leaving the subtrees deeper than the
-// next node, a loop whose length changes from node to node) cost more than the stepping:
-// `go test ./constraint/tokentrie -run '^$' -bench SliceBuild`, a string's loop on Llama 3's
-// trie 3.7–5.1 → 2.5–3.8 ms.
+// parent (kept by depth) and notes each live node and each rejected one (whose subtree it jumps
+// over); the second, in reverse preorder, knows the first rejected node after each live node,
+// so that a live node is skipped when none lies inside its subtree. The path's bookkeeping at
+// every node (leaving the subtrees deeper than the next node, a loop whose length changes from
+// node to node) cost more than the stepping: `go test ./constraint/tokentrie -run '^$' -bench
+// SliceBuild`, a string's loop on Llama 3's trie 3.7–5.1 → 2.5–3.8 ms. Setting the tokens of
+// each live node as the pass met it cost as much again (a loop of zero or one token, its branch
+// mispredicted): where most nodes are live, one pass over the tokens in the trie's order sets
+// them from their nodes' status instead, 3.3–3.6 → 1.4–2.1 ms (table: 2.4–3.6 → 1.2–1.8 ms).
 func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
 	e := &sliceEntry{all: all}
@@ -301,9 +307,9 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 	// status[i] is what the first pass found at node i: nothing (not reached), live, or
 	// rejected. It is the cache's scratch (its lock is held), padded to whole words.
 	const (
-		unseen = iota
-		live
-		rejected
+		unseen   = 0
+		live     = 1
+		rejected = 2
 	)
 	n := (len(nodes) + 7) &^ 7
 	if len(t.cache.status) != n {
@@ -312,30 +318,48 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 	status := t.cache.status // all unseen: the second pass clears what the first set
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
-	step := newStepper(a)
-	count := 0
-	for i := 1; i < len(nodes); i++ {
-		nd := &nodes[i]
-		d := int(nd.depth)
-		var st uint32
-		if step.trans != nil {
-			st, _ = step.table(states[d-1], nd.b)
-		} else {
-			st, _ = step.Step(states[d-1], nd.b)
+	lives := 0
+	if trans := newStepper(a).trans; trans != nil {
+		for i := 1; i < len(nodes); i++ {
+			nd := &nodes[i]
+			d := int(nd.depth)
+			st := uint32(trans[int(states[d-1]-1)<<8|int(nd.b)])
+			if st == 0 {
+				status[i] = rejected
+				i = int(nd.end) - 1
+				continue
+			}
+			status[i] = live
+			states[d] = st
+			lives++
 		}
-		if st == 0 {
-			status[i] = rejected
-			i = int(nd.end) - 1
-			continue
+	} else {
+		for i := 1; i < len(nodes); i++ {
+			nd := &nodes[i]
+			d := int(nd.depth)
+			st, _ := a.Step(states[d-1], nd.b)
+			if st == 0 {
+				status[i] = rejected
+				i = int(nd.end) - 1
+				continue
+			}
+			status[i] = live
+			states[d] = st
+			lives++
 		}
-		status[i] = live
-		states[d] = st
-		for _, id := range tokens[nd.tokLo:nd.tokHi] {
-			mask.Set(id)
-		}
-		count += int(nd.tokHi - nd.tokLo)
 	}
-	all.count = count
+	// The live nodes' tokens: with many live nodes, in one pass over the tokens in the trie's
+	// order (live is 1, rejected and unseen even), without a branch per node; with few, node
+	// by node in the second pass, which visits only them.
+	many := lives*4 > len(tokens)
+	count := 0
+	if many {
+		for k, id := range tokens {
+			in := uint64(status[t.tokenNode[k]] & 1)
+			mask[id>>6] |= in << (id & 63)
+			count += int(in)
+		}
+	}
 	next := int32(len(nodes)) // the first rejected node after i
 	for i := n - 1; i >= 1; {
 		if i&7 == 7 && binary.LittleEndian.Uint64(status[i-7:i+1]) == 0 {
@@ -350,10 +374,17 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 			if next >= nodes[i].end {
 				skip[i>>6] |= 1 << (i & 63)
 			}
+			if !many {
+				for _, id := range tokens[nodes[i].tokLo:nodes[i].tokHi] {
+					mask.Set(id)
+				}
+				count += int(nodes[i].tokHi - nodes[i].tokLo)
+			}
 			status[i] = unseen
 		}
 		i--
 	}
+	all.count = count
 	return e
 }
 
