@@ -1,16 +1,81 @@
 package tokentrie
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
-// FlatAndPathSlices returns a's unbounded slice as newFlatSliceEntry makes it and as
-// newCountedSliceEntry (a path of open nodes) does, for tests that compare them.
-func (t *Trie) FlatAndPathSlices(a Automaton) (flat, path *Slice) {
+// CheckPasses builds a's slices with fresh passes over the trie — unbounded without copy
+// counts, then counted, with each of budgets — and compares each with a recomputation from
+// scratch, every node's path stepped through a from its start: the tokens, their count, the
+// subtrees skipped (every token below alive, and within the budget). For a counted automaton,
+// Slice's answer for each budget is checked too.
+func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 	t.cache.mu.Lock()
-	defer t.cache.mu.Unlock()
-	return t.newFlatSliceEntry(a).all, t.newCountedSliceEntry(a).all
-}
-
-// SameSlices reports whether two slices have the same tokens, count and skipped subtrees.
-func SameSlices(a, b *Slice) bool {
-	return a.count == b.count && slices.Equal(a.tokens, b.tokens) && slices.Equal(a.skip, b.skip)
+	flat, counted := t.newSliceEntry(a, false), t.newSliceEntry(a, true)
+	t.cache.mu.Unlock()
+	n := len(t.nodes)
+	alive, copies := make([]bool, n), make([]int, n)
+	path := make([]byte, t.maxLen+1)
+	for i := 1; i < n; i++ {
+		d := int(t.nodes[i].depth)
+		path[d] = t.nodes[i].b
+		st, c := a.Start(), 0
+		for _, b := range path[1 : d+1] {
+			next, started := a.Step(st, b)
+			if st = next; st == 0 {
+				break
+			}
+			if started {
+				c++
+			}
+		}
+		alive[i], copies[i] = st != 0, c
+	}
+	check := func(name string, s *Slice, budget int) error {
+		in := func(i int) bool { return alive[i] && (budget < 0 || copies[i] <= budget) }
+		want, count := NewMask(t.vocab), 0
+		for i := 1; i < n; i++ {
+			if in(i) {
+				for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
+					want.Set(id)
+					count++
+				}
+			}
+		}
+		if !slices.Equal(s.tokens, want) || s.count != count {
+			return fmt.Errorf("%s, budget %d: %d tokens (count %d), want %d", name, budget, s.tokens.Count(), s.count, count)
+		}
+		for i := 1; i < n; i++ {
+			every := true
+			for j := i; j < int(t.nodes[i].end) && every; j++ {
+				every = in(j)
+			}
+			if s.skips(i) != every {
+				return fmt.Errorf("%s, budget %d: node %d (depth %d) skipped %v, every token below it in the slice %v", name, budget, i, t.nodes[i].depth, s.skips(i), every)
+			}
+		}
+		return nil
+	}
+	if err := check("uncounted pass", flat.all, -1); err != nil {
+		return err
+	}
+	if err := check("counting pass", counted.all, -1); err != nil {
+		return err
+	}
+	for _, budget := range budgets {
+		s := counted.all
+		if budget < len(counted.budgets) || len(counted.budgets) >= manyUnits {
+			s = t.budget(counted, min(budget, manyUnits-1))
+		}
+		if err := check("counting pass", s, budget); err != nil {
+			return err
+		}
+		if a.Counted() { // and through the cache (a budget of every token's bytes needs no count)
+			if err := check("Slice", t.Slice(a, budget), budget); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

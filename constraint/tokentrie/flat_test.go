@@ -35,29 +35,26 @@ func (a randomDFA) Step(s uint32, b byte) (uint32, bool) {
 	return n, n == 1
 }
 
-// TestFlatSliceMatchesThePathPass checks the unbounded slice of the pass without a path (the
-// one every uncounted slice takes) against the one the counting pass computes, on the
-// embedded model's vocabulary, for random automata from everything accepted to nothing, and
-// for the string and digit loops: the same tokens, the same count, the same subtrees skipped.
-func TestFlatSliceMatchesThePathPass(t *testing.T) {
+// TestSlicePassesMatchRecomputation checks the passes that make slices — without copy counts
+// (every unbounded slice) and with them (for budgets) — against a recomputation from scratch
+// (each trie node's bytes stepped through the automaton from its start), on the embedded
+// model's vocabulary, for random automata from everything accepted to nothing, and for the
+// string and digit loops: the same tokens and count, the same subtrees skipped, unbounded and
+// within budgets from 0 to more than any token starts.
+func TestSlicePassesMatchRecomputation(t *testing.T) {
 	tok := embeddedTokenizer(t)
 	trie := tokentrie.New(tok)
 	r := rand.New(rand.NewPCG(7, 7))
-	autos := []tokentrie.Automaton{notQuote{}, tabulate(notQuote{}), classLoop{'0', '9'}, tabulate(classLoop{'a', 'z'})}
+	autos := []tokentrie.Automaton{notQuote{}, tabulate(notQuote{}), classLoop{'0', '9'}, tabulate(classLoop{'a', 'z'}), hexPairs{}, tabulate(hexPairs{})}
 	for _, reject := range []float64{0, 0.01, 0.1, 0.5, 0.9, 0.99, 1} {
 		for _, states := range []int{1, 3, 17} {
-			autos = append(autos, newRandomDFA(r, states, reject))
+			autos = append(autos, newRandomDFA(r, states, reject), tabulate(newRandomDFA(r, states, reject)))
 		}
 	}
-	sizes := map[int]bool{}
 	for k, a := range autos {
-		flat, path := trie.FlatAndPathSlices(a)
-		if !tokentrie.SameSlices(flat, path) {
-			t.Fatalf("automaton %d (%s): the two passes differ (%d and %d tokens)", k, a.Key(), flat.Tokens(), path.Tokens())
+		budgets := []int{0, 1, 2, 3, 5, 8, trie.MaxTokenLen() - 1, trie.MaxTokenLen(), 1000}
+		if err := trie.CheckPasses(a, budgets); err != nil {
+			t.Fatalf("automaton %d (%s): %v", k, a.Key(), err)
 		}
-		sizes[flat.Tokens()] = true
-	}
-	if len(sizes) < 5 {
-		t.Fatalf("only %d different slice sizes: the automata do not spread over the trie", len(sizes))
 	}
 }

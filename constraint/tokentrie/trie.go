@@ -152,31 +152,44 @@ type sliceCache struct {
 // token starts (only for a counted automaton), each made when first asked for.
 type sliceEntry struct {
 	all *Slice
-	// counted: subMax, budgets and byUnits are known. The first pass leaves them out unless a
+	// counted: subMax, units and budgets are known. The first pass leaves them out unless a
 	// budget is asked for (most slices are only ever taken unbounded); the first budget makes
 	// a second pass that counts.
 	counted bool
-	subMax  []uint8   // subMax[i]: the most copies a token below node i starts
-	budgets []*Slice  // budgets[r]: at most r copies (nil until asked for)
-	byUnits [][]int32 // byUnits[r]: the live nodes holding tokens whose path starts r copies
+	subMax  []uint8  // subMax[i]: the most copies a token below node i starts
+	units   []uint8  // units[i]: the copies the path to live node i starts (manyUnits: not live)
+	budgets []*Slice // budgets[r]: at most r copies (nil until asked for)
+	// tokenNodes are the live nodes holding tokens when they are few (nil: many), so that a
+	// budget's token set visits them rather than every token.
+	tokenNodes []int32
 }
 
-// budget returns the slice of budget r < len(e.budgets), making it (and the smaller ones it
-// is made from) on first use: budget r's tokens are budget r-1's and those whose path starts
-// exactly r copies.
+// manyUnits is units' value for a node that is not live, and for one whose path starts
+// manyUnits copies or more: no budget below it takes such a node's tokens (a walk checks them
+// with the recogniser), and a bounded slice's budget is at most manyUnits − 1.
+const manyUnits = 255
+
+// budget returns the slice of budget r < len(e.budgets), making it on first use: the live
+// tokens whose path starts at most r copies.
 func (t *Trie) budget(e *sliceEntry, r int) *Slice {
 	if e.budgets[r] != nil {
 		return e.budgets[r]
 	}
 	tokens, count := NewMask(t.vocab), 0
-	if r > 0 {
-		prev := t.budget(e, r-1)
-		tokens, count = append(Mask(nil), prev.tokens...), prev.count
-	}
-	for _, i := range e.byUnits[r] {
-		for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
-			tokens.Set(id)
-			count++
+	if e.tokenNodes != nil {
+		for _, i := range e.tokenNodes {
+			if int(e.units[i]) <= r {
+				for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
+					tokens.Set(id)
+				}
+				count += int(t.nodes[i].tokHi - t.nodes[i].tokLo)
+			}
+		}
+	} else {
+		for k, id := range t.tokens {
+			in := uint64(^(r - int(e.units[t.tokenNode[k]]))) >> 63 // units ≤ r
+			tokens[id>>6] |= in << (id & 63)
+			count += int(in)
 		}
 	}
 	e.budgets[r] = &Slice{tokens: tokens, skip: e.all.skip, subMax: e.subMax, budget: r, count: count}
@@ -184,8 +197,8 @@ func (t *Trie) budget(e *sliceEntry, r int) *Slice {
 }
 
 // Slice returns the slice of a within budget copies (budget < 0: any number). The first call
-// for an automaton key makes one pass over the trie (a second one, counting copies, for the
-// first budget), and the first call for a budget makes its token set; they are cached by the
+// for an automaton key makes its passes over the trie (again, counting copies, for the first
+// budget), and the first call for a budget makes its token set; they are cached by the
 // key. A bounded slice needs a counted automaton; for another, Slice returns nil.
 func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	t.cache.mu.Lock()
@@ -204,20 +217,21 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 		return e.all
 	case !a.Counted():
 		return nil
+	case budget >= t.maxLen: // a byte starts at most one copy: no token starts more
+		return e.all
 	}
 	if !e.counted {
 		c := t.newCountedSliceEntry(a)
-		e.counted, e.subMax, e.budgets, e.byUnits = true, c.subMax, c.budgets, c.byUnits
+		e.counted, e.subMax, e.units, e.budgets, e.tokenNodes = true, c.subMax, c.units, c.budgets, c.tokenNodes
 	}
-	if budget >= len(e.budgets) { // more copies than any token starts
+	if budget >= len(e.budgets) && len(e.budgets) < manyUnits { // more copies than any token starts
 		return e.all
 	}
-	return t.budget(e, budget)
+	return t.budget(e, min(budget, manyUnits-1))
 }
 
 // newSliceEntry makes a's unbounded slice and, when counted (a counts copies), what its
-// budgets need: without counts in newFlatSliceEntry's two passes, with them in
-// newCountedSliceEntry's one pass along a path of open nodes.
+// budgets need: newFlatSliceEntry's passes, or newCountedSliceEntry's.
 func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	if !counted {
 		return t.newFlatSliceEntry(a)
@@ -225,66 +239,117 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	return t.newCountedSliceEntry(a)
 }
 
-// newCountedSliceEntry makes a's unbounded slice in one pass over the trie, with the copies
-// below every node and the nodes holding tokens by the copies their path starts, for budgets.
+// newCountedSliceEntry makes a's unbounded slice and what its budgets need, in two passes
+// over the trie as newFlatSliceEntry's, the first also counting the copies the path to each
+// live node starts, the second also keeping the live subtrees it has passed and not yet joined
+// to their parent (a stack), so that it knows the most copies below each node. (One function
+// for both, the counts switched off, slowed the uncounted passes by a fifth to a half.)
 func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
-	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
+	nodes, tokens := t.nodes, t.tokens
+	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(nodes)+63)/64), budget: -1}
 	e := &sliceEntry{all: all, counted: true}
-	subMax := make([]uint8, len(t.nodes))
-	// One pass in preorder, the path's nodes kept by depth (no closure, no appends: this loop
-	// visits every live node of the trie, 268 000 on Llama 3's). For depth d of the current
-	// path: node[d] is its live node, states[d] the automaton after its d bytes, units[d]
-	// the copies they start, subMax[d] the most copies a token below it starts so far, and
-	// dead[d] whether a rejected node lies below it; a node's subMax and skip bit are known
-	// when the pass leaves its subtree.
-	p := newPath(t.maxLen)
-	p.states[0] = a.Start()
+	mask, skip := all.tokens, all.skip
+	// status[i] is what the first pass found at node i: nothing (not reached), live, or
+	// rejected. It is the cache's scratch (its lock is held), padded to whole words.
+	const (
+		unseen   = 0
+		live     = 1
+		rejected = 2
+	)
+	n := (len(nodes) + 7) &^ 7
+	if len(t.cache.status) != n {
+		t.cache.status = make([]uint8, n)
+	}
+	status := t.cache.status // all unseen: the second pass clears what the first set
+	states := make([]uint32, t.maxLen+1)
+	states[0] = a.Start()
 	step := newStepper(a)
-	var byUnits [256][]int32 // live nodes holding tokens, by the copies their path starts
-	maxUnits := 0
-	nodes, skip, tokens := t.nodes, all.skip, t.tokens
-	top := 0 // depth of the path's deepest node
+	lives, maxUnits := 0, 0
+	units := make([]uint8, len(nodes))
+	for i := range units {
+		units[i] = manyUnits
+	}
+	path := make([]uint8, t.maxLen+1) // path[d]: the copies the current path's d bytes start
 	for i := 1; i < len(nodes); i++ {
 		nd := &nodes[i]
 		d := int(nd.depth)
-		for ; top >= d; top-- { // leave the subtrees deeper than the parent
-			p.leave(top, skip, subMax)
-		}
 		var st uint32
 		var started bool
 		if step.trans != nil {
-			st, started = step.table(p.states[d-1], nd.b)
+			st, started = step.table(states[d-1], nd.b)
 		} else {
-			st, started = step.Step(p.states[d-1], nd.b)
+			st, started = step.Step(states[d-1], nd.b)
 		}
-		if st == 0 { // the parent is live: dead subtrees are skipped
-			p.dead[d-1] = true
-			i = int(nd.end) - 1 // the whole subtree is rejected
+		if st == 0 {
+			status[i] = rejected
+			i = int(nd.end) - 1
 			continue
 		}
-		top = d
-		p.node[d], p.states[d], p.dead[d] = int32(i), st, false
-		u := p.units[d-1]
-		if started && u < 255 {
+		u := path[d-1]
+		if started && u < manyUnits {
 			u++
 		}
-		p.units[d], p.subMax[d] = u, u
+		status[i], states[d], path[d], units[i] = live, st, u, u
 		maxUnits = max(maxUnits, int(u))
-		if nd.tokHi > nd.tokLo {
-			byUnits[u] = append(byUnits[u], int32(i))
-		}
-		for _, id := range tokens[nd.tokLo:nd.tokHi] {
-			all.tokens.Set(id)
-		}
-		all.count += int(nd.tokHi - nd.tokLo)
+		lives++
 	}
-	for ; top >= 1; top-- {
-		p.leave(top, skip, subMax)
+	// The live nodes' tokens: with many live nodes, in one pass over the tokens in the trie's
+	// order (live is 1, rejected and unseen even), without a branch per node; with few, node
+	// by node in the second pass, which visits only them.
+	many := lives*4 > len(tokens)
+	count := 0
+	if many {
+		for k, id := range tokens {
+			in := uint64(status[t.tokenNode[k]] & 1)
+			mask[id>>6] |= in << (id & 63)
+			count += int(in)
+		}
 	}
+	subMax := make([]uint8, len(nodes))
+	var stack []int32         // live nodes passed whose parent the pass has not reached, the last first
+	next := int32(len(nodes)) // the first rejected node after i
+	for i := n - 1; i >= 1; {
+		if i&7 == 7 && binary.LittleEndian.Uint64(status[i-7:i+1]) == 0 {
+			i -= 8 // eight nodes the pass did not reach (a narrow slice leaves most so)
+			continue
+		}
+		switch status[i] {
+		case rejected:
+			next = int32(i)
+			status[i] = unseen
+		case live:
+			nd := &nodes[i]
+			if next >= nd.end {
+				skip[i>>6] |= 1 << (i & 63)
+			}
+			if !many && nd.tokHi > nd.tokLo {
+				for _, id := range tokens[nd.tokLo:nd.tokHi] {
+					mask.Set(id)
+				}
+				count += int(nd.tokHi - nd.tokLo)
+				e.tokenNodes = append(e.tokenNodes, int32(i))
+			}
+			// The live subtrees on the stack below this node are its children's.
+			m := units[i]
+			for len(stack) > 0 && stack[len(stack)-1] < nd.end {
+				m = max(m, subMax[stack[len(stack)-1]])
+				stack = stack[:len(stack)-1]
+			}
+			subMax[i] = m
+			stack = append(stack, int32(i))
+			status[i] = unseen
+		}
+		i--
+	}
+	all.count = count
 	if maxUnits > 0 { // no budgets otherwise (a lead automaton starts no copies)
-		e.subMax = subMax
+		if !many && e.tokenNodes == nil {
+			e.tokenNodes = []int32{} // few live nodes and none holds a token
+		}
+		e.subMax, e.units = subMax, units
 		e.budgets = make([]*Slice, maxUnits)
-		e.byUnits = byUnits[:maxUnits:maxUnits]
+	} else {
+		e.tokenNodes = nil
 	}
 	return e
 }
@@ -386,32 +451,6 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 	}
 	all.count = count
 	return e
-}
-
-// path is the current path of a preorder pass over the trie, by depth (0: the root).
-type path struct {
-	node   []int32
-	states []uint32
-	units  []uint8
-	subMax []uint8
-	dead   []bool
-}
-
-// leave leaves the subtree of the path's node at depth d (≥ 1): its skip bit is set when no
-// rejected node lies below it, its copies maximum written, and both passed up to its parent.
-func (p *path) leave(d int, skip []uint64, subMax []uint8) {
-	n := p.node[d]
-	if !p.dead[d] {
-		skip[n>>6] |= 1 << (n & 63)
-	}
-	p.dead[d-1] = p.dead[d-1] || p.dead[d]
-	subMax[n] = p.subMax[d]
-	p.subMax[d-1] = max(p.subMax[d-1], p.subMax[d])
-}
-
-func newPath(maxLen int) *path {
-	n := maxLen + 1
-	return &path{node: make([]int32, n), states: make([]uint32, n), units: make([]uint8, n), subMax: make([]uint8, n), dead: make([]bool, n)}
 }
 
 // A Table is an automaton whose transitions are a dense table, read directly by the passes
