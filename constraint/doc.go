@@ -26,8 +26,10 @@
 // names) has a prefix automaton whose slice is every prefix of its strings.
 //
 // Two more things keep a mask cheap. Where a byte leaves the parser in the state it was in
-// (inside a string, a run of '=' or spaces), the walk goes on from that state instead of
-// building one per byte (earley.Matcher.SameAsPrevious). And masks are cached by the parser
+// (inside a string, a run of '=' or spaces), or in one that accepts the same bytes for as far
+// as the longest token reaches (inside a string of bounded length, while more characters may
+// come than that), the walk goes on from that state instead of building one per byte
+// (earley.Matcher.SameAsPreviousWithin). And masks are cached by the parser
 // state's key within the longest token (earley.Matcher.AppendStateKeyWithin), in a cache
 // shared by a processor and its clones: inside a JSON string the state after every character
 // has the same key, and inside a string of bounded length too while more characters may come

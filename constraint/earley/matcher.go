@@ -49,8 +49,10 @@ type set struct {
 	// holds them, only the memo, so they are recycled when a walk starts from a new root.
 	walkOnly bool
 	// same caches SameAsPrevious for this set over the set it is always built on: 0 unknown,
-	// 1 the same state, 2 not.
-	same int8
+	// 1 the same state, 2 not. sameWithin caches SameAsPreviousWithin where same is 2: the
+	// horizon + 1 it holds for, its negation where it does not, 0 unknown.
+	same       int8
+	sameWithin int32
 	// ownItems and ownIdx are the set's storage for items and for scan and wait indices,
 	// kept when the set is recycled.
 	ownItems []item
@@ -87,6 +89,8 @@ type Matcher struct {
 	walkBase int
 	walkRoot uint64
 	walkSets []*set
+	// keys are SameAsPreviousWithin's buffers.
+	keys [2][]byte
 }
 
 // New returns a matcher at the start of g.
@@ -314,6 +318,41 @@ func (m *Matcher) SameAsPrevious() bool {
 	return s.same == 1
 }
 
+// SameAsPreviousWithin is SameAsPrevious for the next horizon bytes only: it also holds when
+// the two states accept the same continuations of up to horizon bytes, their keys within
+// horizon (AppendStateKeyWithin) equal — the states inside a bounded repetition, such as a
+// JSON string of at most 200 characters, while more copies may come than horizon bytes can
+// take. A token-trie walk, which looks at most one token ahead, asks with the longest token
+// (tokentrie.Aliaser), so that a string with a length limit costs no new set per byte either.
+func (m *Matcher) SameAsPreviousWithin(horizon int) bool {
+	if m.SameAsPrevious() {
+		return true
+	}
+	k := len(m.sets) - 1
+	if k < 2 {
+		return false
+	}
+	s := m.sets[k]
+	if s.sameWithin == int32(horizon)+1 {
+		return true
+	}
+	if s.sameWithin == -int32(horizon)-1 {
+		return false
+	}
+	c := m.grammarRuns().canonWithin(horizon)
+	if !c.movesAny(s, int32(k)) { // nothing of it is mapped (false is safe: a walk builds the state)
+		s.sameWithin = -int32(horizon) - 1
+		return false
+	}
+	m.keys[0] = m.appendKeyAt(m.keys[0][:0], c, int32(k))
+	m.keys[1] = m.appendKeyAt(m.keys[1][:0], c, int32(k-1))
+	s.sameWithin = -int32(horizon) - 1
+	if string(m.keys[0]) == string(m.keys[1]) {
+		s.sameWithin = int32(horizon) + 1
+	}
+	return s.sameWithin > 0
+}
+
 // sameShifted reports whether set s at position k equals set p at k-1 when each set's own
 // position is taken as the same and every other origin is below k-1.
 func sameShifted(s, p *set, k int32) bool {
@@ -370,7 +409,7 @@ func (m *Matcher) newSet() *set {
 		s.next = grammar.ByteSet{}
 		s.accept = false
 		s.walkOnly = false
-		s.same = 0
+		s.same, s.sameWithin = 0, 0
 		s.id = setIDs.Add(1)
 		return s
 	}

@@ -26,7 +26,12 @@ func (m *Matcher) AppendStateKeyWithin(dst []byte, horizon int) []byte {
 // appendKey writes the key of AppendStateKey, with the nonterminals and productions of the
 // items predicted in the last set and of its Leo entries replaced through c (nil: kept).
 func (m *Matcher) appendKey(dst []byte, c *keyCanon) []byte {
-	k := int32(len(m.sets) - 1)
+	return m.appendKeyAt(dst, c, int32(len(m.sets)-1))
+}
+
+// appendKeyAt is appendKey for the set at position k, as the state the parser would be in if
+// it were the last.
+func (m *Matcher) appendKeyAt(dst []byte, c *keyCanon, k int32) []byte {
 	s := m.sets[k]
 	u32 := func(v uint32) { dst = append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
 	origin := func(o int32) {
@@ -94,6 +99,29 @@ func (m *Matcher) appendKey(dst []byte, c *keyCanon) []byte {
 type keyCanon struct {
 	horizon  int
 	nt, prod []int32
+	moves    bool // some link is mapped to another
+}
+
+// movesAny reports whether c maps the production of an item of set s, at position k, that was
+// predicted there, or the nonterminal of one of its Leo entries: otherwise s's key within the
+// horizon is its exact key.
+func (c *keyCanon) movesAny(s *set, k int32) bool {
+	if !c.moves {
+		return false
+	}
+	for _, list := range [2][]int32{s.scan, s.wait} {
+		for _, i := range list {
+			if it := &s.items[i]; it.origin == k && c.prod[it.prod] != int32(it.prod) {
+				return true
+			}
+		}
+	}
+	for _, e := range s.leo {
+		if c.nt[e.nt] != int32(e.nt) {
+			return true
+		}
+	}
+	return false
 }
 
 // canonWithin returns the grammar's keyCanon for horizon, made on first use (the last one is
@@ -163,7 +191,7 @@ func (r *grammarRuns) canonWithin(horizon int) *keyCanon {
 			continue
 		}
 		_, e2, m2, _ := link(t)
-		c.nt[n] = t
+		c.nt[n], c.moves = t, true
 		c.prod[g.ByLHS[n][e1]] = g.ByLHS[t][e2]
 		c.prod[g.ByLHS[n][m1]] = g.ByLHS[t][m2]
 	}

@@ -162,6 +162,65 @@ func TestSameAsPreviousMeansSameFuture(t *testing.T) {
 	t.Logf("%d bytes left the state the same", same)
 }
 
+// TestSameAsPreviousWithinMeansSameNearFuture walks random strings through grammars with
+// bounded repetitions and, wherever SameAsPreviousWithin(h) says the state after a byte
+// accepts what the state before it accepts for h more bytes, checks that both accept the same
+// random continuations of up to h bytes; inside a bounded string it holds while more than h+1
+// characters may come, and not once fewer may.
+func TestSameAsPreviousWithinMeansSameNearFuture(t *testing.T) {
+	tests := []struct{ grammar, alphabet string }{
+		{`root ::= "\"" [a-c]{0,30} "\"" ("x" | "yz")`, `abc"xyz`},
+		{`root ::= "[" ([a-c]{1,25} ",")* "]"`, "abc,]["},
+		{`root ::= "<" [ab]{2,20} ">" [ab]{0,12} "."`, "ab<>."},
+		{`root ::= "{" ("\"k\":\"" [a-z ]{0,40} "\"")? "}"`, `{}"k: abz`},
+		{jsonGrammar, `{}[]":, 0123456789-.eEtrufalsn\/ab` + "\n"},
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	within := 0 // bytes where it held and SameAsPrevious did not
+	for _, tt := range tests {
+		g := grammar.MustCompile(tt.grammar)
+		for _, h := range []int{1, 3, 6} {
+			for range 40 {
+				m := New(g)
+				for range 50 {
+					before := m.Clone()
+					b, ok := randomNext(m, tt.alphabet, rng)
+					if !ok || !m.Advance(b) {
+						break
+					}
+					if !m.SameAsPreviousWithin(h) {
+						continue
+					}
+					if !m.SameAsPrevious() {
+						within++
+					}
+					if step, c, differ := futuresDiffer(before, m, tt.alphabet, rng, 10, h); differ {
+						t.Fatalf("%s: after %d bytes, byte %q left a state the same within %d bytes by SameAsPreviousWithin, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, h, step, c)
+					}
+				}
+			}
+		}
+	}
+	if within == 0 {
+		t.Fatal("SameAsPreviousWithin never held where SameAsPrevious did not; the test is vacuous")
+	}
+	t.Logf("%d bytes left the state the same within the horizon only", within)
+	const h = 5
+	m := New(grammar.MustCompile(`root ::= "\"" [a-c]{0,30} "\"" "x"`))
+	if _, ok := m.AdvanceBytes([]byte(`"a`)); !ok {
+		t.Fatal("prefix rejected")
+	}
+	for i := 2; i <= 30; i++ {
+		m.Advance('b')
+		got := m.SameAsPreviousWithin(h)
+		if left := 30 - i; left > h+1 && !got {
+			t.Fatalf("after %d characters (%d left) the state is not the same as before within %d bytes", i, left, h)
+		} else if left < h && got {
+			t.Fatalf("after %d characters (%d left) the state is still the same as before within %d bytes", i, left, h)
+		}
+	}
+}
+
 // TestWalkCallsInAnyOrder drives matchers and their clones through random sequences of
 // Advance, Pop, Rollback, Clone, BeginWalk, EndWalk and SameAsPrevious — walks left open,
 // clones taken mid-walk, walks begun inside walks — and checks every matcher against a fresh

@@ -176,7 +176,7 @@ type aliasingHeadLoop struct {
 	aliased int
 }
 
-func (r *aliasingHeadLoop) SameAsPrevious() bool {
+func (r *aliasingHeadLoop) SameAsPreviousWithin(int) bool {
 	if r.n >= 3 {
 		r.aliased++
 		return true

@@ -74,11 +74,13 @@ type Walker interface {
 }
 
 // An Aliaser is a Recognizer that can tell, just after a successful Advance, that the new
-// state accepts exactly the continuations of the state before it (the state of a loop after
-// one more byte). The walk then pops the new state and walks the byte's subtree from the
-// previous one: a long run of such bytes ("=====" inside a JSON string) costs no new state.
+// state accepts the continuations of up to horizon bytes that the state before it accepts
+// (the state of a loop after one more byte; of a bounded loop while more copies may come than
+// horizon bytes hold). The walk asks with the longest token's length and, where it holds,
+// pops the new state and walks the byte's subtree from the previous one: a long run of such
+// bytes ("=====" inside a JSON string) costs no new state.
 type Aliaser interface {
-	SameAsPrevious() bool
+	SameAsPreviousWithin(horizon int) bool
 }
 
 // FillWith is Fill with child slices too.
@@ -147,7 +149,7 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 		}
 		depth++
 		pushed[depth] = true
-		if alias != nil && alias.SameAsPrevious() {
+		if alias != nil && alias.SameAsPreviousWithin(t.maxLen) {
 			r.Pop(1)
 			pushed[depth] = false
 		}
