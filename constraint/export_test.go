@@ -18,3 +18,10 @@ func MaskCacheHits(p *Processor) int {
 	defer p.masks.mu.Unlock()
 	return p.masks.hits
 }
+
+// Unshared returns a clone of p with a mask cache of its own, empty.
+func Unshared(p *Processor) *Processor {
+	q := p.Clone().(*Processor)
+	q.masks = &maskCache{}
+	return q
+}

@@ -217,6 +217,41 @@ func BenchmarkMaskLlama3(b *testing.B) {
 	benchmarkMasks(b, tok)
 }
 
+// BenchmarkMaskLlama3StringStart computes the mask just after a string value's opening quote
+// on Llama 3's vocabulary, on a fresh clone each time (its parser memo and mask cache empty,
+// as for the first mask of each string in a document): a string without a length limit, one
+// of at most 80 characters (fewer than Llama 3's longest token holds: the walk builds a
+// parser state per byte of each long token down to where the limit rejects it) and one of at
+// most 300.
+func BenchmarkMaskLlama3StringStart(b *testing.B) {
+	tok := llama3vocab.Tokenizer(b)
+	constraint.TrieFor(tok)
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct{ name, limit string }{{"unbounded", ""}, {"max80", `,"maxLength":80`}, {"max300", `,"maxLength":300`}} {
+		schema := `{"type":"object","properties":{"title":{"type":"string"` + tc.limit + `},"n":{"type":"integer"}},"required":["title","n"],"additionalProperties":false}`
+		start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := tok.Encode(`{"title":"`, core.EncodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := start.Clone().(*constraint.Processor)
+		for _, id := range ids {
+			p.Accept(seq, id)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				constraint.Unshared(p).Mask(tok)
+			}
+		})
+	}
+}
+
 // BenchmarkMaskLlama3BoundedStrings computes the masks of one issue report on Llama 3's
 // vocabulary under a schema whose strings have a length limit (a 200-character title, a
 // 2 000-character body), the schema compiled anew for each report: inside such a string the
