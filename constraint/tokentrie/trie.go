@@ -246,21 +246,11 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 // for both, the counts switched off, slowed the uncounted passes by a fifth to a half.)
 func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 	nodes, tokens := t.nodes, t.tokens
-	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(nodes)+63)/64), budget: -1}
+	all := t.newPassSlice()
 	e := &sliceEntry{all: all, counted: true}
 	mask, skip := all.tokens, all.skip
-	// status[i] is what the first pass found at node i: nothing (not reached), live, or
-	// rejected. It is the cache's scratch (its lock is held), padded to whole words.
-	const (
-		unseen   = 0
-		live     = 1
-		rejected = 2
-	)
-	n := (len(nodes) + 7) &^ 7
-	if len(t.cache.status) != n {
-		t.cache.status = make([]uint8, n)
-	}
-	status := t.cache.status // all unseen: the second pass clears what the first set
+	status := t.statusScratch()
+	n := len(status)
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
 	step := newStepper(a)
@@ -293,17 +283,12 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 		maxUnits = max(maxUnits, int(u))
 		lives++
 	}
-	// The live nodes' tokens: with many live nodes, in one pass over the tokens in the trie's
-	// order (live is 1, rejected and unseen even), without a branch per node; with few, node
-	// by node in the second pass, which visits only them.
+	// The live nodes' tokens: with many live nodes in one pass over the tokens
+	// (setLiveTokens), with few node by node in the second pass, which visits only them.
 	many := lives*4 > len(tokens)
 	count := 0
 	if many {
-		for k, id := range tokens {
-			in := uint64(status[t.tokenNode[k]] & 1)
-			mask[id>>6] |= in << (id & 63)
-			count += int(in)
-		}
+		count = t.setLiveTokens(mask, status)
 	}
 	subMax := make([]uint8, len(nodes))
 	var stack []int32         // live nodes passed whose parent the pass has not reached, the last first
@@ -366,21 +351,11 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 // mispredicted): where most nodes are live, one pass over the tokens in the trie's order sets
 // them from their nodes' status instead, 3.3–3.6 → 1.4–2.1 ms (table: 2.4–3.6 → 1.2–1.8 ms).
 func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
-	all := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
+	all := t.newPassSlice()
 	e := &sliceEntry{all: all}
 	nodes, skip, tokens, mask := t.nodes, all.skip, t.tokens, all.tokens
-	// status[i] is what the first pass found at node i: nothing (not reached), live, or
-	// rejected. It is the cache's scratch (its lock is held), padded to whole words.
-	const (
-		unseen   = 0
-		live     = 1
-		rejected = 2
-	)
-	n := (len(nodes) + 7) &^ 7
-	if len(t.cache.status) != n {
-		t.cache.status = make([]uint8, n)
-	}
-	status := t.cache.status // all unseen: the second pass clears what the first set
+	status := t.statusScratch()
+	n := len(status)
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
 	lives := 0
@@ -413,17 +388,12 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 			lives++
 		}
 	}
-	// The live nodes' tokens: with many live nodes, in one pass over the tokens in the trie's
-	// order (live is 1, rejected and unseen even), without a branch per node; with few, node
-	// by node in the second pass, which visits only them.
+	// The live nodes' tokens: with many live nodes in one pass over the tokens
+	// (setLiveTokens), with few node by node in the second pass, which visits only them.
 	many := lives*4 > len(tokens)
 	count := 0
 	if many {
-		for k, id := range tokens {
-			in := uint64(status[t.tokenNode[k]] & 1)
-			mask[id>>6] |= in << (id & 63)
-			count += int(in)
-		}
+		count = t.setLiveTokens(mask, status)
 	}
 	next := int32(len(nodes)) // the first rejected node after i
 	for i := n - 1; i >= 1; {
@@ -451,6 +421,41 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 	}
 	all.count = count
 	return e
+}
+
+// Node status in a slice's passes: nothing (not reached), live, or rejected; live is the only
+// odd one (setLiveTokens).
+const (
+	unseen   = 0
+	live     = 1
+	rejected = 2
+)
+
+// newPassSlice returns an empty unbounded slice of the trie, for a pass to fill.
+func (t *Trie) newPassSlice() *Slice {
+	return &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
+}
+
+// statusScratch returns the cache's node status scratch (its lock is held), padded to whole
+// words and all unseen: a pass's second half clears what its first set.
+func (t *Trie) statusScratch() []uint8 {
+	n := (len(t.nodes) + 7) &^ 7
+	if len(t.cache.status) != n {
+		t.cache.status = make([]uint8, n)
+	}
+	return t.cache.status
+}
+
+// setLiveTokens sets in mask the tokens of the nodes whose status is live, in one pass over
+// the tokens in the trie's order without a branch per node, and returns how many.
+func (t *Trie) setLiveTokens(mask Mask, status []uint8) int {
+	count := 0
+	for k, id := range t.tokens {
+		in := uint64(status[t.tokenNode[k]] & live)
+		mask[id>>6] |= in << (id & 63)
+		count += int(in)
+	}
+	return count
 }
 
 // A Table is an automaton whose transitions are a dense table, read directly by the passes
