@@ -108,7 +108,9 @@ func (t *Trie) newChildPart(a Automaton, first int) *childPart {
 		}
 		states[d] = st
 		open, dead = append(open, int32(i)), append(dead, false)
-		p.ids = append(p.ids, t.tokens[nd.tokLo:nd.tokHi]...)
+		if nd.hasTok {
+			p.ids = append(p.ids, t.nodeTokens(i)...)
+		}
 	}
 	closeTo(0)
 	return p

@@ -3,6 +3,8 @@ package tokentrie
 import (
 	"fmt"
 	"slices"
+
+	"github.com/loomlm/loom/core"
 )
 
 // CheckPasses builds a's slices with fresh passes over the trie — unbounded without copy
@@ -37,7 +39,7 @@ func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 		want, count := NewMask(t.vocab), 0
 		for i := 1; i < n; i++ {
 			if in(i) {
-				for _, id := range t.tokens[t.nodes[i].tokLo:t.nodes[i].tokHi] {
+				for _, id := range t.nodeTokens(i) {
 					want.Set(id)
 					count++
 				}
@@ -76,6 +78,31 @@ func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// CheckNodeTokens checks that every token of tok's vocabulary with bytes ends at the node whose
+// path spells them (nodeTokens, hasTok), and at no other node.
+func (t *Trie) CheckNodeTokens(tok interface{ TokenBytes(core.TokenID) []byte }) error {
+	seen := map[core.TokenID]bool{}
+	path := make([]byte, t.maxLen+1)
+	for i := 1; i < len(t.nodes); i++ {
+		nd := &t.nodes[i]
+		path[nd.depth] = nd.b
+		ids := t.nodeTokens(i)
+		if nd.hasTok != (len(ids) > 0) {
+			return fmt.Errorf("node %d (%q): hasTok %v with %d tokens", i, path[1:nd.depth+1], nd.hasTok, len(ids))
+		}
+		for _, id := range ids {
+			if b := tok.TokenBytes(id); string(b) != string(path[1:nd.depth+1]) || seen[id] {
+				return fmt.Errorf("node %d (%q) holds token %d (%q), seen before: %v", i, path[1:nd.depth+1], id, b, seen[id])
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != len(t.tokens) {
+		return fmt.Errorf("%d tokens at nodes, %d in the trie", len(seen), len(t.tokens))
 	}
 	return nil
 }

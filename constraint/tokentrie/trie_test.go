@@ -534,3 +534,13 @@ func TestUnionByteClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTokens checks that each token of the embedded model's vocabulary and of Llama 3's
+// ends at the node its bytes spell.
+func TestNodeTokens(t *testing.T) {
+	for _, tok := range []core.Tokenizer{embeddedTokenizer(t), llama3vocab.Tokenizer(t)} {
+		if err := tokentrie.New(tok).CheckNodeTokens(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -135,8 +135,8 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 		}
 		steps++
 		if nd.end == int32(i+1) { // a leaf: no need to build the state after its byte
-			if r.CanAdvance(nd.b) {
-				for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
+			if r.CanAdvance(nd.b) { // a leaf holds tokens
+				for _, id := range t.nodeTokens(i) {
 					mask.Set(id)
 				}
 			}
@@ -153,8 +153,10 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 			r.Pop(1)
 			pushed[depth] = false
 		}
-		for _, id := range t.tokens[nd.tokLo:nd.tokHi] {
-			mask.Set(id)
+		if nd.hasTok {
+			for _, id := range t.nodeTokens(i) {
+				mask.Set(id)
+			}
 		}
 		if depth == 1 && o.Child != nil && int(nd.end)-i >= MinChildNodes {
 			child = o.Child(child[:0])
