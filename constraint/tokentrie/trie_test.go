@@ -3,6 +3,7 @@ package tokentrie_test
 import (
 	"bytes"
 	"github.com/loomlm/loom/testmodel"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -543,4 +544,45 @@ func TestNodeTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestUnionKeepsWhatAnyPartKeeps checks a union of two to six parts against its parts on
+// random strings: a string keeps the union alive exactly when it keeps one of the parts alive.
+func TestUnionKeepsWhatAnyPartKeeps(t *testing.T) {
+	words := []wordLoop{"ab", "ba", "abc", "cab", "aab", "bcc"}
+	r := rand.New(rand.NewPCG(9, 9))
+	for n := 2; n <= len(words); n++ {
+		parts := make([]tokentrie.Automaton, n)
+		for i := range parts {
+			parts[i] = words[i]
+		}
+		u := tokentrie.Union(parts...)
+		if u == nil {
+			t.Fatalf("%d parts: no union", n)
+		}
+		for range 2000 {
+			s := make([]byte, 1+r.IntN(9))
+			for i := range s {
+				s[i] = "abc"[r.IntN(3)]
+			}
+			want := false
+			for _, p := range parts {
+				want = want || alive(p, s)
+			}
+			if got := alive(u, s); got != want {
+				t.Fatalf("%d parts, %q: the union keeps it alive: %v, one of the parts: %v", n, s, got, want)
+			}
+		}
+	}
+}
+
+// alive reports whether s keeps a alive from its start.
+func alive(a tokentrie.Automaton, s []byte) bool {
+	st := a.Start()
+	for _, b := range s {
+		if st, _ = a.Step(st, b); st == 0 {
+			return false
+		}
+	}
+	return true
 }
