@@ -151,7 +151,7 @@ const maxCachedSlices = 256
 
 type sliceCache struct {
 	mu       sync.Mutex
-	status   []uint8 // newFlatSliceEntry's scratch, kept for the next
+	status   []uint8 // the slice passes' scratch (statusScratch), kept for the next
 	entries  map[string]*sliceEntry
 	children map[string]*ChildSlice
 }
@@ -212,7 +212,9 @@ func (t *Trie) budget(e *sliceEntry, r int) *Slice {
 func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	t.cache.mu.Lock()
 	defer t.cache.mu.Unlock()
-	bounded := budget >= 0 && a.Counted()
+	// A budget of the longest token's bytes or more takes the unbounded slice (a byte starts at
+	// most one copy, so no token starts more): only a smaller one needs the counting pass.
+	bounded := budget >= 0 && budget < t.maxLen && a.Counted()
 	e, ok := t.cache.entries[a.Key()]
 	if !ok {
 		e = t.newSliceEntry(a, bounded)
@@ -226,7 +228,7 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 		return e.all
 	case !a.Counted():
 		return nil
-	case budget >= t.maxLen: // a byte starts at most one copy: no token starts more
+	case budget >= t.maxLen:
 		return e.all
 	}
 	if !e.counted {
