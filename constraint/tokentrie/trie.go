@@ -252,8 +252,9 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 
 // newCountedSliceEntry makes a's unbounded slice and what its budgets need, in two passes
 // over the trie as newFlatSliceEntry's, the first also counting the copies the path to each
-// live node starts, the second also keeping the live subtrees it has passed and not yet joined
-// to their parent (a stack), so that it knows the most copies below each node. (One function
+// live node starts, the second also the most copies below each node, from its children's
+// (passed just before it in reverse preorder, their maximum kept by depth; a stack of the
+// subtrees passed took a third of the pass). (One function
 // for both, the counts switched off, slowed the uncounted passes by a fifth to a half.)
 func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 	nodes, tokens := t.nodes, t.tokens
@@ -302,7 +303,9 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 		count = t.setLiveTokens(mask, status)
 	}
 	subMax := make([]uint8, len(nodes))
-	var stack []int32         // live nodes passed whose parent the pass has not reached, the last first
+	// below[d] is the most copies below the live nodes of depth d passed since the last node
+	// of depth d-1 (in reverse preorder, those are its children).
+	below := make([]uint8, t.maxLen+2)
 	next := int32(len(nodes)) // the first rejected node after i
 	for i := n - 1; i >= 1; {
 		if i&7 == 7 && binary.LittleEndian.Uint64(status[i-7:i+1]) == 0 {
@@ -326,14 +329,10 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 				count += len(ids)
 				e.tokenNodes = append(e.tokenNodes, int32(i))
 			}
-			// The live subtrees on the stack below this node are its children's.
-			m := units[i]
-			for len(stack) > 0 && stack[len(stack)-1] < nd.end {
-				m = max(m, subMax[stack[len(stack)-1]])
-				stack = stack[:len(stack)-1]
-			}
-			subMax[i] = m
-			stack = append(stack, int32(i))
+			d := nd.depth
+			m := max(units[i], below[d+1])
+			subMax[i], below[d+1] = m, 0
+			below[d] = max(below[d], m)
 			status[i] = unseen
 		}
 		i--
