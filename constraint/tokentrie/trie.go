@@ -167,8 +167,9 @@ type sliceEntry struct {
 	subMax  []uint8  // subMax[i]: the most copies a token below node i starts
 	units   []uint8  // units[i]: the copies the path to live node i starts (manyUnits: not live)
 	budgets []*Slice // budgets[r]: at most r copies (nil until asked for)
-	// tokenNodes are the live nodes holding tokens when they are few (nil: many), so that a
+	// fewLive: the live nodes are few, and tokenNodes are those holding tokens, so that a
 	// budget's token set visits them rather than every token.
+	fewLive    bool
 	tokenNodes []int32
 }
 
@@ -184,7 +185,7 @@ func (t *Trie) budget(e *sliceEntry, r int) *Slice {
 		return e.budgets[r]
 	}
 	tokens, count := NewMask(t.vocab), 0
-	if e.tokenNodes != nil {
+	if e.fewLive {
 		for _, i := range e.tokenNodes {
 			if int(e.units[i]) <= r {
 				ids := t.nodeTokens(int(i))
@@ -233,7 +234,7 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	}
 	if !e.counted {
 		c := t.newCountedSliceEntry(a)
-		e.counted, e.subMax, e.units, e.budgets, e.tokenNodes = true, c.subMax, c.units, c.budgets, c.tokenNodes
+		e.counted, e.subMax, e.units, e.budgets, e.fewLive, e.tokenNodes = true, c.subMax, c.units, c.budgets, c.fewLive, c.tokenNodes
 	}
 	if budget >= len(e.budgets) && len(e.budgets) < manyUnits { // more copies than any token starts
 		return e.all
@@ -256,15 +257,13 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 // (passed just before it in reverse preorder, their maximum kept by depth). A stack of the
 // subtrees passed, popped at each node, had a third of the pass's samples in a profile; this
 // way the pass of a string loop with a budget took 5.0–6.4 ms against 5.5–6.9 (`-bench
-// SliceBuild/string/table/budget`, five rounds). (One function
-// for both, the counts switched off, slowed the uncounted passes by a fifth to a half.)
+// SliceBuild/string/table/budget`, five rounds). The two first passes stay apart (one loop
+// for both, the counts switched off, slowed the uncounted one by a fifth to a half); the
+// second pass is shared (secondPass).
 func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
-	nodes, tokens := t.nodes, t.tokens
-	all := t.newPassSlice()
-	e := &sliceEntry{all: all, counted: true}
-	mask, skip := all.tokens, all.skip
+	nodes := t.nodes
+	e := &sliceEntry{all: t.newPassSlice(), counted: true}
 	status := t.statusScratch()
-	n := len(status)
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
 	step := newStepper(a)
@@ -297,58 +296,13 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 		maxUnits = max(maxUnits, int(u))
 		lives++
 	}
-	// The live nodes' tokens: with many live nodes in one pass over the tokens
-	// (setLiveTokens), with few node by node in the second pass, which visits only them.
-	many := lives*4 > len(tokens)
-	count := 0
-	if many {
-		count = t.setLiveTokens(mask, status)
-	}
-	subMax := make([]uint8, len(nodes))
-	// below[d] is the most copies below the live nodes of depth d passed since the last node
-	// of depth d-1 (in reverse preorder, those are its children).
-	below := make([]uint8, t.maxLen+2)
-	next := int32(len(nodes)) // the first rejected node after i
-	for i := n - 1; i >= 1; {
-		if i&7 == 7 && binary.LittleEndian.Uint64(status[i-7:i+1]) == 0 {
-			i -= 8 // eight nodes the pass did not reach (a narrow slice leaves most so)
-			continue
-		}
-		switch status[i] {
-		case rejected:
-			next = int32(i)
-			status[i] = unseen
-		case live:
-			nd := &nodes[i]
-			if next >= nd.end {
-				skip[i>>6] |= 1 << (i & 63)
-			}
-			if !many && nd.hasTok {
-				ids := t.nodeTokens(i)
-				for _, id := range ids {
-					mask.Set(id)
-				}
-				count += len(ids)
-				e.tokenNodes = append(e.tokenNodes, int32(i))
-			}
-			d := nd.depth
-			m := max(units[i], below[d+1])
-			subMax[i], below[d+1] = m, 0
-			below[d] = max(below[d], m)
-			status[i] = unseen
-		}
-		i--
-	}
-	all.count = count
+	var units0 []uint8
 	if maxUnits > 0 { // no budgets otherwise (a lead automaton starts no copies)
-		if !many && e.tokenNodes == nil {
-			e.tokenNodes = []int32{} // few live nodes and none holds a token
-		}
-		e.subMax, e.units = subMax, units
+		units0 = units
+		e.units, e.subMax = units, make([]uint8, len(nodes))
 		e.budgets = make([]*Slice, maxUnits)
-	} else {
-		e.tokenNodes = nil
 	}
+	t.secondPass(e, status, lives, units0)
 	return e
 }
 
@@ -364,11 +318,9 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 // mispredicted): where most nodes are live, one pass over the tokens in the trie's order sets
 // them from their nodes' status instead, 3.3–3.6 → 1.4–2.1 ms (table: 2.4–3.6 → 1.2–1.8 ms).
 func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
-	all := t.newPassSlice()
-	e := &sliceEntry{all: all}
-	nodes, skip, tokens, mask := t.nodes, all.skip, t.tokens, all.tokens
+	nodes := t.nodes
+	e := &sliceEntry{all: t.newPassSlice()}
 	status := t.statusScratch()
-	n := len(status)
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
 	lives := 0
@@ -401,17 +353,33 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 			lives++
 		}
 	}
-	// The live nodes' tokens: with many live nodes in one pass over the tokens
-	// (setLiveTokens), with few node by node in the second pass, which visits only them.
-	many := lives*4 > len(tokens)
+	t.secondPass(e, status, lives, nil)
+	return e
+}
+
+// secondPass finishes a slice entry whose first pass left each node's status and counted
+// lives live nodes: the live nodes' tokens (with many, in one pass over the tokens
+// (setLiveTokens); with few, node by node here, which visits only them), the skipped
+// subtrees (in reverse preorder, knowing the first rejected node after each live node), and
+// with the copies of a counting pass (units, nil for none) the most copies below each node,
+// from its children's (passed just before it, their maximum kept by depth). It leaves the
+// status scratch all unseen.
+func (t *Trie) secondPass(e *sliceEntry, status []uint8, lives int, units []uint8) {
+	nodes, all := t.nodes, e.all
+	mask, skip, subMax := all.tokens, all.skip, e.subMax
+	e.fewLive = lives*4 <= len(t.tokens)
 	count := 0
-	if many {
+	if !e.fewLive {
 		count = t.setLiveTokens(mask, status)
 	}
+	var below []uint8 // below[d]: the most copies below the live nodes of depth d passed since the last node of depth d−1
+	if units != nil {
+		below = make([]uint8, t.maxLen+2)
+	}
 	next := int32(len(nodes)) // the first rejected node after i
-	for i := n - 1; i >= 1; {
+	for i := len(status) - 1; i >= 1; {
 		if i&7 == 7 && binary.LittleEndian.Uint64(status[i-7:i+1]) == 0 {
-			i -= 8 // eight nodes the pass did not reach (a narrow slice leaves most so)
+			i -= 8 // eight nodes the first pass did not reach (a narrow slice leaves most so)
 			continue
 		}
 		switch status[i] {
@@ -419,22 +387,31 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 			next = int32(i)
 			status[i] = unseen
 		case live:
-			if next >= nodes[i].end {
+			nd := &nodes[i]
+			if next >= nd.end {
 				skip[i>>6] |= 1 << (i & 63)
 			}
-			if !many && nodes[i].hasTok {
+			if e.fewLive && nd.hasTok {
 				ids := t.nodeTokens(i)
 				for _, id := range ids {
 					mask.Set(id)
 				}
 				count += len(ids)
+				if units != nil {
+					e.tokenNodes = append(e.tokenNodes, int32(i))
+				}
+			}
+			if units != nil {
+				d := nd.depth
+				m := max(units[i], below[d+1])
+				subMax[i], below[d+1] = m, 0
+				below[d] = max(below[d], m)
 			}
 			status[i] = unseen
 		}
 		i--
 	}
 	all.count = count
-	return e
 }
 
 // Node status in a slice's passes: nothing (not reached), live, or rejected; live is the only
