@@ -324,34 +324,24 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
 	lives := 0
-	if trans := newStepper(a).trans; trans != nil {
-		for i := 1; i < len(nodes); i++ {
-			nd := &nodes[i]
-			d := int(nd.depth)
-			st := uint32(trans[int(states[d-1]-1)<<8|int(nd.b)])
-			if st == 0 {
-				status[i] = rejected
-				i = int(nd.end) - 1
-				continue
-			}
-			status[i] = live
-			states[d] = st
-			lives++
+	trans := newStepper(a).trans
+	for i := 1; i < len(nodes); i++ {
+		nd := &nodes[i]
+		d := int(nd.depth)
+		var st uint32
+		if trans != nil {
+			st = uint32(trans[int(states[d-1]-1)<<8|int(nd.b)])
+		} else {
+			st, _ = a.Step(states[d-1], nd.b)
 		}
-	} else {
-		for i := 1; i < len(nodes); i++ {
-			nd := &nodes[i]
-			d := int(nd.depth)
-			st, _ := a.Step(states[d-1], nd.b)
-			if st == 0 {
-				status[i] = rejected
-				i = int(nd.end) - 1
-				continue
-			}
-			status[i] = live
-			states[d] = st
-			lives++
+		if st == 0 {
+			status[i] = rejected
+			i = int(nd.end) - 1
+			continue
 		}
+		status[i] = live
+		states[d] = st
+		lives++
 	}
 	t.secondPass(e, status, lives, nil)
 	return e
