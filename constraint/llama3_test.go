@@ -129,10 +129,7 @@ func apiCases(corpus []schemaCase) []schemaCase {
 func TestMaskSlicesExactOnLlama3(t *testing.T) {
 	tok := llama3vocab.Tokenizer(t)
 	trie := constraint.TrieFor(tok)
-	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq := newSeq(t, tok)
 	eog := tok.Special().EndOfGeneration
 	steps, sliced, childSliced := 0, 0, 0
 	corpus := maskCorpus(t)
@@ -225,11 +222,8 @@ func BenchmarkMaskLlama3(b *testing.B) {
 // most 300.
 func BenchmarkMaskLlama3StringStart(b *testing.B) {
 	tok := llama3vocab.Tokenizer(b)
-	constraint.TrieFor(tok)
-	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
-	if err != nil {
-		b.Fatal(err)
-	}
+	constraint.TrieFor(tok) // built once per tokenizer, outside the measurement
+	seq := newSeq(b, tok)
 	for _, tc := range []struct{ name, limit string }{{"unbounded", ""}, {"max80", `,"maxLength":80`}, {"max300", `,"maxLength":300`}} {
 		schema := `{"type":"object","properties":{"title":{"type":"string"` + tc.limit + `},"n":{"type":"integer"}},"required":["title","n"],"additionalProperties":false}`
 		start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
@@ -259,11 +253,8 @@ func BenchmarkMaskLlama3StringStart(b *testing.B) {
 // through the keys within the longest token (earley.Matcher.AppendStateKeyWithin).
 func BenchmarkMaskLlama3BoundedStrings(b *testing.B) {
 	tok := llama3vocab.Tokenizer(b)
-	constraint.TrieFor(tok)
-	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
-	if err != nil {
-		b.Fatal(err)
-	}
+	constraint.TrieFor(tok) // built once per tokenizer, outside the measurement
+	seq := newSeq(b, tok)
 	schema := []byte(`{"type": "object", "properties": {"title": {"type": "string", "maxLength": 200}, "body": {"type": "string", "maxLength": 2000}}, "required": ["title", "body"]}`)
 	doc := `{"title":"Crash when saving a file with a long name","body":"` + strings.Repeat("Steps to reproduce: open the editor, type a long file name, press save. Expected: the file is saved. Actual: the app crashes. ", 4) + `"}`
 	ids, err := tok.Encode(doc, core.EncodeOptions{})
@@ -298,11 +289,8 @@ func benchmarkMasks(b *testing.B, tok *tokenizer.Tokenizer) {
 			b.Fatalf("LOOM_MASK_SCHEMAS=%q names no schema of the corpus", only)
 		}
 	}
-	constraint.TrieFor(tok)
-	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
-	if err != nil {
-		b.Fatal(err)
-	}
+	constraint.TrieFor(tok) // built once per tokenizer, outside the measurement
+	seq := newSeq(b, tok)
 	type doc struct{ ids []core.TokenID }
 	docs := make([][]doc, len(corpus))
 	for i, c := range corpus {

@@ -15,7 +15,8 @@ import (
 	"github.com/loomlm/loom/strategies"
 )
 
-func newSeq(t *testing.T, tok core.Tokenizer) *core.Sequence {
+// newSeq returns an empty sequence of tok for processors to accept tokens into.
+func newSeq(t testing.TB, tok core.Tokenizer) *core.Sequence {
 	t.Helper()
 	q, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
 	if err != nil {
