@@ -123,6 +123,23 @@ func TestStateKeyEqualMeansSameFuture(t *testing.T) {
 	}
 }
 
+// randomSteps makes walks random walks of up to length bytes through g (bytes of alphabet
+// where they may follow) and calls visit after each byte b with the matcher m and a clone of
+// it from before b.
+func randomSteps(g *grammar.CFG, alphabet string, rng *rand.Rand, walks, length int, visit func(before, m *Matcher, b byte)) {
+	for range walks {
+		m := New(g)
+		for range length {
+			before := m.Clone()
+			b, ok := randomNext(m, alphabet, rng)
+			if !ok || !m.Advance(b) {
+				break
+			}
+			visit(before, m, b)
+		}
+	}
+}
+
 // TestSameAsPreviousMeansSameFuture walks random strings through grammars with loops and,
 // wherever SameAsPrevious says the state after a byte is the same as before it, checks that
 // both accept the same random continuations.
@@ -137,24 +154,15 @@ func TestSameAsPreviousMeansSameFuture(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	same := 0
 	for _, tt := range tests {
-		g := grammar.MustCompile(tt.grammar)
-		for range 200 {
-			m := New(g)
-			for range 40 {
-				before := m.Clone()
-				b, ok := randomNext(m, tt.alphabet, rng)
-				if !ok || !m.Advance(b) {
-					break
-				}
-				if !m.SameAsPrevious() {
-					continue
-				}
-				same++
-				if step, c, differ := futuresDiffer(before, m, tt.alphabet, rng, 10, 20); differ {
-					t.Fatalf("%s: after %d bytes, byte %q left the same state by SameAsPrevious, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, step, c)
-				}
+		randomSteps(grammar.MustCompile(tt.grammar), tt.alphabet, rng, 200, 40, func(before, m *Matcher, b byte) {
+			if !m.SameAsPrevious() {
+				return
 			}
-		}
+			same++
+			if step, c, differ := futuresDiffer(before, m, tt.alphabet, rng, 10, 20); differ {
+				t.Fatalf("%s: after %d bytes, byte %q left the same state by SameAsPrevious, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, step, c)
+			}
+		})
 	}
 	if same == 0 {
 		t.Fatal("SameAsPrevious never held; the test is vacuous")
@@ -180,25 +188,17 @@ func TestSameAsPreviousWithinMeansSameNearFuture(t *testing.T) {
 	for _, tt := range tests {
 		g := grammar.MustCompile(tt.grammar)
 		for _, h := range []int{1, 3, 6} {
-			for range 40 {
-				m := New(g)
-				for range 50 {
-					before := m.Clone()
-					b, ok := randomNext(m, tt.alphabet, rng)
-					if !ok || !m.Advance(b) {
-						break
-					}
-					if !m.SameAsPreviousWithin(h) {
-						continue
-					}
-					if !m.SameAsPrevious() {
-						within++
-					}
-					if step, c, differ := futuresDiffer(before, m, tt.alphabet, rng, 10, h); differ {
-						t.Fatalf("%s: after %d bytes, byte %q left a state the same within %d bytes by SameAsPreviousWithin, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, h, step, c)
-					}
+			randomSteps(g, tt.alphabet, rng, 40, 50, func(before, m *Matcher, b byte) {
+				if !m.SameAsPreviousWithin(h) {
+					return
 				}
-			}
+				if !m.SameAsPrevious() {
+					within++
+				}
+				if step, c, differ := futuresDiffer(before, m, tt.alphabet, rng, 10, h); differ {
+					t.Fatalf("%s: after %d bytes, byte %q left a state the same within %d bytes by SameAsPreviousWithin, but %d bytes later (%q) they differ", tt.grammar, before.Len(), b, h, step, c)
+				}
+			})
 		}
 	}
 	if within == 0 {
