@@ -296,13 +296,11 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 		maxUnits = max(maxUnits, int(u))
 		lives++
 	}
-	var units0 []uint8
 	if maxUnits > 0 { // no budgets otherwise (a lead automaton starts no copies)
-		units0 = units
 		e.units, e.subMax = units, make([]uint8, len(nodes))
 		e.budgets = make([]*Slice, maxUnits)
 	}
-	t.secondPass(e, status, lives, units0)
+	t.secondPass(e, status, lives)
 	return e
 }
 
@@ -343,7 +341,7 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 		states[d] = st
 		lives++
 	}
-	t.secondPass(e, status, lives, nil)
+	t.secondPass(e, status, lives)
 	return e
 }
 
@@ -351,12 +349,12 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 // lives live nodes: the live nodes' tokens (with many, in one pass over the tokens
 // (setLiveTokens); with few, node by node here, which visits only them), the skipped
 // subtrees (in reverse preorder, knowing the first rejected node after each live node), and
-// with the copies of a counting pass (units, nil for none) the most copies below each node,
+// with the copies of a counting pass (e.units, nil for none) the most copies below each node,
 // from its children's (passed just before it, their maximum kept by depth). It leaves the
 // status scratch all unseen.
-func (t *Trie) secondPass(e *sliceEntry, status []uint8, lives int, units []uint8) {
+func (t *Trie) secondPass(e *sliceEntry, status []uint8, lives int) {
 	nodes, all := t.nodes, e.all
-	mask, skip, subMax := all.tokens, all.skip, e.subMax
+	mask, skip, units, subMax := all.tokens, all.skip, e.units, e.subMax
 	e.fewLive = lives*4 <= len(t.tokens)
 	count := 0
 	if !e.fewLive {
