@@ -31,7 +31,8 @@ type memo struct {
 	bytes             []byteEntry
 	sigs              []sigEntry
 	byteBits, sigBits uint
-	byteFill, sigFill int // entries in the table
+	byteFill          int // entries put in the byte table since it was made (or forgot)
+	sigFill           int // entries held in the signature table
 	// gen is the generation of the entries that count: forget moves to the next one.
 	gen uint32
 }
