@@ -23,8 +23,10 @@
 // views of the stored blocks laid out as attention's kernels read them (each head's keys
 // transposed, each head's values as rows). ReadKV copies rows out as float32.
 //
-// Blocks store float32 or IEEE half precision (Float16, half the memory; converted with the
-// CPU's F16C instructions where available).
+// Blocks store float32, IEEE half precision (Float16, half the memory; converted with the
+// CPU's F16C instructions where available) or 8-bit integers with a half-precision scale per
+// 32 values (Q8_0, ggml's format, as llama.cpp's --cache-type-k/v q8_0: 34 bytes per 32
+// values, 53 % of Float16's memory and memory traffic).
 //
 // A Pool is safe for concurrent use. A Sequence is used by one goroutine at a time; different
 // sequences, even sharing blocks, may be used concurrently.
@@ -44,36 +46,51 @@ const (
 	Float32 DType = iota
 	// Float16 stores them in IEEE half precision (rounded to nearest even): half the memory.
 	Float16
+	// Q8_0 stores each run of 32 values of a head's key or value as ggml's Q8_0 block does: a
+	// scale d = max|x|/127 in half precision and 32 signed bytes round(x/d). The head
+	// dimension must be a multiple of 32.
+	Q8_0
 )
 
-// Size returns the bytes of one element.
-func (d DType) Size() int {
-	if d == Float16 {
-		return 2
+// Q8Group is the number of values that share one scale in Q8_0 storage.
+const Q8Group = 32
+
+// Bytes returns the storage of n values (for Q8_0, n a multiple of Q8Group): n·4 for Float32,
+// n·2 for Float16, n/32·34 for Q8_0.
+func (d DType) Bytes(n int) int {
+	switch d {
+	case Float16:
+		return 2 * n
+	case Q8_0:
+		return n / Q8Group * (Q8Group + 2)
 	}
-	return 4
+	return 4 * n
 }
 
-// String returns "f32" or "f16".
+// String returns "f32", "f16" or "q8_0".
 func (d DType) String() string {
 	switch d {
 	case Float32:
 		return "f32"
 	case Float16:
 		return "f16"
+	case Q8_0:
+		return "q8_0"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
-// ParseDType returns the DType named "f32" (or "float32") or "f16" (or "float16").
+// ParseDType returns the DType named "f32" (or "float32"), "f16" (or "float16") or "q8_0".
 func ParseDType(s string) (DType, error) {
 	switch s {
 	case "f32", "float32", "F32":
 		return Float32, nil
 	case "f16", "float16", "F16":
 		return Float16, nil
+	case "q8_0", "Q8_0":
+		return Q8_0, nil
 	}
-	return 0, fmt.Errorf("cache: element type %q: want f32 or f16", s)
+	return 0, fmt.Errorf("cache: element type %q: want f32, f16 or q8_0", s)
 }
 
 // DefaultBlockSize is the tokens per block when Config.BlockSize is zero.
@@ -109,7 +126,8 @@ type Config struct {
 // block is one block of storage: BlockSize positions of K and V for every layer, and the
 // tokens at those positions. Per layer, K is laid out [head][HeadDim][position] and V
 // [head][position][HeadDim]: each head's keys form a HeadDim × BlockSize matrix (transposed)
-// and its values a BlockSize × HeadDim matrix. Elements are little-endian float32 or binary16.
+// and its values a BlockSize × HeadDim matrix. Elements are little-endian float32 or binary16;
+// Q8_0 storage is described at Span.
 type block struct {
 	data   []byte
 	tokens []int32
@@ -131,6 +149,9 @@ type Pool struct {
 	layerBytes int // bytes of one layer's K and V in a block
 	blockBytes int64
 	maxBlocks  int
+
+	// q8Scratch holds *q8Row buffers for Put (Q8_0 storage).
+	q8Scratch sync.Pool
 
 	mu        sync.Mutex
 	allocated int      // blocks with memory
@@ -160,18 +181,23 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("cache: %d kv heads of dimension %d: both must be positive", cfg.KVHeads, cfg.HeadDim)
 	case cfg.BlockSize < 0:
 		return nil, fmt.Errorf("cache: block size = %d: must be positive", cfg.BlockSize)
-	case cfg.DType != Float32 && cfg.DType != Float16:
+	case cfg.DType > Q8_0:
 		return nil, fmt.Errorf("cache: unknown element type %v", cfg.DType)
+	case cfg.DType == Q8_0 && cfg.HeadDim%Q8Group != 0:
+		return nil, fmt.Errorf("cache: q8_0 stores a head's values in groups of %d, and the head dimension %d is not a multiple of %d: use f16 or f32", Q8Group, cfg.HeadDim, Q8Group)
 	}
 	p := &Pool{cfg: cfg, table: map[uint64]*block{}}
 	p.kvDim = cfg.KVHeads * cfg.HeadDim
-	p.headBytes = cfg.BlockSize * cfg.HeadDim * cfg.DType.Size()
+	p.headBytes = cfg.DType.Bytes(cfg.BlockSize * cfg.HeadDim)
 	p.layerBytes = 2 * cfg.KVHeads * p.headBytes
 	p.blockBytes = int64(cfg.Layers)*int64(p.layerBytes) + 4*int64(cfg.BlockSize)
 	if cfg.Budget < p.blockBytes {
 		return nil, fmt.Errorf("cache: budget of %d bytes is less than one block (%d bytes)", cfg.Budget, p.blockBytes)
 	}
 	p.maxBlocks = int(cfg.Budget / p.blockBytes)
+	p.q8Scratch.New = func() any {
+		return &q8Row{q: make([]byte, cfg.HeadDim), d: make([]uint16, cfg.HeadDim/Q8Group)}
+	}
 	p.lru.prev, p.lru.next = &p.lru, &p.lru
 	return p, nil
 }
@@ -181,7 +207,7 @@ func (p *Pool) Config() Config { return p.cfg }
 
 // BytesPerToken is the memory one position of one sequence takes: K and V of every layer.
 func (p *Pool) BytesPerToken() int64 {
-	return 2 * int64(p.cfg.Layers) * int64(p.kvDim) * int64(p.cfg.DType.Size())
+	return 2 * int64(p.cfg.Layers) * int64(p.cfg.KVHeads) * int64(p.cfg.DType.Bytes(p.cfg.HeadDim))
 }
 
 // BlockBytes is the memory of one block, its token record included.

@@ -71,12 +71,6 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 	k := make([]float32, len(want)*d)
 	v := make([]float32, len(want)*d)
 	var spans []Span
-	elem := func(b []byte, i int) float32 {
-		if cfg.DType == Float16 {
-			return ggml.HalfToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
-		}
-		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
 	for l := 0; l < cfg.Layers; l++ {
 		s.ReadKV(l, 0, len(want), k, v)
 		spans = s.Spans(l, len(want), spans[:0])
@@ -87,13 +81,13 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 			}
 			covered += sp.Rows
 			for h := 0; h < cfg.KVHeads; h++ {
-				if got, want := len(sp.VHead(h)), sp.Rows*hd*cfg.DType.Size(); got != want {
+				if got, want := len(sp.VHead(h)), sp.Rows*cfg.DType.Bytes(hd); got != want {
 					t.Fatalf("VHead has %d bytes, want %d", got, want)
 				}
 				// Past Rows the transposed keys are finite.
 				for dd := 0; dd < hd; dd++ {
 					for r := sp.Rows; r < cfg.BlockSize; r++ {
-						if x := elem(sp.KHead(h), dd*cfg.BlockSize+r); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+						if x := elemAt(cfg, sp.KHead(h), r, dd, false); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 							t.Fatalf("unused key column %d holds %v", r, x)
 						}
 					}
@@ -103,28 +97,37 @@ func verify(t testing.TB, s *Sequence, want []int32) {
 		if covered != len(want) {
 			t.Fatalf("layer %d: spans cover %d positions, want %d", l, covered, len(want))
 		}
+		wk, wv := make([]float32, d), make([]float32, d)
 		for pos := range want {
 			sp := &spans[pos/cfg.BlockSize]
 			r := pos - sp.Start
 			for j := 0; j < d; j++ {
-				wk, wv := kvValue(want[:pos+1], l, j, false), kvValue(want[:pos+1], l, j, true)
-				if k[pos*d+j] != wk || v[pos*d+j] != wv {
-					t.Fatalf("layer %d position %d element %d: ReadKV K, V = %v, %v, want %v, %v", l, pos, j, k[pos*d+j], v[pos*d+j], wk, wv)
+				wk[j], wv[j] = kvValue(want[:pos+1], l, j, false), kvValue(want[:pos+1], l, j, true)
+			}
+			for h := range cfg.KVHeads {
+				copy(wk[h*hd:(h+1)*hd], stored(cfg.DType, wk[h*hd:(h+1)*hd]))
+				copy(wv[h*hd:(h+1)*hd], stored(cfg.DType, wv[h*hd:(h+1)*hd]))
+			}
+			for j := 0; j < d; j++ {
+				if k[pos*d+j] != wk[j] || v[pos*d+j] != wv[j] {
+					t.Fatalf("layer %d position %d element %d: ReadKV K, V = %v, %v, want %v, %v", l, pos, j, k[pos*d+j], v[pos*d+j], wk[j], wv[j])
 				}
 				h, e := j/hd, j%hd
-				sk := elem(sp.KHead(h), e*cfg.BlockSize+r)
-				sv := elem(sp.VHead(h), r*hd+e)
-				var tk, tv float32 // through the typed views
-				if cfg.DType == Float16 {
-					tk, tv = ggml.HalfToFloat32(sp.KHalf(h)[e*cfg.BlockSize+r]), ggml.HalfToFloat32(sp.VHalf(h)[r*hd+e])
-				} else {
-					tk, tv = sp.KFloat32(h)[e*cfg.BlockSize+r], sp.VFloat32(h)[r*hd+e]
+				sk := elemAt(cfg, sp.KHead(h), r, e, false)
+				sv := elemAt(cfg, sp.VHead(h), r, e, true)
+				if cfg.DType != Q8_0 { // through the typed views
+					var tk, tv float32
+					if cfg.DType == Float16 {
+						tk, tv = ggml.HalfToFloat32(sp.KHalf(h)[e*cfg.BlockSize+r]), ggml.HalfToFloat32(sp.VHalf(h)[r*hd+e])
+					} else {
+						tk, tv = sp.KFloat32(h)[e*cfg.BlockSize+r], sp.VFloat32(h)[r*hd+e]
+					}
+					if tk != sk || tv != sv {
+						t.Fatalf("typed views give %v, %v; bytes give %v, %v", tk, tv, sk, sv)
+					}
 				}
-				if tk != sk || tv != sv {
-					t.Fatalf("typed views give %v, %v; bytes give %v, %v", tk, tv, sk, sv)
-				}
-				if sk != wk || sv != wv {
-					t.Fatalf("layer %d position %d element %d: span K, V = %v, %v, want %v, %v", l, pos, j, sk, sv, wk, wv)
+				if sk != wk[j] || sv != wv[j] {
+					t.Fatalf("layer %d position %d element %d: span K, V = %v, %v, want %v, %v", l, pos, j, sk, sv, wk[j], wv[j])
 				}
 			}
 		}
@@ -204,7 +207,7 @@ func seqTokens(start, n int) []int32 {
 
 func newTestPool(t testing.TB, cfg Config) *Pool {
 	t.Helper()
-	p, err := NewPool(cfg)
+	p, err := NewPool(widen(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +224,7 @@ func TestNewPoolErrors(t *testing.T) {
 		{"no head dim", Config{Layers: 2, KVHeads: 4}},
 		{"negative block size", Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: -1}},
 		{"bad dtype", Config{Layers: 2, KVHeads: 2, HeadDim: 4, DType: 7}},
+		{"q8_0 head of 48", Config{Layers: 2, KVHeads: 2, HeadDim: 48, DType: Q8_0}},
 		{"budget below one block", Config{Layers: 2, KVHeads: 2, HeadDim: 4, Budget: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,6 +243,7 @@ func TestBytesPerToken(t *testing.T) {
 		{Config{Layers: 12, KVHeads: 12, HeadDim: 64}, 12 * 2 * 768 * 4},
 		{Config{Layers: 12, KVHeads: 12, HeadDim: 64, DType: Float16}, 12 * 2 * 768 * 2},
 		{Config{Layers: 5, KVHeads: 4, HeadDim: 8}, 5 * 2 * 32 * 4},
+		{Config{Layers: 12, KVHeads: 12, HeadDim: 64, DType: Q8_0}, 12 * 2 * 768 * 34 / 32},
 	} {
 		p := newTestPool(t, tc.cfg)
 		if got := p.BytesPerToken(); got != tc.want {
@@ -250,7 +255,59 @@ func TestBytesPerToken(t *testing.T) {
 	}
 }
 
-var dtypes = []DType{Float32, Float16}
+var dtypes = []DType{Float32, Float16, Q8_0}
+
+// widen gives a Q8_0 configuration heads of 32 values (one scale group) where a test asks for
+// fewer: the same test then runs on every element type.
+func widen(cfg Config) Config {
+	if cfg.DType == Q8_0 && cfg.HeadDim < Q8Group {
+		cfg.HeadDim = Q8Group
+	}
+	return cfg
+}
+
+// stored is what a pool of type dt gives back for a head's row of values: the values
+// themselves (kvValue's are exact in half precision), or for Q8_0 each group of 32 quantized
+// and scaled back.
+func stored(dt DType, row []float32) []float32 {
+	out := append([]float32(nil), row...)
+	if dt != Q8_0 {
+		return out
+	}
+	var q [Q8Group]int8
+	for g := 0; g < len(row); g += Q8Group {
+		d := ggml.HalfToFloat32(quantQ8(q[:], row[g:g+Q8Group]))
+		for j, x := range q {
+			out[g+j] = float32(x) * d
+		}
+	}
+	return out
+}
+
+// elemAt returns element e (< HeadDim) of position r's key (isV false) or value in a head's
+// bytes as KHead or VHead give them.
+func elemAt(cfg Config, b []byte, r, e int, isV bool) float32 {
+	bs, hd := cfg.BlockSize, cfg.HeadDim
+	switch cfg.DType {
+	case Float16:
+		if isV {
+			return ggml.HalfToFloat32(binary.LittleEndian.Uint16(b[2*(r*hd+e):]))
+		}
+		return ggml.HalfToFloat32(binary.LittleEndian.Uint16(b[2*(e*bs+r):]))
+	case Q8_0:
+		g, j := e/Q8Group, e%Q8Group
+		if isV {
+			row := b[r*cfg.DType.Bytes(hd):]
+			return float32(int8(row[e])) * ggml.HalfToFloat32(binary.LittleEndian.Uint16(row[hd+2*g:]))
+		}
+		grp := b[g*(Q8Group+2)*bs:]
+		return float32(int8(grp[j*bs+r])) * ggml.HalfToFloat32(binary.LittleEndian.Uint16(grp[Q8Group*bs+2*r:]))
+	}
+	if isV {
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*(r*hd+e):]))
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*(e*bs+r):]))
+}
 
 func TestGrowPutRead(t *testing.T) {
 	for _, dt := range dtypes {
@@ -549,7 +606,7 @@ func TestBudget(t *testing.T) {
 func TestRandomOperations(t *testing.T) {
 	for _, dt := range dtypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt}
+			cfg := widen(Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt})
 			probe := newTestPool(t, cfg)
 			cfg.Budget = 40 * probe.BlockBytes()
 			p := newTestPool(t, cfg)

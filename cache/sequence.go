@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/kernels"
 )
 
 // Sequence is one sequence's keys and values: a list of blocks of the pool and the number of
@@ -160,7 +161,8 @@ func (s *Sequence) Grow(tokens []int32) error {
 
 // Put writes the key row k and the value row v of layer at position pos, which must have been
 // reserved by Grow and not yet committed. Both rows hold KVHeads × HeadDim values, head after
-// head; Float16 storage rounds them to half precision. Puts of different positions may run
+// head; Float16 storage rounds them to half precision, Q8_0 storage quantizes each run of 32
+// values (see Span). Puts of different positions may run
 // concurrently (they write disjoint values) while nothing else changes the sequence.
 func (s *Sequence) Put(layer, pos int, k, v []float32) {
 	s.checkOpen()
@@ -177,12 +179,32 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 	r := pos % bs
 	layerData := b.data[layer*p.layerBytes : (layer+1)*p.layerBytes]
 	var tmp [256]uint16
+	var kq *q8Row // a key row quantized, before it is written transposed
 	for h := range p.cfg.KVHeads {
 		kh, vh := k[h*hd:(h+1)*hd], v[h*hd:(h+1)*hd]
 		kdst := layerData[h*p.headBytes : (h+1)*p.headBytes]
 		vdst := layerData[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]
 		// Keys transposed (element d of the block's keys in row d), values row-major.
-		if p.cfg.DType == Float16 {
+		switch p.cfg.DType {
+		case Q8_0:
+			rowBytes := p.cfg.DType.Bytes(hd)
+			vrow := vdst[r*rowBytes : (r+1)*rowBytes]
+			kernels.QuantizeQ8_0(vrow[:hd], halves(vrow[hd:]), vh)
+			if kq == nil {
+				kq = p.q8Scratch.Get().(*q8Row)
+				defer p.q8Scratch.Put(kq)
+			}
+			q, d := kq.q, kq.d
+			kernels.QuantizeQ8_0(q, d, kh)
+			for g := range hd / Q8Group {
+				kg := kdst[g*(Q8Group+2)*bs:]
+				for j, x := range q[g*Q8Group : (g+1)*Q8Group] {
+					kg[j*bs+r] = x
+				}
+				kg[Q8Group*bs+2*r], kg[Q8Group*bs+2*r+1] = byte(d[g]), byte(d[g]>>8)
+			}
+			continue
+		case Float16:
 			EncodeHalf(halves(vdst)[r*hd:(r+1)*hd], vh)
 			kt := halves(kdst)
 			enc := tmp[:0]
@@ -207,6 +229,11 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 // floats and halves view little-endian storage as float32 or binary16 values.
 func floats(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// unsafeBytes views signed bytes as bytes.
+func unsafeBytes(q []int8) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q))), len(q))
 }
 
 func halves(b []byte) []uint16 {
@@ -256,6 +283,12 @@ func (s *Sequence) Commit() {
 // keys of rolled-back positions, always finite). VHead(h) is head h's values as a Rows ×
 // HeadDim row-major matrix, so that the weighted sum of values adds whole rows, each weight
 // broadcast (kernels.AttnScores and kernels.AttnAccumulate).
+//
+// In Q8_0 storage each run of 32 values has its own scale, stored after the values it scales.
+// KHead(h) is HeadDim/32 groups, each 32 rows of BlockSize signed bytes (elements 32g … 32g+31
+// of every position's key) followed by BlockSize half-precision scales, one per position; a
+// key's element 32g+j is row j of group g times the position's scale in group g. VHead(h) is
+// Rows rows of HeadDim signed bytes, each followed by its HeadDim/32 half-precision scales.
 type Span struct {
 	Start, Rows        int
 	BlockSize, HeadDim int
@@ -265,16 +298,18 @@ type Span struct {
 }
 
 // KHead returns head h's keys transposed: HeadDim × BlockSize values, row-major (row d holds
-// element d of every position's key; positions Rows and up are not written yet).
+// element d of every position's key; positions Rows and up are not written yet), in groups
+// of 32 rows with their scales for Q8_0.
 func (sp *Span) KHead(h int) []byte {
-	hb := sp.BlockSize * sp.HeadDim * sp.DType.Size()
+	hb := sp.DType.Bytes(sp.BlockSize * sp.HeadDim)
 	return sp.K[h*hb : (h+1)*hb]
 }
 
-// VHead returns head h's values: Rows × HeadDim values, row-major.
+// VHead returns head h's values: Rows × HeadDim values, row-major (each row followed by its
+// scales for Q8_0).
 func (sp *Span) VHead(h int) []byte {
-	hb := sp.BlockSize * sp.HeadDim * sp.DType.Size()
-	return sp.V[h*hb : h*hb+sp.Rows*sp.HeadDim*sp.DType.Size()]
+	hb := sp.DType.Bytes(sp.BlockSize * sp.HeadDim)
+	return sp.V[h*hb : h*hb+sp.Rows*sp.DType.Bytes(sp.HeadDim)]
 }
 
 // KFloat32 returns KHead(h) as float32 values, nil unless DType is Float32.
@@ -351,7 +386,21 @@ func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
 		for h := range p.cfg.KVHeads {
 			kh := ld[h*p.headBytes : (h+1)*p.headBytes]
 			vh := ld[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]
-			if p.cfg.DType == Float16 {
+			switch p.cfg.DType {
+			case Q8_0:
+				rowBytes := p.cfg.DType.Bytes(hd)
+				vq := vh[r*rowBytes : (r+1)*rowBytes]
+				for g := range hd / Q8Group {
+					dv := ggml.HalfToFloat32(uint16(vq[hd+2*g]) | uint16(vq[hd+2*g+1])<<8)
+					kg := kh[g*(Q8Group+2)*bs:]
+					dk := ggml.HalfToFloat32(uint16(kg[Q8Group*bs+2*r]) | uint16(kg[Q8Group*bs+2*r+1])<<8)
+					for j := range Q8Group {
+						vrow[h*hd+g*Q8Group+j] = float32(int8(vq[g*Q8Group+j])) * dv
+						krow[h*hd+g*Q8Group+j] = float32(int8(kg[j*bs+r])) * dk
+					}
+				}
+				continue
+			case Float16:
 				DecodeHalf(vrow[h*hd:(h+1)*hd], halves(vh)[r*hd:(r+1)*hd])
 				kt := halves(kh)
 				for j := range hd {

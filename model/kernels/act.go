@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/loomlm/loom/model/ggml"
@@ -105,6 +106,30 @@ func quant32Generic(dst []byte, x []float32) {
 		}
 		binary.LittleEndian.PutUint32(g[act32Corr+4*k:], uint32(-8*s))
 		binary.LittleEndian.PutUint32(g[act32Corr+16+4*k:], 0)
+	}
+}
+
+// QuantizeQ8_0 quantises x (len(x) a multiple of 32) to Q8_0 blocks as llama.cpp's x86
+// quantiser does: for each block of 32 values with largest magnitude amax, the scale
+// d = amax/127 rounded to half precision, stored in d, and the 32 values x·(127/amax) rounded
+// to nearest (ties to even), stored in q as signed bytes (0 and 0 for a block of zeros). q must
+// hold len(x) bytes, d len(x)/32 values. A KV cache of Q8_0 stores its keys and values so.
+func QuantizeQ8_0(q []byte, d []uint16, x []float32) {
+	if len(x)%32 != 0 || len(q) < len(x) || len(d) < len(x)/32 {
+		panic(fmt.Sprintf("kernels: QuantizeQ8_0 of %d values into %d bytes and %d scales", len(x), len(q), len(d)))
+	}
+	currentImpl().quantQ8(q, d, x)
+}
+
+func quantQ8Generic(q []byte, d []uint16, x []float32) {
+	for b := 0; b < len(x)/32; b++ {
+		xs := x[b*32 : b*32+32]
+		amax := absMax(xs)
+		s, id := scale32(amax)
+		d[b] = ggml.Float32ToHalf(s)
+		for j, v := range xs {
+			q[b*32+j] = byte(round8(v * id))
+		}
 	}
 }
 

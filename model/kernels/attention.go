@@ -14,6 +14,12 @@ import (
 // of multiply-adds with the query's elements broadcast, and the output is multiply-adds of
 // value rows with each probability broadcast. Every query is computed alone, in the same
 // order, whatever else is in the batch.
+//
+// Q8_0 blocks (cache.Q8_0) hold each run of 32 elements as signed bytes with a half-precision
+// scale, stored after the run: keys as HeadDim/32 groups of 32 transposed rows followed by a
+// row of BlockSize scales, values as rows of HeadDim bytes each followed by its HeadDim/32
+// scales. The bytes are widened to float32 in the kernels, so a Q8_0 block costs the
+// arithmetic of an F16 one at 53 % of its bytes; the queries and probabilities stay float32.
 
 // attnKernels are an implementation's attention kernels (nil: the generic ones).
 type attnKernels struct {
@@ -21,7 +27,14 @@ type attnKernels struct {
 	scores [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32) // F32, F16 keys
 	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
 	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
+	// scoresQ8 is scores over Q8_0 keys; accumQ8[w] adds 32·(w+1) output elements of Q8_0
+	// values (rows of vstride bytes; s points at the scales of the first group, in row 0).
+	scoresQ8 func(q *float32, k *byte, hd, bs int, out *float32)
+	accumQ8  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32)
 }
+
+// q8Group is the elements per scale of Q8_0 cache blocks.
+const q8Group = 32
 
 // attnType returns the kernel index of a cache element type, 0 for F32 and 1 for F16, and
 // its size in bytes.
@@ -38,8 +51,14 @@ func attnType(t ggml.Type) (index, size int) {
 // AttnScores sets out[r], r < bs, to the dot product of the query q (hd values) with key r of
 // a block stored transposed: k holds hd rows of bs values of type t (F32 or F16), row d
 // holding element d of every key. The sum over d runs in four chains, d mod 4, added as
-// (c0+c1)+(c2+c3). It panics on mismatched lengths.
+// (c0+c1)+(c2+c3). For Q8_0 keys (hd a multiple of 32; layout above) that sum runs over each
+// group of 32 elements, and the score is a chain over the groups of multiply-adds of each
+// group's sum by the key's scale in that group. It panics on mismatched lengths.
 func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
+	if t == ggml.Q8_0 {
+		attnScoresQ8(out, q, k, hd, bs)
+		return
+	}
 	ti, size := attnType(t)
 	if len(out) < bs || len(q) < hd || len(k) < hd*bs*size {
 		panic(fmt.Sprintf("kernels: AttnScores of %d×%d %v keys: len(q) = %d, len(k) = %d, len(out) = %d", hd, bs, t, len(q), len(k), len(out)))
@@ -63,9 +82,14 @@ func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
 }
 
 // AttnAccumulate adds Σ_{j<nr} p[j]·v[j] to acc (hd values), v holding nr rows of hd values of
-// type t (F32 or F16); each element of acc is one chain of multiply-adds over j in order. It
-// panics on mismatched lengths.
+// type t (F32 or F16); each element of acc is one chain of multiply-adds over j in order. For
+// Q8_0 values (hd a multiple of 32; layout above) each term is (p[j]·s)·b, s the row's scale
+// of the element's group and b its byte. It panics on mismatched lengths.
 func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
+	if t == ggml.Q8_0 {
+		attnAccumulateQ8(acc, p, v, hd, nr)
+		return
+	}
 	ti, size := attnType(t)
 	if len(acc) < hd || len(p) < nr || len(v) < nr*hd*size {
 		panic(fmt.Sprintf("kernels: AttnAccumulate of %d×%d %v values: len(p) = %d, len(v) = %d, len(acc) = %d", nr, hd, t, len(p), len(v), len(acc)))
@@ -86,6 +110,59 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 		a := acc[d]
 		for j := range nr {
 			a = fma32(p[j], attnElem(v, ti, j*hd+d), a)
+		}
+		acc[d] = a
+	}
+}
+
+func attnScoresQ8(out, q []float32, k []byte, hd, bs int) {
+	if len(out) < bs || len(q) < hd || hd%q8Group != 0 || len(k) < hd/q8Group*(q8Group+2)*bs {
+		panic(fmt.Sprintf("kernels: AttnScores of %d×%d Q8_0 keys: len(q) = %d, len(k) = %d, len(out) = %d", hd, bs, len(q), len(k), len(out)))
+	}
+	if hd == 0 || bs == 0 {
+		clear(out[:bs])
+		return
+	}
+	if a := &currentImpl().attn; a.scoresQ8 != nil && bs%a.lanes == 0 {
+		a.scoresQ8(&q[0], &k[0], hd, bs, &out[0])
+		return
+	}
+	for r := range bs {
+		var o float32
+		for g := range hd / q8Group {
+			grp := k[g*(q8Group+2)*bs:]
+			var c [4]float32
+			for j := range q8Group {
+				c[j%4] = fma32(q[g*q8Group+j], float32(int8(grp[j*bs+r])), c[j%4])
+			}
+			o = fma32((c[0]+c[1])+(c[2]+c[3]), ggml.HalfToFloat32(le16(grp[q8Group*bs+2*r:])), o)
+		}
+		out[r] = o
+	}
+}
+
+func attnAccumulateQ8(acc, p []float32, v []byte, hd, nr int) {
+	rb := hd + hd/q8Group*2 // bytes of a row and its scales
+	if len(acc) < hd || len(p) < nr || hd%q8Group != 0 || len(v) < nr*rb {
+		panic(fmt.Sprintf("kernels: AttnAccumulate of %d×%d Q8_0 values: len(p) = %d, len(v) = %d, len(acc) = %d", nr, hd, len(p), len(v), len(acc)))
+	}
+	if nr == 0 || hd == 0 {
+		return
+	}
+	d := 0
+	if k := &currentImpl().attn.accumQ8; k[0] != nil {
+		for _, w := range []int{1, 0} {
+			for cols := q8Group << w; hd-d >= cols; d += cols {
+				k[w](&p[0], &v[d], &v[hd+2*(d/q8Group)], rb, nr, &acc[d])
+			}
+		}
+	}
+	for ; d < hd; d++ {
+		a := acc[d]
+		for j := range nr {
+			row := v[j*rb:]
+			w := p[j] * ggml.HalfToFloat32(le16(row[hd+2*(d/q8Group):]))
+			a = fma32(w, float32(int8(row[d])), a)
 		}
 		acc[d] = a
 	}

@@ -29,19 +29,70 @@ func attnData(r *rand.Rand, t ggml.Type, n int) ([]byte, []float64) {
 	return b, f
 }
 
+// q8Keys returns a Q8_0 block of bs random keys of hd elements (transposed, in groups of 32
+// rows with a row of scales) and their float64 values, element d of key r at d·bs+r.
+func q8Keys(r *rand.Rand, hd, bs int) ([]byte, []float64) {
+	b := make([]byte, hd/q8Group*(q8Group+2)*bs)
+	f := make([]float64, hd*bs)
+	for g := range hd / q8Group {
+		grp := b[g*(q8Group+2)*bs:]
+		for pos := range bs {
+			h := ggml.Float32ToHalf(float32(r.Float64() / 64))
+			grp[q8Group*bs+2*pos], grp[q8Group*bs+2*pos+1] = byte(h), byte(h>>8)
+			for j := range q8Group {
+				x := int8(r.IntN(255) - 127)
+				grp[j*bs+pos] = byte(x)
+				f[(g*q8Group+j)*bs+pos] = float64(x) * float64(ggml.HalfToFloat32(h))
+			}
+		}
+	}
+	return b, f
+}
+
+// q8Values returns nr Q8_0 rows of hd random values (each row's bytes, then its scales) and
+// their float64 values, element d of row j at j·hd+d.
+func q8Values(r *rand.Rand, nr, hd int) ([]byte, []float64) {
+	rb := hd + hd/q8Group*2
+	b := make([]byte, nr*rb)
+	f := make([]float64, nr*hd)
+	for j := range nr {
+		row := b[j*rb:]
+		for g := range hd / q8Group {
+			h := ggml.Float32ToHalf(float32(r.Float64() / 64))
+			row[hd+2*g], row[hd+2*g+1] = byte(h), byte(h>>8)
+			for e := g * q8Group; e < (g+1)*q8Group; e++ {
+				x := int8(r.IntN(255) - 127)
+				row[e] = byte(x)
+				f[j*hd+e] = float64(x) * float64(ggml.HalfToFloat32(h))
+			}
+		}
+	}
+	return b, f
+}
+
 // TestAttention checks AttnScores and AttnAccumulate in every implementation against float64
 // sums (within the float32 rounding of the terms), for head widths and block sizes the
 // assembly takes and ones it leaves to Go, and the assembly against the Go code.
 func TestAttention(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16} {
-		for _, sh := range []struct{ hd, bs, nr int }{{64, 16, 16}, {64, 16, 5}, {128, 32, 31}, {96, 16, 16}, {80, 64, 40}, {256, 16, 3}, {6, 8, 7}, {64, 48, 1}} {
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+		for _, sh := range []struct{ hd, bs, nr int }{{64, 16, 16}, {64, 16, 5}, {128, 32, 31}, {96, 16, 16}, {80, 64, 40}, {256, 16, 3}, {6, 8, 7}, {64, 48, 1}, {32, 8, 7}, {160, 24, 24}} {
+			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
+				continue
+			}
 			q := make([]float32, sh.hd)
 			for i := range q {
 				q[i] = float32(r.NormFloat64())
 			}
-			k, kf := attnData(r, typ, sh.hd*sh.bs)
-			v, vf := attnData(r, typ, sh.nr*sh.hd)
+			var k, v []byte
+			var kf, vf []float64
+			if typ == ggml.Q8_0 {
+				k, kf = q8Keys(r, sh.hd, sh.bs)
+				v, vf = q8Values(r, sh.nr, sh.hd)
+			} else {
+				k, kf = attnData(r, typ, sh.hd*sh.bs)
+				v, vf = attnData(r, typ, sh.nr*sh.hd)
+			}
 			p := make([]float32, sh.nr)
 			for i := range p {
 				p[i] = r.Float32()
@@ -98,8 +149,8 @@ func TestAttention(t *testing.T) {
 // BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions).
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16} {
-		k, _ := attnData(r, typ, 64*16)
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+		k, _ := attnData(r, ggml.F32, 64*16) // big enough for every type's block
 		q := make([]float32, 64)
 		out := make([]float32, 16)
 		b.Run(fmt.Sprintf("scores/%v", typ), func(b *testing.B) {

@@ -43,6 +43,8 @@ func init() {
 				{attnAccumF32x1AVX2, attnAccumF32x2AVX2, attnAccumF32x4AVX2},
 				{attnAccumF16x1AVX2, attnAccumF16x2AVX2, attnAccumF16x4AVX2},
 			},
+			scoresQ8: attnScoresQ8_0AVX2,
+			accumQ8:  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32){attnAccumQ8_0x1AVX2, attnAccumQ8_0x2AVX2},
 		},
 		axpy: axpyF32,
 		quant32: func(dst []byte, x []float32) {
@@ -53,6 +55,11 @@ func init() {
 		quantK: func(dst []byte, x []float32) {
 			if len(x) >= 256 {
 				quantK(&x[0], len(x)/256, &dst[0])
+			}
+		},
+		quantQ8: func(q []byte, d []uint16, x []float32) {
+			if len(x) >= 32 {
+				quantQ8_0(&x[0], len(x)/32, &q[0], &d[0])
 			}
 		},
 	}
@@ -89,6 +96,8 @@ func init() {
 			{attnAccumF32x1AVX512, attnAccumF32x2AVX512, attnAccumF32x4AVX512},
 			{attnAccumF16x1AVX512, attnAccumF16x2AVX512, attnAccumF16x4AVX512},
 		},
+		scoresQ8: attnScoresQ8_0AVX512,
+		accumQ8:  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32){attnAccumQ8_0x1AVX512, attnAccumQ8_0x2AVX512},
 	}
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
 		avx512.dot[kQ8_0] = [4]dotFunc{dotQ8_0x1VNNI, dotQ8_0x2VNNI, dotQ8_0x3VNNI, dotQ8_0x4VNNI}

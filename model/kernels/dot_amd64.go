@@ -379,6 +379,15 @@ func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
+// attnScoresQ8_0AVX512 writes out[r] = Σ_g s_g[r]·Σ_{d∈g} q[d]·k[d][r] for r < bs (Q8_0 keys stored transposed in groups of 32 rows and a row of scales), 16 lanes at a time; hd a multiple of 32, bs of 16.
+func attnScoresQ8_0AVX512(q *float32, k *byte, hd int, bs int, out *float32)
+
+// attnAccumQ8_0x1AVX512 adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < 32 (Q8_0 values, rows of vstride bytes).
+func attnAccumQ8_0x1AVX512(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+
+// attnAccumQ8_0x2AVX512 adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < 64 (Q8_0 values, rows of vstride bytes).
+func attnAccumQ8_0x2AVX512(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+
 // attnScoresF32AVX2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F32), 8 lanes at a time; hd a multiple of 4, bs of 8.
 func attnScoresF32AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 
@@ -403,6 +412,15 @@ func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 // attnAccumF16x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
+// attnScoresQ8_0AVX2 writes out[r] = Σ_g s_g[r]·Σ_{d∈g} q[d]·k[d][r] for r < bs (Q8_0 keys stored transposed in groups of 32 rows and a row of scales), 8 lanes at a time; hd a multiple of 32, bs of 8.
+func attnScoresQ8_0AVX2(q *float32, k *byte, hd int, bs int, out *float32)
+
+// attnAccumQ8_0x1AVX2 adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < 32 (Q8_0 values, rows of vstride bytes).
+func attnAccumQ8_0x1AVX2(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+
+// attnAccumQ8_0x2AVX2 adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < 64 (Q8_0 values, rows of vstride bytes).
+func attnAccumQ8_0x2AVX2(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+
 // prefetchLines asks the cache for every 64-byte line of the n bytes at p.
 func prefetchLines(p *byte, n int)
 
@@ -414,6 +432,9 @@ func axpyF32(a float32, x *float32, y *float32, n int)
 
 // quant32 quantises nb blocks of 32 float32 at x into the group layout at dst.
 func quant32(x *float32, nb int, dst *byte)
+
+// quantQ8_0 quantises nb blocks of 32 float32 at x to Q8_0: 32 bytes a block at q, a half-precision scale a block at d.
+func quantQ8_0(x *float32, nb int, q *byte, d *uint16)
 
 // quantK quantises nb blocks of 256 float32 at x into the K activation layout at dst.
 func quantK(x *float32, nb int, dst *byte)

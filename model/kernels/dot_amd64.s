@@ -23264,6 +23264,263 @@ attnAccumF16x4AVX512_store:
 	VZEROUPPER
 	RET
 
+// func attnScoresQ8_0AVX512(q *float32, k *byte, hd int, bs int, out *float32)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresQ8_0AVX512(SB), NOSPLIT, $0-40
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ bs+24(FP), DX
+	MOVQ out+32(FP), BX
+	XORQ R9, R9
+
+attnScoresQ8_0AVX512_lanes:
+	CMPQ   R9, DX
+	JAE    attnScoresQ8_0AVX512_done
+	VPXORD Z4, Z4, Z4
+	LEAQ   (CX)(R9*1), SI
+	XORQ   DI, DI
+	MOVQ   hd+16(FP), R8
+	SHRQ   $0x05, R8
+
+attnScoresQ8_0AVX512_group:
+	VPXORD           Z0, Z0, Z0
+	VPXORD           Z1, Z1, Z1
+	VPXORD           Z2, Z2, Z2
+	VPXORD           Z3, Z3, Z3
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST (AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 4(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 8(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 12(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 16(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 20(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 24(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 28(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 32(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 36(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 40(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 44(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 48(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 52(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 56(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 60(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 64(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 68(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 72(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 76(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 80(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 84(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 88(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 92(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 96(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 100(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 104(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 108(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 112(AX)(DI*1), Z5, Z0
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 116(AX)(DI*1), Z5, Z1
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 120(AX)(DI*1), Z5, Z2
+	ADDQ             DX, SI
+	VPMOVSXBD        (SI), Z5
+	VCVTDQ2PS        Z5, Z5
+	VFMADD231PS.BCST 124(AX)(DI*1), Z5, Z3
+	ADDQ             DX, SI
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VCVTPH2PS        (SI)(R9*1), Z5
+	VFMADD231PS      Z5, Z0, Z4
+	ADDQ             DX, SI
+	ADDQ             DX, SI
+	ADDQ             $0x00000080, DI
+	DECQ             R8
+	JNZ              attnScoresQ8_0AVX512_group
+	VMOVUPS          Z4, (BX)
+	ADDQ             $0x40, BX
+	ADDQ             $0x10, R9
+	JMP              attnScoresQ8_0AVX512_lanes
+
+attnScoresQ8_0AVX512_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8_0x1AVX512(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·attnAccumQ8_0x1AVX512(SB), NOSPLIT, $0-48
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    s+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+
+attnAccumQ8_0x1AVX512_t:
+	TESTQ        SI, SI
+	JZ           attnAccumQ8_0x1AVX512_store
+	VBROADCASTSS (AX), Z2
+	VPBROADCASTW (DX), Y3
+	VCVTPH2PS    Y3, Z3
+	VMULPS       Z3, Z2, Z3
+	VPMOVSXBD    (CX), Z2
+	VCVTDQ2PS    Z2, Z2
+	VFMADD231PS  Z2, Z3, Z0
+	VPMOVSXBD    16(CX), Z2
+	VCVTDQ2PS    Z2, Z2
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         $0x04, AX
+	ADDQ         BX, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumQ8_0x1AVX512_t
+
+attnAccumQ8_0x1AVX512_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8_0x2AVX512(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·attnAccumQ8_0x2AVX512(SB), NOSPLIT, $0-48
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    s+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+
+attnAccumQ8_0x2AVX512_t:
+	TESTQ        SI, SI
+	JZ           attnAccumQ8_0x2AVX512_store
+	VBROADCASTSS (AX), Z4
+	VPBROADCASTW (DX), Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z5, Z4, Z5
+	VPMOVSXBD    (CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFMADD231PS  Z6, Z5, Z0
+	VPMOVSXBD    16(CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFMADD231PS  Z6, Z5, Z1
+	VPBROADCASTW 2(DX), Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z5, Z4, Z5
+	VPMOVSXBD    32(CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFMADD231PS  Z6, Z5, Z2
+	VPMOVSXBD    48(CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, AX
+	ADDQ         BX, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumQ8_0x2AVX512_t
+
+attnAccumQ8_0x2AVX512_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VZEROUPPER
+	RET
+
 // func attnScoresF32AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·attnScoresF32AVX2(SB), NOSPLIT, $0-48
@@ -23600,6 +23857,325 @@ attnAccumF16x4AVX2_store:
 	VZEROUPPER
 	RET
 
+// func attnScoresQ8_0AVX2(q *float32, k *byte, hd int, bs int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·attnScoresQ8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ bs+24(FP), DX
+	MOVQ out+32(FP), BX
+	XORQ R9, R9
+
+attnScoresQ8_0AVX2_lanes:
+	CMPQ   R9, DX
+	JAE    attnScoresQ8_0AVX2_done
+	VXORPS Y4, Y4, Y4
+	LEAQ   (CX)(R9*1), SI
+	XORQ   DI, DI
+	MOVQ   hd+16(FP), R8
+	SHRQ   $0x05, R8
+
+attnScoresQ8_0AVX2_group:
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 64(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 68(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 72(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 76(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 80(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 84(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 88(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 92(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 96(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 100(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 104(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 108(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 112(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 116(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 120(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, SI
+	VPMOVSXBD    (SI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 124(AX)(DI*1), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, SI
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VCVTPH2PS    (SI)(R9*1), Y1
+	VFMADD231PS  Y1, Y0, Y4
+	ADDQ         DX, SI
+	ADDQ         DX, SI
+	ADDQ         $0x00000080, DI
+	DECQ         R8
+	JNZ          attnScoresQ8_0AVX2_group
+	VMOVUPS      Y4, (BX)
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, R9
+	JMP          attnScoresQ8_0AVX2_lanes
+
+attnScoresQ8_0AVX2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8_0x1AVX2(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·attnAccumQ8_0x1AVX2(SB), NOSPLIT, $0-48
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    s+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+
+attnAccumQ8_0x1AVX2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumQ8_0x1AVX2_store
+	VBROADCASTSS (AX), Y4
+	VPBROADCASTW (DX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y5, Y4, Y5
+	VPMOVSXBD    (CX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y0
+	VPMOVSXBD    8(CX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y1
+	VPMOVSXBD    16(CX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y2
+	VPMOVSXBD    24(CX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x04, AX
+	ADDQ         BX, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumQ8_0x1AVX2_t
+
+attnAccumQ8_0x1AVX2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8_0x2AVX2(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·attnAccumQ8_0x2AVX2(SB), NOSPLIT, $0-48
+	MOVQ    p+0(FP), AX
+	MOVQ    v+8(FP), CX
+	MOVQ    s+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+
+attnAccumQ8_0x2AVX2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumQ8_0x2AVX2_store
+	VBROADCASTSS (AX), Y8
+	VPBROADCASTW (DX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y9, Y8, Y9
+	VPMOVSXBD    (CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VPMOVSXBD    8(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VPMOVSXBD    16(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VPMOVSXBD    24(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VPBROADCASTW 2(DX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y9, Y8, Y9
+	VPMOVSXBD    32(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVSXBD    40(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVSXBD    48(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVSXBD    56(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x04, AX
+	ADDQ         BX, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumQ8_0x2AVX2_t
+
+attnAccumQ8_0x2AVX2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	VZEROUPPER
+	RET
+
 // func prefetchLines(p *byte, n int)
 // Requires: MMX+
 TEXT ·prefetchLines(SB), NOSPLIT, $0-16
@@ -23761,6 +24337,82 @@ next:
 	JMP  block
 
 done:
+	VZEROUPPER
+	RET
+
+// func quantQ8_0(x *float32, nb int, q *byte, d *uint16)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantQ8_0(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), AX
+	MOVQ nb+8(FP), CX
+	MOVQ q+16(FP), DX
+	MOVQ d+24(FP), BX
+
+q8block:
+	TESTQ        CX, CX
+	JZ           q8done
+	VMOVUPS      absMask<>+0(SB), Y0
+	VANDPS       (AX), Y0, Y1
+	VANDPS       32(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       64(AX), Y0, Y2
+	VMAXPS       Y2, Y1, Y1
+	VANDPS       96(AX), Y0, Y0
+	VMAXPS       Y0, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	VMOVSS       f127<>+0(SB), X1
+	VDIVSS       X0, X1, X1
+	VDIVSS       f127<>+0(SB), X0, X2
+	VCVTPS2PH    $0x00, X2, X2
+	VCVTPH2PS    X2, X2
+	VXORPS       X3, X3, X3
+	VCMPSS       $0x04, X3, X0, X0
+	VANDPS       X0, X1, X1
+	VBROADCASTSS X1, Y1
+	VCVTPS2PH    $0x00, X2, X2
+	VPEXTRW      $0x00, X2, (BX)
+	VMULPS       (AX), Y1, Y0
+	VCVTPS2DQ    Y0, Y0
+	VMULPS       32(AX), Y1, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       64(AX), Y1, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       96(AX), Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPADDD       Y0, Y2, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VMOVD        X5, SI
+	VPADDD       Y3, Y1, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VMOVD        X5, SI
+	VPACKSSDW    Y2, Y0, Y0
+	VPACKSSDW    Y1, Y3, Y3
+	VPACKSSWB    Y3, Y0, Y0
+	VMOVDQU      permPack<>+0(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, (DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	DECQ         CX
+	JMP          q8block
+
+q8done:
 	VZEROUPPER
 	RET
 

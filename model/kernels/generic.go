@@ -246,6 +246,7 @@ var genericImpl = impl{
 	axpy:    axpyGeneric,
 	quant32: quant32Generic,
 	quantK:  quantKGeneric,
+	quantQ8: quantQ8Generic,
 }
 
 // genericPackedImpl holds the pure-Go kernels of packed matrices. The generic implementation has

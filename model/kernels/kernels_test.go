@@ -360,6 +360,19 @@ func TestQuantizeMatchesGeneric(t *testing.T) {
 			if string(a) != string(g) {
 				t.Errorf("quant32 of %d: assembly and Go differ", cols)
 			}
+			qa, qg := make([]byte, cols), make([]byte, cols)
+			da, dg := make([]uint16, cols/32), make([]uint16, cols/32)
+			asmImpl.quantQ8(qa, da, in)
+			genericImpl.quantQ8(qg, dg, in)
+			if string(qa) != string(qg) || !slices.Equal(da, dg) {
+				t.Errorf("QuantizeQ8_0 of %d: assembly and Go differ", cols)
+			}
+			for i, v := range in { // each value within half a step (and the scale's rounding)
+				d := ggml.HalfToFloat32(dg[i/32])
+				if e := math.Abs(float64(v) - float64(int8(qg[i]))*float64(d)); e > 0.5*float64(d)+1e-3*math.Abs(float64(v)) {
+					t.Fatalf("QuantizeQ8_0 of %d: value %d = %g comes back as %d × %g", cols, i, v, int8(qg[i]), d)
+				}
+			}
 			if cols%256 == 0 {
 				a, g := make([]byte, cols/256*actKBytes), make([]byte, cols/256*actKBytes)
 				asmImpl.quantK(a, in)

@@ -125,6 +125,8 @@ type impl struct {
 	axpy   func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)
+	// quantQ8 quantises a row to Q8_0 blocks (QuantizeQ8_0).
+	quantQ8 func(q []byte, d []uint16, x []float32)
 }
 
 // asmImpl is the best assembly implementation for the CPU, nil where the CPU or build lacks

@@ -118,7 +118,8 @@ type Params struct {
 
 // Options tune a loaded model. The zero value is ready to use.
 type Options struct {
-	// KVType is the element type of the KV cache (default Float32).
+	// KVType is the element type of the KV cache (default Float32; Q8_0 needs a head
+	// dimension that is a multiple of 32).
 	KVType cache.DType
 	// KVBudget is the most bytes the KV cache may take (default: room for eight sequences of
 	// the full context, at most 2 GiB).
@@ -284,10 +285,9 @@ func New(f *gguf.File, opts Options) (*Model, error) {
 			return nil, err
 		}
 	}
-	kvDim := p.KVHeads * p.HeadDim
 	budget := opts.KVBudget
 	if budget == 0 {
-		perSeq := int64(p.ContextLength) * 2 * int64(p.Layers) * int64(kvDim) * int64(opts.KVType.Size())
+		perSeq := int64(p.ContextLength) * 2 * int64(p.Layers) * int64(p.KVHeads) * int64(opts.KVType.Bytes(p.HeadDim))
 		budget = min(8*perSeq, 2<<30)
 		budget = max(budget, 64<<20)
 	}

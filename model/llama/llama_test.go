@@ -250,6 +250,22 @@ func uncached(t testing.TB, m *Model, tokens []int32) []float32 {
 	return append([]float32(nil), forward1(t, m, st, tokens)...)
 }
 
+// openCase opens a stories260K file, or a synthetic model given as shape/type, closing it when
+// the test ends.
+func openCase(t *testing.T, file string, opts Options) *Model {
+	t.Helper()
+	shape, typ, ok := strings.Cut(file, "/")
+	if !ok {
+		return openStories(t, file, opts)
+	}
+	m, err := Open(writeSynthetic(t, shape, typ), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 // TestCachedMatchesUncached feeds tokens one at a time through the cache and compares every
 // step's logits with a fresh pass over the whole prefix, for several weight and cache types.
 // (With the kernels' batch invariance the two agree bit for bit; the test allows 1e-4.)
@@ -262,19 +278,11 @@ func TestCachedMatchesUncached(t *testing.T) {
 		{"stories260K-f16.gguf", cache.Float16},
 		{"tinyqwen/q8_0", cache.Float32},
 		{"tinyqwen/q4_k_m", cache.Float16},
+		{"tinyqwen/q8_0", cache.Q8_0},
+		{"tiny/f32", cache.Q8_0},
 	} {
 		t.Run(fmt.Sprintf("%s/kv-%v", tc.file, tc.kv), func(t *testing.T) {
-			opts := Options{NoPrefixCache: true, KVType: tc.kv, BlockSize: 8}
-			var m *Model
-			if shape, typ, ok := strings.Cut(tc.file, "/"); ok {
-				var err error
-				if m, err = Open(writeSynthetic(t, shape, typ), opts); err != nil {
-					t.Fatal(err)
-				}
-				defer m.Close()
-			} else {
-				m = openStories(t, tc.file, opts)
-			}
+			m := openCase(t, tc.file, Options{NoPrefixCache: true, KVType: tc.kv, BlockSize: 8})
 			toks := make([]int32, len(testTokens))
 			for i, tok := range testTokens {
 				toks[i] = tok % int32(m.Params().VocabSize)
@@ -325,10 +333,22 @@ func TestAllLogits(t *testing.T) {
 // produce exactly (bit for bit) the logits of a state that computed the same tokens the same
 // way without them.
 func TestCacheOperationsExact(t *testing.T) {
-	for _, kv := range []cache.DType{cache.Float32, cache.Float16} {
-		m := openStories(t, "stories260K-f32.gguf", Options{KVType: kv, BlockSize: 4})
-		ref := openStories(t, "stories260K-f32.gguf", Options{KVType: kv, BlockSize: 4, NoPrefixCache: true})
-		prompt, cont := testTokens[:13], testTokens[13:20]
+	for _, tc := range []struct {
+		file string // a stories260K file, or a synthetic shape/type
+		kv   cache.DType
+	}{
+		{"stories260K-f32.gguf", cache.Float32},
+		{"stories260K-f32.gguf", cache.Float16},
+		{"tiny/f32", cache.Q8_0}, // Q8_0 needs heads of 32 values or more
+	} {
+		kv := tc.kv
+		m := openCase(t, tc.file, Options{KVType: kv, BlockSize: 4})
+		ref := openCase(t, tc.file, Options{KVType: kv, BlockSize: 4, NoPrefixCache: true})
+		toks := make([]int32, len(testTokens))
+		for i, tok := range testTokens {
+			toks[i] = tok % int32(m.Params().VocabSize)
+		}
+		prompt, cont := toks[:13], toks[13:20]
 
 		// recompute prefills prompt in one pass, then feeds each token of cont.
 		recompute := func(prompt, cont []int32) []float32 {

@@ -170,9 +170,13 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	group := p.Heads / p.KVHeads
 	nq := (task.b - task.a) * group // query i is row task.a + i/group, head g·group + i%group
 	bs := m.pool.Config().BlockSize
-	dt, dtSize := ggml.F32, 4
-	if m.pool.Config().DType == cache.Float16 {
-		dt, dtSize = ggml.F16, 2
+	kvType := m.pool.Config().DType
+	dt := ggml.F32
+	switch kvType {
+	case cache.Float16:
+		dt = ggml.F16
+	case cache.Q8_0:
+		dt = ggml.Q8_0
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	if p.AttnScale != 0 {
@@ -260,7 +264,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			}
 			q0 := seen(sp.Start)
 			nr := min(sp.Rows, cEnd-sp.Start)
-			values := sp.VHead(g)[:nr*hd*dtSize]
+			values := sp.VHead(g)[:nr*kvType.Bytes(hd)]
 			for i := q0; i < c1; i++ {
 				o := (i - c0) * cEnd
 				kernels.AttnAccumulate(acc[(i-c0)*hd:(i-c0+1)*hd], scores[o+sp.Start:o+sp.Start+nr], values, dt, hd, nr)

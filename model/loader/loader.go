@@ -5,7 +5,7 @@
 //
 // The [model] table's other keys tune the runtime:
 //
-//	kv_type        = "f32"   # element type of the KV cache: "f32" (default) or "f16"
+//	kv_type        = "f32"   # element type of the KV cache: "f32" (default), "f16" or "q8_0"
 //	kv_budget_mb   = 1024    # most memory the KV cache may take, in MiB
 //	block_size     = 16      # positions per KV cache block
 //	prefix_cache   = true    # reuse cached prompt prefixes across requests
@@ -118,7 +118,7 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 				o.KVType, perr = cache.ParseDType(s)
 			}
 			if !ok || perr != nil {
-				err = bad(`must be "f32" or "f16"`)
+				err = bad(`must be "f32", "f16" or "q8_0"`)
 			}
 		case "kv_budget_mb":
 			var n int

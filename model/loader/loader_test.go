@@ -116,6 +116,7 @@ func TestParseOptions(t *testing.T) {
 			func(o llama.Options) bool {
 				return o.KVType == cache.Float16 && o.KVBudget == 64<<20 && o.BlockSize == 32 && o.NoPrefixCache && o.ContextLength == 100 && o.BatchTokens == 64 && o.NoRepack
 			}},
+		{"q8_0 kv", map[string]any{"kv_type": "q8_0"}, "", func(o llama.Options) bool { return o.KVType == cache.Q8_0 }},
 		{"bad kv type", map[string]any{"kv_type": "q8"}, "kv_type", nil},
 		{"kv type not a string", map[string]any{"kv_type": int64(3)}, "kv_type", nil},
 		{"negative budget", map[string]any{"kv_budget_mb": int64(-1)}, "kv_budget_mb", nil},

@@ -106,11 +106,15 @@ func main() {
 			attnAccum("F32", lanes, w, nil)
 			attnAccum("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 		}
+		attnScoresQ8(lanes)
+		attnAccumQ8(lanes, 1)
+		attnAccumQ8(lanes, 2)
 	}
 	prefetch("prefetchLines", false)
 	prefetch("prefetchLinesL2", true)
 	axpy()
 	quant32()
+	quantQ8_0()
 	quantK()
 	Generate()
 }
@@ -1794,6 +1798,33 @@ func quant32() {
 	RET()
 }
 
+// quantQ8_0: func(x *float32, nb int, q *byte, d *uint16) quantises nb blocks of 32 as
+// llama.cpp's x86 Q8_0 quantiser does (QuantizeQ8_0 in package kernels): the 32 bytes of block
+// b at q+32b, its half-precision scale at d+b.
+func quantQ8_0() {
+	TEXT("quantQ8_0", NOSPLIT, "func(x *float32, nb int, q *byte, d *uint16)")
+	Doc("quantQ8_0 quantises nb blocks of 32 float32 at x to Q8_0: 32 bytes a block at q, a half-precision scale a block at d.")
+	x := Load(Param("x"), GP64())
+	nb := Load(Param("nb"), GP64())
+	q := Load(Param("q"), GP64())
+	dp := Load(Param("d"), GP64())
+	Label("q8block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("q8done"))
+	d, id := quantScale(x, 4, true)
+	VCVTPS2PH(U8(0), d, d) // exact: d is a half's value
+	VPEXTRW(U8(0), d, Mem{Base: dp})
+	quant32x(x, 0, id, Mem{Base: q})
+	ADDQ(U8(128), x)
+	ADDQ(U8(32), q)
+	ADDQ(U8(2), dp)
+	DECQ(nb)
+	JMP(LabelRef("q8block"))
+	Label("q8done")
+	VZEROUPPER()
+	RET()
+}
+
 // quantK: func(x *float32, nb int, dst *byte) quantises nb super-blocks of 256.
 func quantK() {
 	TEXT("quantK", NOSPLIT, "func(x *float32, nb int, dst *byte)")
@@ -2039,6 +2070,137 @@ func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
 	SUBQ(U8(lanes), bs)
 	JMP(LabelRef(name + "_lanes"))
 	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnScoresQ8 is attnScores over Q8_0 keys (cache.Span.KHead of a Q8_0 cache): hd/32 groups,
+// each 32 rows of bs signed bytes followed by a row of bs half-precision scales. Per group,
+// four chains take the group's elements by d mod 4 from the bytes widened to float32 and are
+// summed as (c0+c1)+(c2+c3); the group's sums, times the keys' scales, are multiply-added in
+// group order. hd must be a multiple of 32, bs of lanes.
+func attnScoresQ8(lanes int) {
+	isa, vec := "AVX512", ZMM
+	if lanes == 8 {
+		isa, vec = "AVX2", YMM
+	}
+	name := "attnScoresQ8_0" + isa
+	TEXT(name, NOSPLIT, "func(q *float32, k *byte, hd, bs int, out *float32)")
+	Doc(fmt.Sprintf("%s writes out[r] = Σ_g s_g[r]·Σ_{d∈g} q[d]·k[d][r] for r < bs (Q8_0 keys stored transposed in groups of 32 rows and a row of scales), %d lanes at a time; hd a multiple of 32, bs of %d.", name, lanes, lanes))
+	q := Load(Param("q"), GP64())
+	k := Load(Param("k"), GP64())
+	bs := Load(Param("bs"), GP64())
+	out := Load(Param("out"), GP64())
+	c := [4]VecVirtual{vec(), vec(), vec(), vec()}
+	o, w, t, qb := vec(), vec(), vec(), vec()
+	p, qo, g, co := GP64(), GP64(), GP64(), GP64()
+	zero := func(z VecVirtual) {
+		if lanes == 16 {
+			VPXORD(z, z, z)
+		} else {
+			VXORPS(z, z, z)
+		}
+	}
+	XORQ(co, co)
+	Label(name + "_lanes")
+	CMPQ(co, bs)
+	JAE(LabelRef(name + "_done"))
+	zero(o)
+	LEAQ(Mem{Base: k, Index: co, Scale: 1}, p)
+	XORQ(qo, qo)
+	Load(Param("hd"), g)
+	SHRQ(U8(5), g)
+	Label(name + "_group")
+	for i := range c {
+		zero(c[i])
+	}
+	for j := 0; j < 32; j++ {
+		VPMOVSXBD(Mem{Base: p}, w)
+		VCVTDQ2PS(w, w)
+		qm := Mem{Base: q, Index: qo, Scale: 1, Disp: 4 * j}
+		if lanes == 16 {
+			VFMADD231PS_BCST(qm, w, c[j%4])
+		} else {
+			VBROADCASTSS(qm, qb)
+			VFMADD231PS(qb, w, c[j%4])
+		}
+		ADDQ(bs, p)
+	}
+	VADDPS(c[1], c[0], c[0])
+	VADDPS(c[3], c[2], c[2])
+	VADDPS(c[2], c[0], c[0])
+	// p is at the group's row of scales plus co; this lane group's scales start at p + co.
+	VCVTPH2PS(Mem{Base: p, Index: co, Scale: 1}, t)
+	VFMADD231PS(t, c[0], o)
+	ADDQ(bs, p)
+	ADDQ(bs, p)
+	ADDQ(U32(128), qo)
+	DECQ(g)
+	JNZ(LabelRef(name + "_group"))
+	VMOVUPS(o, Mem{Base: out})
+	ADDQ(U8(4*lanes), out)
+	ADDQ(U8(lanes), co)
+	JMP(LabelRef(name + "_lanes"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnAccumQ8 is attnAccum over Q8_0 values (cache.Span.VHead of a Q8_0 cache: rows of bytes,
+// each followed by its scales), for 32·groups output elements: per row t and group, the
+// weight p[t]·s (s the row's scale of the group, both as float32, the product rounded to
+// float32) multiplies the group's bytes widened to float32 into each element's chain over t.
+// s points at the scale of the first group in row 0; v and s advance by vstride a row.
+func attnAccumQ8(lanes, groups int) {
+	isa, vec := "AVX512", ZMM
+	if lanes == 8 {
+		isa, vec = "AVX2", YMM
+	}
+	name := fmt.Sprintf("attnAccumQ8_0x%d%s", groups, isa)
+	TEXT(name, NOSPLIT, "func(p *float32, v, s *byte, vstride, nr int, acc *float32)")
+	Doc(fmt.Sprintf("%s adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < %d (Q8_0 values, rows of vstride bytes).", name, 32*groups))
+	per := 32 / lanes // vectors of a group
+	p := Load(Param("p"), GP64())
+	v := Load(Param("v"), GP64())
+	sc := Load(Param("s"), GP64())
+	vstride := Load(Param("vstride"), GP64())
+	nr := Load(Param("nr"), GP64())
+	accp := Load(Param("acc"), GP64())
+	a := make([]VecVirtual, per*groups)
+	for i := range a {
+		a[i] = vec()
+		VMOVUPS(Mem{Base: accp, Disp: 4 * lanes * i}, a[i])
+	}
+	pb, sv, x := vec(), vec(), vec()
+	h := YMM() // the scale's half, broadcast (ZMM conversions read a YMM of halves)
+	Label(name + "_t")
+	TESTQ(nr, nr)
+	JZ(LabelRef(name + "_store"))
+	VBROADCASTSS(Mem{Base: p}, pb)
+	for gi := 0; gi < groups; gi++ {
+		if lanes == 16 {
+			VPBROADCASTW(Mem{Base: sc, Disp: 2 * gi}, h)
+			VCVTPH2PS(h, sv)
+		} else {
+			VPBROADCASTW(Mem{Base: sc, Disp: 2 * gi}, h.AsX())
+			VCVTPH2PS(h.AsX(), sv)
+		}
+		VMULPS(sv, pb, sv)
+		for j := 0; j < per; j++ {
+			VPMOVSXBD(Mem{Base: v, Disp: 32*gi + lanes*j}, x)
+			VCVTDQ2PS(x, x)
+			VFMADD231PS(x, sv, a[gi*per+j])
+		}
+	}
+	ADDQ(U8(4), p)
+	ADDQ(vstride, v)
+	ADDQ(vstride, sc)
+	DECQ(nr)
+	JMP(LabelRef(name + "_t"))
+	Label(name + "_store")
+	for i := range a {
+		VMOVUPS(a[i], Mem{Base: accp, Disp: 4 * lanes * i})
+	}
 	VZEROUPPER()
 	RET()
 }
