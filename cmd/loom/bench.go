@@ -69,7 +69,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.synthetic, "synthetic", "", "benchmark a model of this shape with random weights instead of files ("+strings.Join(llama.ShapeNames(), ", ")+")")
 	fs.StringVar(&f.types, "type", "q8_0", "storage types of the synthetic model, comma-separated ("+strings.Join(llama.SyntheticTypes, ", ")+")")
 	fs.StringVar(&f.keep, "keep", "", "keep the synthetic model files in this directory (and reuse them from there)")
-	fs.StringVar(&f.kv, "kv", "f16", "KV cache element type: f16 (as llama-bench) or f32")
+	fs.StringVar(&f.kv, "kv", "f16", "KV cache element type: f16 (as llama-bench), f32 or q8_0 (llama-bench then runs with flash attention, which its quantized caches need)")
 	fs.IntVar(&f.prompt, "p", 128, "prompt tokens of the prompt-processing test (0 skips it)")
 	fs.IntVar(&f.gen, "n", 128, "tokens of the generation test (0 skips it)")
 	fs.IntVar(&f.reps, "r", 3, "repetitions of each test")
@@ -83,7 +83,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	kvType, err := cache.ParseDType(f.kv)
 	switch {
 	case err != nil:
-		fmt.Fprintf(stderr, "loom bench: --kv %q: want f16 or f32\n", f.kv)
+		fmt.Fprintf(stderr, "loom bench: --kv %q: want f16, f32 or q8_0\n", f.kv)
 		return errUsage
 	case f.prompt < 0 || f.gen < 0 || f.reps < 1:
 		fmt.Fprintln(stderr, "loom bench: -p and -n must not be negative, -r must be at least 1")
@@ -95,6 +95,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "loom bench: --alternate must be at least 1")
 		return errUsage
 	}
+	f.kv = kvType.String() // one name per type in the results and for llama-bench ("float16" is "f16")
 
 	// Ctrl-C or SIGTERM stops the benchmark cleanly, so that the deferred removal of the
 	// temporary synthetic models runs.
@@ -146,8 +147,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return interrupted(benchVersusLlamaCpp(ctx, f, kvType, paths, labels, stdout, stderr))
 	}
 	if !f.jsonOut {
-		fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-3s | %-6s | %16s |\n", "model", "size", "params", "kv", "test", "t/s")
-		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s | %s: |\n", strings.Repeat("-", 28), strings.Repeat("-", 9), strings.Repeat("-", 7), "---", "------", strings.Repeat("-", 15))
+		fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-4s | %-6s | %16s |\n", "model", "size", "params", "kv", "test", "t/s")
+		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s | %s: |\n", strings.Repeat("-", 28), strings.Repeat("-", 9), strings.Repeat("-", 7), "----", "------", strings.Repeat("-", 15))
 	}
 	var kvPerToken int64
 	for _, tg := range targets {
@@ -212,7 +213,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				}
 				continue
 			}
-			fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.1f M | %-3s | %-6s | %7.1f ± %6.1f |\n",
+			fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.1f M | %-4s | %-6s | %7.1f ± %6.1f |\n",
 				truncate(res.Model+" "+res.Type, 28), float64(res.SizeBytes)/(1<<20), float64(res.Params)/1e6,
 				res.KV, res.Test, res.TokensPerS, res.StdDev)
 		}

@@ -55,7 +55,7 @@ type serveBench struct {
 type serveLoad struct {
 	streams, requests, tokens, words int
 	vary                             float64
-	kv                               string // loom's KV cache element type (llama-server's is f16)
+	kv                               string // both engines' KV cache element type
 }
 
 // tokensOf is request i's max_tokens: the same for every engine, spread evenly over the range
@@ -83,13 +83,13 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
 	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
-	kv := fs.String("kv", "f16", "loom's KV cache element type: f16 (as llama-server's default) or f32")
+	kv := fs.String("kv", "f16", "KV cache element type of both engines: f16 (llama-server's default), f32 or q8_0 (llama-server then runs with flash attention, which its quantized caches need)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	kvType, err := cache.ParseDType(*kv)
 	if err != nil {
-		fmt.Fprintf(stderr, "loom bench serve: --kv %q: want f16 or f32 (llama-server keeps its default, f16)\n", *kv)
+		fmt.Fprintf(stderr, "loom bench serve: --kv %q: want f16, f32 or q8_0\n", *kv)
 		return errUsage
 	}
 	*kv = kvType.String() // one name per type in the results ("float16" is "f16")
@@ -190,10 +190,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s at %d streams: %w", eng, c, err)
 			}
 			r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
-			r.KV = "f16" // llama-server's default
-			if eng == "loom" {
-				r.KV = *kv
-			}
+			r.KV = *kv
 			if err := report(r); err != nil {
 				return err
 			}
@@ -250,7 +247,10 @@ func benchLlamaServer(ctx context.Context, bin, model string, load serveLoad) (s
 	host, port, _ := net.SplitHostPort(addr)
 	perSlot := 4*load.words + load.maxTokens() + 64
 	cmd := exec.CommandContext(ctx, bin, "-m", model, "--host", host, "--port", port, "-np", strconv.Itoa(load.streams), "-cb",
-		"-t", "2", "-c", strconv.Itoa(load.streams*perSlot))
+		"-t", "2", "-c", strconv.Itoa(load.streams*perSlot), "-ctk", load.kv, "-ctv", load.kv)
+	if load.kv == cache.Q8_0.String() {
+		cmd.Args = append(cmd.Args, "-fa") // llama.cpp's quantized V cache needs flash attention
+	}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -25,7 +25,7 @@ func TestBench(t *testing.T) {
 			[]string{"| tinyqwen Q4_K_M ", "| tg2 ", "| f32 "}, "", filepath.Join(keep, "tinyqwen-q4_k_m.gguf")},
 		{"no model", []string{"bench"}, 2, nil, "give model files or --synthetic", ""},
 		{"both", []string{"bench", "--synthetic", "tiny", "x.gguf"}, 2, nil, "not both", ""},
-		{"bad kv", []string{"bench", "--synthetic", "tiny", "--kv", "q8"}, 2, nil, "want f16 or f32", ""},
+		{"bad kv", []string{"bench", "--synthetic", "tiny", "--kv", "q8"}, 2, nil, "want f16, f32 or q8_0", ""},
 		{"bad shape", []string{"bench", "--synthetic", "huge"}, 1, nil, "unknown shape", ""},
 		{"bad type", []string{"bench", "--synthetic", "tiny", "--type", "q5_k"}, 1, nil, "q5_k", ""},
 		{"too long", []string{"bench", "--synthetic", "tiny", "-p", "1000", "-n", "0"}, 1, nil, "context length", ""},
@@ -183,7 +183,7 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"bench", "serve", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"bench", "serve", "--vary", "1"}, "--vary 1: must be in [0, 1)"},
 		{[]string{"bench", "serve", "--prompt-words", "0"}, "--prompt-words 0: must be at least 1"},
-		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16 or f32`},
+		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16, f32 or q8_0`},
 		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0: must be at least 1"},
 		{[]string{"serve", "--batch-window", "-1ms"}, "--batch-window -1ms: must be positive"},
 		{[]string{"serve", "--batch-window", "0"}, "--batch-window 0s: must be positive"},
@@ -224,8 +224,9 @@ func TestServeLoadLengths(t *testing.T) {
 // that prints a real llama-bench run's JSON lines (testdata/llama-bench.jsonl: llama.cpp
 // c392e509's llama-bench -p 16 -n 8 -r 1 -t 2 -o jsonl on the tiny Q8_0 synthetic model,
 // 1 158.8 and 327.4 tokens/s), since the test cannot count on llama.cpp being installed: the
-// rounds alternate, the medians and ratios are printed, and a llama-bench that fails or prints
-// no result is an error naming it.
+// rounds alternate, the medians and ratios are printed, the KV cache type is passed on (with
+// flash attention for Q8_0), and a llama-bench that fails or prints no result is an error
+// naming it.
 func TestBenchVersusLlamaBench(t *testing.T) {
 	rec, err := filepath.Abs("testdata/llama-bench.jsonl")
 	if err != nil {
@@ -278,6 +279,13 @@ func TestBenchVersusLlamaBench(t *testing.T) {
 	c, _ := os.ReadFile(calls)
 	if n := strings.Count(string(c), "\n"); n != 3 || !strings.Contains(string(c), "-p 16 -n 8 -t ") || !strings.Contains(string(c), "-ctk f16") {
 		t.Errorf("llama-bench called %d times with:\n%s", n, c)
+	}
+	// A Q8_0 cache on both sides: llama-bench needs flash attention for it.
+	os.Remove(calls)
+	code, _, stderr = runCLI(t, "bench", "--synthetic", "tiny", "--type", "q8_0", "-p", "16", "-n", "8", "--alternate", "1", "--kv", "q8_0", "--llama-bench", fake)
+	c, _ = os.ReadFile(calls)
+	if code != 0 || !strings.Contains(string(c), "-ctk q8_0 -ctv q8_0") || !strings.Contains(string(c), "-fa 1") {
+		t.Errorf("--kv q8_0: exit code %d (%s); llama-bench called with:\n%s", code, stderr, c)
 	}
 
 	bad := filepath.Join(dir, "broken-bench")

@@ -122,6 +122,9 @@ func benchVersusLlamaCpp(ctx context.Context, f benchFlags, kvType cache.DType, 
 func runLlamaBench(ctx context.Context, bin, path string, prompt, gen, threads int, kv string) (pp, tg float64, err error) {
 	cmd := exec.CommandContext(ctx, bin, "-m", path, "-p", strconv.Itoa(prompt), "-n", strconv.Itoa(gen),
 		"-t", strconv.Itoa(threads), "-r", "1", "-ctk", kv, "-ctv", kv, "-o", "jsonl")
+	if kv == cache.Q8_0.String() {
+		cmd.Args = append(cmd.Args, "-fa", "1") // llama.cpp's quantized V cache needs flash attention
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -368,7 +368,7 @@ seconds = 0
 `)
 	code, out, errs := loom(t, "validate", p)
 	want := []string{
-		p + ":3: model.kv_type = \"q3\": must be \"f32\" or \"f16\"",
+		p + ":3: model.kv_type = \"q3\": must be \"f32\", \"f16\" or \"q8_0\"",
 		p + ":4: model.kv_budget_mb = -1: must be a positive integer",
 		p + ":7: generation.n = 2000: must be in [1, 1024]",
 		p + `:10: strategy.type = "beem": unknown strategy type`,
