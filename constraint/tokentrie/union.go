@@ -1,7 +1,6 @@
 package tokentrie
 
 import (
-	"encoding/binary"
 	"strings"
 )
 
@@ -19,49 +18,46 @@ const maxUnionStates = 4096
 // Table are read from it, and bytes that every part maps alike (for property names, every
 // byte that no name has at any point) are stepped once per state (byteClasses).
 func Union(parts ...Automaton) Automaton {
-	u := &union{trans: nil}
-	ids := map[string]uint32{}
-	var states [][]uint32
-	var kbuf []byte // the key of a tuple of part states, reused
-	key := func(st []uint32) []byte {
-		kbuf = kbuf[:0]
-		for _, s := range st {
-			kbuf = binary.LittleEndian.AppendUint32(kbuf, s)
-		}
-		return kbuf
+	u := &union{trans: make([]uint16, 0, 64*256)}
+	n := len(parts)
+	ids := newTupleIDs(n)
+	var states []uint32 // state q's tuple of part states: states[q*n : (q+1)*n]
+	for _, p := range parts {
+		states = append(states, p.Start())
 	}
-	start := make([]uint32, len(parts))
-	for i, p := range parts {
-		start[i] = p.Start()
-	}
-	ids[string(key(start))] = 1
-	states = append(states, start)
-	covers := make([]bool, len(parts)) // part i alive in every reachable state so far
+	ids.add(states)
+	covers := make([]bool, n) // part i alive in every reachable state so far
 	for i := range covers {
 		covers[i] = true
 	}
-	next := make([]uint32, len(parts)) // scratch: copied only when it is a new state
-	steppers := make([]stepper, len(parts))
+	next := make([]uint32, n) // scratch: copied only when it is a new state
+	steppers := make([]stepper, n)
 	for i, p := range parts {
 		steppers[i] = newStepper(p)
 	}
 	rep := byteClasses(steppers)
-	for q := 0; q < len(states); q++ {
-		for i, st := range states[q] {
+	for q := 0; q*n < len(states); q++ {
+		cur := states[q*n : (q+1)*n]
+		for i, st := range cur {
 			if st == 0 {
 				covers[i] = false
 			}
 		}
 		row := len(u.trans)
+		if cap(u.trans)-row < 256 { // grow by doubling, not append's quarter for large slices
+			u.trans = append(make([]uint16, 0, 2*cap(u.trans)), u.trans...)
+		}
+		u.trans = u.trans[:row+256]
+		out := u.trans[row : row+256]
 		for b := range 256 {
 			if r := rep[b]; r != byte(b) { // the same in every part as an earlier byte
-				u.trans = append(u.trans, u.trans[row+int(r)])
+				out[b] = out[r]
 				continue
 			}
 			alive := false
 			for i := range steppers {
 				next[i] = 0
-				if s := states[q][i]; s != 0 {
+				if s := cur[i]; s != 0 {
 					if steppers[i].trans != nil {
 						next[i], _ = steppers[i].table(s, byte(b))
 					} else {
@@ -71,20 +67,19 @@ func Union(parts ...Automaton) Automaton {
 				}
 			}
 			if !alive {
-				u.trans = append(u.trans, 0)
+				out[b] = 0
 				continue
 			}
-			k := key(next)
-			id, ok := ids[string(k)] // no allocation for the lookup
+			id, ok := ids.get(next, states)
 			if !ok {
-				if len(states) == maxUnionStates {
+				if len(states)/n == maxUnionStates {
 					return nil
 				}
-				states = append(states, append([]uint32(nil), next...))
-				id = uint32(len(states))
-				ids[string(k)] = id
+				states = append(states, next...)
+				cur = states[q*n : (q+1)*n] // states may have moved
+				id = ids.add(states)
 			}
-			u.trans = append(u.trans, uint16(id))
+			out[b] = uint16(id)
 		}
 	}
 	for i, c := range covers {
@@ -101,6 +96,69 @@ func Union(parts ...Automaton) Automaton {
 	}
 	u.key = sb.String()
 	return u
+}
+
+// tupleIDs numbers the tuples of part states of a product construction (from 1, in the order
+// added), in a table of open addressing over the tuples themselves (Union's states): a Go map
+// keyed by the tuples' bytes spent most of the construction hashing and comparing keys.
+type tupleIDs struct {
+	n     int
+	slots []uint32 // 0: empty; else a tuple's number
+}
+
+func newTupleIDs(n int) *tupleIDs { return &tupleIDs{n: n, slots: make([]uint32, 1024)} }
+
+func tupleHash(st []uint32) uint64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, s := range st {
+		h = (h ^ uint64(s)) * 0xbf58476d1ce4e5b9
+	}
+	return h ^ h>>31
+}
+
+// get returns the number of tuple st among states (the tuples numbered so far, n values each).
+func (t *tupleIDs) get(st, states []uint32) (uint32, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for i := tupleHash(st) & mask; ; i = (i + 1) & mask {
+		id := t.slots[i]
+		if id == 0 {
+			return 0, false
+		}
+		if slicesEqual(states[int(id-1)*t.n:int(id)*t.n], st) {
+			return id, true
+		}
+	}
+}
+
+// add numbers the last tuple of states (not numbered yet) and returns its number.
+func (t *tupleIDs) add(states []uint32) uint32 {
+	id := uint32(len(states) / t.n)
+	if 2*int(id) > len(t.slots) { // keep the table at most half full
+		t.slots = make([]uint32, 2*len(t.slots))
+		for j := uint32(1); j < id; j++ {
+			t.put(j, states)
+		}
+	}
+	t.put(id, states)
+	return id
+}
+
+func (t *tupleIDs) put(id uint32, states []uint32) {
+	mask := uint64(len(t.slots) - 1)
+	i := tupleHash(states[int(id-1)*t.n:int(id)*t.n]) & mask
+	for t.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = id
+}
+
+func slicesEqual(a, b []uint32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // union is a product automaton (see Union): trans[(s-1)*256+b] is the state after b (at
