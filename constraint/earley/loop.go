@@ -534,7 +534,16 @@ const maxCachedAutomata = 1024
 // cached returns the determinized automaton of b's positions, from the cache when an equal
 // position automaton was determinized before.
 func (b *glushkov) cached(kind string, within []bits, boundary, first bits) *Automaton {
-	kb := []byte(kind)
+	// The key's bytes, counted first: the key grows with the square of the positions (a
+	// Unicode class's run has thousands), and growing it by appends copied it over and over.
+	size := len(kind) + 8*(2+len(boundary)+len(first))
+	for p := range b.follow {
+		if p > 0 {
+			size += 8 * len(b.sets[p-1])
+		}
+		size += 8 * (2 + len(b.follow[p]) + len(within[p]))
+	}
+	kb := append(make([]byte, 0, size), kind...)
 	list := func(x bits) {
 		kb = binary.LittleEndian.AppendUint64(kb, uint64(len(x)))
 		for _, w := range x {
@@ -763,6 +772,10 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 			fresh = first
 		}
 		base := len(a.trans)
+		if cap(a.trans)-base < 256 { // double: append grows large slices by a quarter, copying often
+			a.trans = append(make([]uint16, 0, max(2*cap(a.trans), 16*256)), a.trans...)
+			starts = append(make([]bool, 0, cap(a.trans)), starts...)
+		}
 		for c := range 256 {
 			if r := rep[c]; r != c { // the same positions as an earlier byte: the same move
 				a.trans = append(a.trans, a.trans[base+r])
