@@ -51,6 +51,8 @@ type Overrides struct {
 	// KVBudgetMiB sets the [model] option kv_budget_mb: the most memory the KV cache may
 	// take, in MiB.
 	KVBudgetMiB *int
+	// KVType sets the [model] option kv_type: the KV cache's element type (f32, f16, q8_0).
+	KVType *string
 	// JSONSchemaFile, Regex and GrammarFile add a json_schema, regex or grammar processor
 	// first in the chain (before any processor that truncates the candidates); a relative
 	// file is read from the working directory.
@@ -331,6 +333,13 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 			spec.Model.Options["kv_budget_mb"] = int64(v)
 			el.flags["model.kv_budget_mb"] = "--kv-budget"
 		}
+	}
+	if o.KVType != nil { // checked by the model loader, whose error then names the flag
+		if spec.Model.Options == nil {
+			spec.Model.Options = map[string]any{}
+		}
+		spec.Model.Options["kv_type"] = *o.KVType
+		el.flags["model.kv_type"] = "--kv-type"
 	}
 	// set overrides the parameter of the first processor of type typ, or adds a processor;
 	// either way the parameter's errors name the flag.

@@ -120,7 +120,7 @@ func (o *optionalSeed) Set(s string) error {
 
 type runFlags struct {
 	model, draftModel, prompt, promptFile       string
-	jsonSchema, regex, grammar                  optionalString
+	jsonSchema, regex, grammar, kvType          optionalString
 	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
 	seed                                        optionalSeed
 	temperature, topP                           optionalFloat
@@ -141,6 +141,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.topK, "top-k", "keep the k most likely tokens (0 = off)")
 	fs.Var(&f.topP, "top-p", "nucleus sampling threshold in [0, 1] (1 = off)")
 	fs.Var(&f.kvBudg, "kv-budget", "most memory the KV cache may take, in MiB (default: the model's, see kv_budget_mb)")
+	fs.Var(&f.kvType, "kv-type", "KV cache element type: f32, f16 or q8_0 (default: the pipeline's kv_type, else f32)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object with the whole result, token ids included")
 	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs): a table per sequence on standard error, or in --json")
 	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100] (shown as --logprobs shows its table)")
@@ -185,7 +186,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	o.ModelPath, o.DraftModelPath, o.Seed = f.model, f.draftModel, f.seed.v
 	o.Temperature, o.TopP, o.TopK = f.temperature.v, f.topP.v, f.topK.v
 	o.MaxNewTokens, o.N, o.TopLogprobs, o.Trace, o.KVBudgetMiB = f.maxNew.v, f.n.v, f.topLogprobs.v, f.trace.v, f.kvBudg.v
-	o.JSONSchemaFile, o.Regex, o.GrammarFile = f.jsonSchema.v, f.regex.v, f.grammar.v
+	o.JSONSchemaFile, o.Regex, o.GrammarFile, o.KVType = f.jsonSchema.v, f.regex.v, f.grammar.v, f.kvType.v
 	built, err := pipeline.Build(spec, opts)
 	if err != nil {
 		return err

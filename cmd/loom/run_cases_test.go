@@ -150,6 +150,8 @@ func TestRunFlagLimits(t *testing.T) {
 		{[]string{"--trace", "101"}, 1, "--trace 101: must be in [0, 100]"},
 		{[]string{"--kv-budget", "0"}, 1, "--kv-budget 0: must be in [1, 1048576] (MiB)"},
 		{[]string{"--kv-budget", "1048577"}, 1, "--kv-budget 1048577: must be in [1, 1048576] (MiB)"},
+		{[]string{"--kv-type", "q4"}, 1, `--kv-type "q4": must be "f32", "f16" or "q8_0"`},
+		{[]string{"--kv-type", "q8_0", "--model", fixture(t, "models/stories260K-f32.gguf")}, 1, "--model: "}, // heads of 8 values
 		{[]string{"--top-p", "1.5"}, 1, "--top-p 1.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)"},
 		{[]string{"--top-p", "-0.5", withTopP}, 1, "--top-p -0.5: must be in [0, 1] (1 disables, 0 keeps the most likely token)"},
 		{[]string{"--top-k", "-1"}, 1, "--top-k -1: "},
@@ -175,7 +177,7 @@ func TestRunFlagLimits(t *testing.T) {
 		})
 	}
 	// At their limits the flags are accepted.
-	if code, _, errs := loom(t, "run", "--prompt", "x", "--n", "2", "--max-new-tokens", "0", "--top-logprobs", "100", "--trace", "1", "--kv-budget", "64", "--top-p", "1", "--seed", "18446744073709551615"); code != 0 {
+	if code, _, errs := loom(t, "run", "--prompt", "x", "--n", "2", "--max-new-tokens", "0", "--top-logprobs", "100", "--trace", "1", "--kv-budget", "64", "--kv-type", "q8_0", "--top-p", "1", "--seed", "18446744073709551615"); code != 0 {
 		t.Errorf("flags at their limits: exit %d\n%s", code, errs)
 	}
 }
