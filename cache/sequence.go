@@ -275,7 +275,7 @@ func (s *Sequence) Commit() {
 
 // Span is what attention reads of one block for one layer: positions Start … Start+Rows-1 of
 // the sequence, as views of the stored bytes (which must not be modified). The element type
-// is DType (little-endian float32 or IEEE binary16).
+// is DType (little-endian float32 or IEEE binary16, or Q8_0's bytes and scales, below).
 //
 // KHead(h) is head h's keys transposed, a HeadDim × BlockSize row-major matrix whose column t
 // is position Start+t, so that a query's scores against the block are BlockSize lanes of
