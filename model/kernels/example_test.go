@@ -46,3 +46,27 @@ func ExampleMatMul() {
 	// [15.999023 31.998047 31.998047 63.996094]
 	// 32
 }
+
+// QuantizeQ8_0 quantises 32 values to one Q8_0 block, as a Q8_0 KV cache stores a run of a key or value:
+// the scale is the largest magnitude over 127 (in half precision), each value its multiple
+// of 127/max rounded to the nearest byte.
+func Example_quantizeQ8() {
+	x := make([]float32, 32)
+	for i := range x {
+		x[i] = float32(i-16) / 4 // -4 … 3.75
+	}
+	q := make([]byte, 32)
+	d := make([]uint16, 1)
+	kernels.QuantizeQ8_0(q, d, x)
+	scale := ggml.HalfToFloat32(d[0])
+	fmt.Printf("scale %.6f\n", scale)
+	for _, i := range []int{0, 1, 16, 31} {
+		fmt.Printf("x[%d] = %5.2f → %4d → %6.3f\n", i, x[i], int8(q[i]), float32(int8(q[i]))*scale)
+	}
+	// Output:
+	// scale 0.031494
+	// x[0] = -4.00 → -127 → -4.000
+	// x[1] = -3.75 → -119 → -3.748
+	// x[16] =  0.00 →    0 →  0.000
+	// x[31] =  3.75 →  119 →  3.748
+}
