@@ -55,14 +55,14 @@ const (
 // Q8Group is the number of values that share one scale in Q8_0 storage.
 const Q8Group = 32
 
-// Bytes returns the storage of n values (for Q8_0, n a multiple of Q8Group): n·4 for Float32,
-// n·2 for Float16, n/32·34 for Q8_0.
+// Bytes returns the storage of n values: n·4 for Float32, n·2 for Float16, and for Q8_0 34
+// bytes for every group of 32 values begun (a pool's rows are whole groups).
 func (d DType) Bytes(n int) int {
 	switch d {
 	case Float16:
 		return 2 * n
 	case Q8_0:
-		return n / Q8Group * (Q8Group + 2)
+		return (n + Q8Group - 1) / Q8Group * (Q8Group + 2)
 	}
 	return 4 * n
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/model/ggml"
+	"github.com/loomlm/loom/model/kernels"
 )
 
 // kvValue is the test's stand-in for a key or value: a function of the whole token prefix up
@@ -235,6 +236,21 @@ func TestNewPoolErrors(t *testing.T) {
 	}
 }
 
+// TestDTypeBytes checks the storage of any number of values, a partial Q8_0 group counting
+// whole.
+func TestDTypeBytes(t *testing.T) {
+	for _, tc := range []struct {
+		dt      DType
+		n, want int
+	}{
+		{Float32, 5, 20}, {Float16, 5, 10}, {Q8_0, 0, 0}, {Q8_0, 1, 34}, {Q8_0, 32, 34}, {Q8_0, 33, 68}, {Q8_0, 64, 68},
+	} {
+		if got := tc.dt.Bytes(tc.n); got != tc.want {
+			t.Errorf("%v.Bytes(%d) = %d, want %d", tc.dt, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestBytesPerToken(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
@@ -274,12 +290,10 @@ func stored(dt DType, row []float32) []float32 {
 	if dt != Q8_0 {
 		return out
 	}
-	var q [Q8Group]int8
-	for g := 0; g < len(row); g += Q8Group {
-		d := ggml.HalfToFloat32(quantQ8(q[:], row[g:g+Q8Group]))
-		for j, x := range q {
-			out[g+j] = float32(x) * d
-		}
+	q, d := make([]byte, len(row)), make([]uint16, len(row)/Q8Group)
+	kernels.QuantizeQ8_0(q, d, row)
+	for j, x := range q {
+		out[j] = float32(int8(x)) * ggml.HalfToFloat32(d[j/Q8Group])
 	}
 	return out
 }

@@ -201,7 +201,7 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 				for j, x := range q[g*Q8Group : (g+1)*Q8Group] {
 					kg[j*bs+r] = x
 				}
-				kg[Q8Group*bs+2*r], kg[Q8Group*bs+2*r+1] = byte(d[g]), byte(d[g]>>8)
+				halves(kg[Q8Group*bs:])[r] = d[g]
 			}
 			continue
 		case Float16:
@@ -229,11 +229,6 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 // floats and halves view little-endian storage as float32 or binary16 values.
 func floats(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
-}
-
-// unsafeBytes views signed bytes as bytes.
-func unsafeBytes(q []int8) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q))), len(q))
 }
 
 func halves(b []byte) []uint16 {
@@ -391,9 +386,9 @@ func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
 				rowBytes := p.cfg.DType.Bytes(hd)
 				vq := vh[r*rowBytes : (r+1)*rowBytes]
 				for g := range hd / Q8Group {
-					dv := ggml.HalfToFloat32(uint16(vq[hd+2*g]) | uint16(vq[hd+2*g+1])<<8)
+					dv := ggml.HalfToFloat32(halves(vq[hd:])[g])
 					kg := kh[g*(Q8Group+2)*bs:]
-					dk := ggml.HalfToFloat32(uint16(kg[Q8Group*bs+2*r]) | uint16(kg[Q8Group*bs+2*r+1])<<8)
+					dk := ggml.HalfToFloat32(halves(kg[Q8Group*bs:])[r])
 					for j := range Q8Group {
 						vrow[h*hd+g*Q8Group+j] = float32(int8(vq[g*Q8Group+j])) * dv
 						krow[h*hd+g*Q8Group+j] = float32(int8(kg[j*bs+r])) * dk
