@@ -324,7 +324,9 @@ func (m *Matcher) SameAsPrevious() bool {
 // JSON string of at most 200 characters, while more copies may come than horizon bytes can
 // take. A token-trie walk, which looks at most one token ahead, asks with the longest token
 // (tokentrie.Aliaser), so that a string with a length limit costs no new set per byte either.
+// A negative horizon counts as 0.
 func (m *Matcher) SameAsPreviousWithin(horizon int) bool {
+	horizon = max(horizon, 0) // the cached answer's sign and size encode the horizon
 	if m.SameAsPrevious() {
 		return true
 	}

@@ -18,9 +18,10 @@ func (m *Matcher) AppendStateKey(dst []byte) []byte { return m.appendKey(dst, ni
 // It tells apart fewer states: inside a bounded repetition such as a string of at most 500
 // characters, the states after each character differ only in how many copies may still
 // come, and while that is more than horizon the keys are equal. A token mask, which looks at
-// most one token's bytes ahead, can be shared by all of them (horizon: the longest token).
+// most one token's bytes ahead, can be shared by all of them (horizon: the longest token). A
+// negative horizon counts as 0.
 func (m *Matcher) AppendStateKeyWithin(dst []byte, horizon int) []byte {
-	return m.appendKey(dst, m.grammarRuns().canonWithin(horizon))
+	return m.appendKey(dst, m.grammarRuns().canonWithin(max(horizon, 0)))
 }
 
 // appendKey writes the key of AppendStateKey, with the nonterminals and productions of the

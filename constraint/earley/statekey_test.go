@@ -338,3 +338,57 @@ func TestStateKeyWithinMeansSameNearFuture(t *testing.T) {
 		}
 	}
 }
+
+// TestSameAsPreviousWithinAnyHorizonOrder asks SameAsPreviousWithin with horizons in random
+// order, negative ones too, after every byte of random walks, and checks each answer against
+// a fresh matcher fed the same bytes and asked once: the answer a set caches for one horizon
+// must never stand for another. A negative horizon counts as 0, for AppendStateKeyWithin too.
+func TestSameAsPreviousWithinAnyHorizonOrder(t *testing.T) {
+	tests := []struct{ grammar, alphabet string }{
+		{`root ::= "\"" [a-c]{0,30} "\"" ("x" | "yz")`, `abc"xyz`},
+		{`root ::= "<" [ab]{2,20} ">" [ab]{0,12} "."`, "ab<>."},
+		{jsonGrammar, `{}[]":, 0123456789-.eEtrufalsn\/ab` + "\n"},
+	}
+	horizons := []int{-3, -2, -1, 0, 1, 2, 3, 6, 40}
+	rng := rand.New(rand.NewPCG(21, 22))
+	asked := map[bool]int{}
+	for _, tt := range tests {
+		g := grammar.MustCompile(tt.grammar)
+		for range 20 {
+			m := New(g)
+			var seen []byte
+			for range 40 {
+				b, ok := randomNext(m, tt.alphabet, rng)
+				if !ok || !m.Advance(b) {
+					break
+				}
+				seen = append(seen, b)
+				for range 4 {
+					h := horizons[rng.IntN(len(horizons))]
+					fresh := New(g)
+					if _, ok := fresh.AdvanceBytes(seen); !ok {
+						t.Fatalf("%s: %q rejected by a fresh matcher", tt.grammar, seen)
+					}
+					got, want := m.SameAsPreviousWithin(h), fresh.SameAsPreviousWithin(h)
+					if got != want {
+						t.Fatalf("%s: after %q, SameAsPreviousWithin(%d) = %v, a fresh matcher says %v", tt.grammar, seen, h, got, want)
+					}
+					if h < 0 {
+						zero := New(g)
+						zero.AdvanceBytes(seen)
+						if zero.SameAsPreviousWithin(0) != want {
+							t.Fatalf("%s: after %q, SameAsPreviousWithin(%d) = %v, with 0 %v", tt.grammar, seen, h, want, !want)
+						}
+						if string(m.AppendStateKeyWithin(nil, h)) != string(zero.AppendStateKeyWithin(nil, 0)) {
+							t.Fatalf("%s: after %q, AppendStateKeyWithin(%d) differs from the key within 0", tt.grammar, seen, h)
+						}
+					}
+					asked[got]++
+				}
+			}
+		}
+	}
+	if asked[true] == 0 || asked[false] == 0 {
+		t.Fatalf("answers %v: the test is vacuous", asked)
+	}
+}
