@@ -379,7 +379,7 @@ func TestSameAsPreviousWithinAnyHorizonOrder(t *testing.T) {
 						if zero.SameAsPreviousWithin(0) != want {
 							t.Fatalf("%s: after %q, SameAsPreviousWithin(%d) = %v, with 0 %v", tt.grammar, seen, h, want, !want)
 						}
-						if string(m.AppendStateKeyWithin(nil, h)) != string(zero.AppendStateKeyWithin(nil, 0)) {
+						if string(m.AppendStateKeyWithin(nil, h)) != string(m.AppendStateKeyWithin(nil, 0)) {
 							t.Fatalf("%s: after %q, AppendStateKeyWithin(%d) differs from the key within 0", tt.grammar, seen, h)
 						}
 					}
