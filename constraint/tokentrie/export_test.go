@@ -8,13 +8,15 @@ import (
 )
 
 // CheckPasses builds a's slices with fresh passes over the trie — unbounded without copy
-// counts, then counted, with each of budgets — and compares each with a recomputation from
+// counts, then counted (from scratch, and into the uncounted entry), with each of budgets — and compares each with a recomputation from
 // scratch, every node's path stepped through a from its start: the tokens, their count, the
 // subtrees skipped (every token below alive, and within the budget). For a counted automaton,
 // Slice's answer for each budget is checked too.
 func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 	t.cache.mu.Lock()
 	flat, counted := t.newSliceEntry(a, false), t.newSliceEntry(a, true)
+	late := t.newSliceEntry(a, false) // counted after its unbounded slice, as Slice does for a later budget
+	t.countCopies(late, a)
 	t.cache.mu.Unlock()
 	n := len(t.nodes)
 	alive, copies := make([]bool, n), make([]int, n)
@@ -62,17 +64,24 @@ func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 	if err := check("uncounted pass", flat.all, -1); err != nil {
 		return err
 	}
-	if err := check("counting pass", counted.all, -1); err != nil {
-		return err
-	}
-	for _, budget := range budgets {
-		s := counted.all
-		if budget < len(counted.budgets) || len(counted.budgets) >= manyUnits {
-			s = t.budget(counted, min(budget, manyUnits-1))
-		}
-		if err := check("counting pass", s, budget); err != nil {
+	for _, e := range []struct {
+		name  string
+		entry *sliceEntry
+	}{{"counting pass", counted}, {"counting pass after the uncounted one", late}} {
+		if err := check(e.name, e.entry.all, -1); err != nil {
 			return err
 		}
+		for _, budget := range budgets {
+			s := e.entry.all
+			if budget < len(e.entry.budgets) || len(e.entry.budgets) >= manyUnits {
+				s = t.budget(e.entry, min(budget, manyUnits-1))
+			}
+			if err := check(e.name, s, budget); err != nil {
+				return err
+			}
+		}
+	}
+	for _, budget := range budgets {
 		if a.Counted() { // and through the cache (a budget of every token's bytes needs no count)
 			if err := check("Slice", t.Slice(a, budget), budget); err != nil {
 				return err

@@ -232,9 +232,8 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	case budget >= t.maxLen:
 		return e.all
 	}
-	if !e.counted {
-		c := t.newCountedSliceEntry(a)
-		e.counted, e.subMax, e.units, e.budgets, e.fewLive, e.tokenNodes = true, c.subMax, c.units, c.budgets, c.fewLive, c.tokenNodes
+	if !e.counted { // a budget after the unbounded slice alone: count into the entry
+		t.countCopies(e, a)
 	}
 	if budget >= len(e.budgets) && len(e.budgets) < manyUnits { // more copies than any token starts
 		return e.all
@@ -243,15 +242,18 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 }
 
 // newSliceEntry makes a's unbounded slice and, when counted (a counts copies), what its
-// budgets need: newFlatSliceEntry's passes, or newCountedSliceEntry's.
+// budgets need: newFlatSliceEntry's passes, or countCopies'.
 func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 	if !counted {
 		return t.newFlatSliceEntry(a)
 	}
-	return t.newCountedSliceEntry(a)
+	e := &sliceEntry{all: t.newPassSlice()}
+	t.countCopies(e, a)
+	return e
 }
 
-// newCountedSliceEntry makes a's unbounded slice and what its budgets need, in two passes
+// countCopies makes what e's budgets need (and e's unbounded slice, which it fills again,
+// alike, when the entry has it already), in two passes
 // over the trie as newFlatSliceEntry's, the first also counting the copies the path to each
 // live node starts, the second also the most copies below each node, from its children's
 // (passed just before it in reverse preorder, their maximum kept by depth). A stack of the
@@ -260,9 +262,9 @@ func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
 // SliceBuild/string/table/budget`, five rounds). The two first passes stay apart (one loop
 // for both, the counts switched off, slowed the uncounted one by a fifth to a half); the
 // second pass is shared (secondPass).
-func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
+func (t *Trie) countCopies(e *sliceEntry, a Automaton) {
 	nodes := t.nodes
-	e := &sliceEntry{all: t.newPassSlice(), counted: true}
+	e.counted = true
 	status := t.statusScratch()
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
@@ -301,7 +303,6 @@ func (t *Trie) newCountedSliceEntry(a Automaton) *sliceEntry {
 		e.budgets = make([]*Slice, maxUnits)
 	}
 	t.secondPass(e, status, lives)
-	return e
 }
 
 // newFlatSliceEntry makes a's unbounded slice without copy counts, in two passes without a

@@ -1,6 +1,7 @@
 package tokentrie
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -124,7 +125,7 @@ func (t *tupleIDs) get(st, states []uint32) (uint32, bool) {
 		if id == 0 {
 			return 0, false
 		}
-		if slicesEqual(states[int(id-1)*t.n:int(id)*t.n], st) {
+		if slices.Equal(states[int(id-1)*t.n:int(id)*t.n], st) {
 			return id, true
 		}
 	}
@@ -150,15 +151,6 @@ func (t *tupleIDs) put(id uint32, states []uint32) {
 		i = (i + 1) & mask
 	}
 	t.slots[i] = id
-}
-
-func slicesEqual(a, b []uint32) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // union is a product automaton (see Union): trans[(s-1)*256+b] is the state after b (at
