@@ -116,7 +116,10 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 }
 
 func attnScoresQ8(out, q []float32, k []byte, hd, bs int) {
-	if len(out) < bs || len(q) < hd || hd%q8Group != 0 || len(k) < hd/q8Group*(q8Group+2)*bs {
+	if hd%q8Group != 0 {
+		panic(fmt.Sprintf("kernels: AttnScores of Q8_0 keys %d wide: not a multiple of %d", hd, q8Group))
+	}
+	if len(out) < bs || len(q) < hd || len(k) < hd/q8Group*(q8Group+2)*bs {
 		panic(fmt.Sprintf("kernels: AttnScores of %d×%d Q8_0 keys: len(q) = %d, len(k) = %d, len(out) = %d", hd, bs, len(q), len(k), len(out)))
 	}
 	if hd == 0 || bs == 0 {
@@ -143,7 +146,10 @@ func attnScoresQ8(out, q []float32, k []byte, hd, bs int) {
 
 func attnAccumulateQ8(acc, p []float32, v []byte, hd, nr int) {
 	rb := hd + hd/q8Group*2 // bytes of a row and its scales
-	if len(acc) < hd || len(p) < nr || hd%q8Group != 0 || len(v) < nr*rb {
+	if hd%q8Group != 0 {
+		panic(fmt.Sprintf("kernels: AttnAccumulate of Q8_0 values %d wide: not a multiple of %d", hd, q8Group))
+	}
+	if len(acc) < hd || len(p) < nr || len(v) < nr*rb {
 		panic(fmt.Sprintf("kernels: AttnAccumulate of %d×%d Q8_0 values: len(p) = %d, len(v) = %d, len(acc) = %d", nr, hd, len(p), len(v), len(acc)))
 	}
 	if nr == 0 || hd == 0 {

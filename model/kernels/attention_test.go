@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/model/ggml"
@@ -164,5 +165,23 @@ func BenchmarkAttention(b *testing.B) {
 				AttnAccumulate(acc, out, k, typ, 64, 16)
 			}
 		})
+	}
+}
+
+// TestAttentionQ8NeedsGroupsOf32 checks that a Q8_0 head whose width is not a multiple of 32
+// panics saying so, in both kernels.
+func TestAttentionQ8NeedsGroupsOf32(t *testing.T) {
+	for name, call := range map[string]func(){
+		"AttnScores":     func() { AttnScores(make([]float32, 16), make([]float32, 48), make([]byte, 4096), ggml.Q8_0, 48, 16) },
+		"AttnAccumulate": func() { AttnAccumulate(make([]float32, 48), make([]float32, 4), make([]byte, 4096), ggml.Q8_0, 48, 4) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "48 wide: not a multiple of 32") {
+					t.Errorf("%s of a 48-wide Q8_0 head: panic %v", name, r)
+				}
+			}()
+			call()
+		}()
 	}
 }

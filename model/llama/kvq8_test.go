@@ -1,9 +1,7 @@
 package llama
 
 import (
-	"bytes"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,16 +59,9 @@ func TestKVQ8AgainstF32(t *testing.T) {
 // TestKVQ8NeedsHeadsOf32 opens a model whose heads are 8 values wide with a Q8_0 cache: a
 // clear error naming the file, not a cache that cannot hold them.
 func TestKVQ8NeedsHeadsOf32(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "narrow-heads.gguf")
-	var buf bytes.Buffer
 	shape := Shapes["tiny"]
 	shape.Heads, shape.KVHeads = 16, 16 // heads of 128/16 = 8 values
-	if err := WriteSynthetic(&buf, shape, "f32", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeShape(t, "narrow-heads", shape, "f32")
 	_, err := Open(path, Options{KVType: cache.Q8_0})
 	if err == nil || !strings.Contains(err.Error(), "head dimension 8 is not a multiple of 32") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Open with a Q8_0 cache: %v; want an error naming the file and the head dimension", err)

@@ -22,11 +22,18 @@ func init() {
 // writeSynthetic writes a synthetic model to a temporary file and returns its path.
 func writeSynthetic(t testing.TB, shape, ftype string) string {
 	t.Helper()
+	return writeShape(t, shape, Shapes[shape], ftype)
+}
+
+// writeShape writes a random-weight model of shape s as name-ftype.gguf in a temporary
+// directory and returns its path.
+func writeShape(t testing.TB, name string, s Shape, ftype string) string {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteSynthetic(&buf, Shapes[shape], ftype, 1); err != nil {
+	if err := WriteSynthetic(&buf, s, ftype, 1); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), shape+"-"+ftype+".gguf")
+	path := filepath.Join(t.TempDir(), name+"-"+ftype+".gguf")
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
