@@ -528,6 +528,48 @@ func TestBatchedForward(t *testing.T) {
 	wg.Wait()
 }
 
+// TestBatchedForwardEqualsAlone checks that a forward of many sequences, one token each (the
+// decoding step of a server's batch), gives every sequence the same logits bit for bit as its
+// lone forward, on one to four workers: attention then hands out tasks of one head, of
+// several or of all of a sequence's heads (attnSplit), which must change no result.
+func TestBatchedForwardEqualsAlone(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
+	const seqs = 16
+	prefix := func(i int) []int32 { return testTokens[i%7 : i%7+3+2*i] }
+	alone := make([][]float32, seqs)
+	for i := range seqs {
+		st, _ := m.NewState()
+		forward1(t, m, st, prefix(i))
+		alone[i] = forward1(t, m, st, []int32{int32(300 + i)})
+		st.Close()
+	}
+	workers := m.workers
+	defer func() { m.workers = workers }()
+	for _, w := range []int{1, 2, 3, 4} {
+		m.workers = w
+		for _, n := range []int{2, 5, seqs} {
+			heads, _ := attnSplit(n, m.p.KVHeads, w)
+			batch := make([]core.ForwardItem, n)
+			for i := range batch {
+				st, _ := m.NewState()
+				defer st.Close()
+				forward1(t, m, st, prefix(i))
+				batch[i] = core.ForwardItem{State: st, Tokens: []int32{int32(300 + i)}}
+			}
+			if err := m.Forward(context.Background(), batch); err != nil {
+				t.Fatal(err)
+			}
+			for i := range batch {
+				for v, x := range batch[i].Logits[0] {
+					if math.Float32bits(x) != math.Float32bits(alone[i][v]) {
+						t.Fatalf("%d workers, %d sequences (%d heads a task): sequence %d, logit %d: %v batched, %v alone", w, n, heads, i, v, x, alone[i][v])
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
