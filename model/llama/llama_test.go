@@ -530,8 +530,8 @@ func TestBatchedForward(t *testing.T) {
 
 // TestBatchedForwardEqualsAlone checks that a forward of many sequences, one token each (the
 // decoding step of a server's batch), gives every sequence the same logits bit for bit as its
-// lone forward, on one to four workers: attention then hands out tasks of one head, of
-// several or of all of a sequence's heads (attnSplit), which must change no result.
+// lone forward, on one to four workers: attention then hands out tasks of one head or of all
+// of a sequence's heads (attnSplit), which must change no result.
 func TestBatchedForwardEqualsAlone(t *testing.T) {
 	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
 	const seqs = 16

@@ -145,15 +145,19 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 }
 
 // attnSplit returns how attention shares its work among workers: tasks of heads key/value
-// heads each (the last of a segment's may have fewer), each segment's rows cut into split
-// parts. Tasks take as many heads as leave at least four tasks a worker: a task per head
-// made a step of sixteen one-row sequences 192 tasks a layer of a 1–2 KB read from each of
-// their blocks, where a task of all twelve heads reads the blocks' keys and values side by
-// side (the 110M model's attention at 16 rows 4.4–4.5 → 3.3–3.5 ms a step with a Q8_0 cache,
-// 5.2–5.5 → 3.7–3.9 with F16). Rows are split further only when the segments' heads alone
-// give the workers too little to share (few key/value heads, one long prompt).
+// heads each, each segment's rows cut into split parts. With two segments a worker or more,
+// a task takes all of its segment's heads: a task per head made a step of sixteen one-row
+// sequences 192 tasks a layer, each reading 1–2 KB from each of its blocks, where a task of
+// all heads reads the blocks' keys (values) of every head side by side (attendTask). Tasks of
+// some of a segment's heads were slower than either (four sequences, F16 cache: attention
+// 1.29–1.32 ms a step against 0.89–1.15 by head and 0.93–1.01 by sequence). Rows are split
+// further only when the segments' heads alone give the workers too little to share (few
+// key/value heads, one long prompt).
 func attnSplit(segs, kvHeads, workers int) (heads, split int) {
-	heads = min(kvHeads, max(1, segs*kvHeads/(4*workers)))
+	heads = 1
+	if segs >= 2*workers {
+		heads = kvHeads
+	}
 	split = 1
 	if n := segs * kvHeads; n < 2*workers {
 		split = (2*workers + n - 1) / n
@@ -167,27 +171,27 @@ var maxAttnScores = 1 << 20
 // attnTask is the attention of key/value heads [g0, g1) for rows [a, b) of segment seg.
 type attnTask struct{ li, seg, g0, g1, a, b int }
 
-// attendTask computes the attention output of the query heads of the task's key/value heads,
-// one head after the other.
+// attendTask computes the attention output of the query heads of key/value heads
+// [task.g0, task.g1) for rows [task.a, task.b) of a segment, in two passes over the
+// sequence's blocks: per block and query, kernels.AttnScores gives the query's scores against
+// the block's keys of its head (stored transposed); each query's row of scores becomes its
+// softmax (one vectorised exp-sum over the row); per block and query, kernels.AttnAccumulate
+// then adds the block's values of its head weighted by their probabilities. Each pass takes
+// the blocks in order and, in each, every query of the task, so that the keys (values) of
+// the task's heads, side by side in the block, are read together. Queries are taken in
+// chunks of whole rows that bound the scores buffer.
 func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
-	for g := task.g0; g < task.g1; g++ {
-		m.attendHead(ws, sc, rows, task, g)
-	}
-}
-
-// attendHead computes the attention output of the query heads of key/value head g for rows
-// [task.a, task.b) of a segment, in two passes over the sequence's blocks: per block and
-// query, kernels.AttnScores gives the query's scores against the block's keys (stored
-// transposed); each query's row of scores becomes its softmax (one vectorised exp-sum over
-// the row); per block and query, kernels.AttnAccumulate then adds the block's values weighted
-// by their probabilities. Queries are taken in chunks that bound the scores buffer.
-func (m *Model) attendHead(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask, g int) {
 	p := &m.p
 	spans := ws.spans[task.seg]
 	hd := p.HeadDim
 	qDim := p.Heads * hd
 	group := p.Heads / p.KVHeads
-	nq := (task.b - task.a) * group // query i is row task.a + i/group, head g·group + i%group
+	g0, g1 := task.g0, task.g1
+	// Query i is row task.a + i/perRow, query head g0·group + i%perRow, of key/value head
+	// kvOf(i).
+	perRow := (g1 - g0) * group
+	nq := (task.b - task.a) * perRow
+	kvOf := func(i int) int { return g0 + i%perRow/group }
 	bs := m.pool.Config().BlockSize
 	kvType := m.pool.Config().DType
 	dt := ggml.F32
@@ -210,10 +214,10 @@ func (m *Model) attendHead(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 
 	sc.q = grow(sc.q, nq*hd)
 	for r := task.a; r < task.b; r++ {
-		i := (r - task.a) * group
-		copy(sc.q[i*hd:(i+group)*hd], ws.q[r*qDim+g*group*hd:r*qDim+(g+1)*group*hd])
+		i := (r - task.a) * perRow
+		copy(sc.q[i*hd:(i+perRow)*hd], ws.q[r*qDim+g0*group*hd:r*qDim+g1*group*hd])
 	}
-	qc := max(group, min(nq, maxAttnScores/end/group*group))
+	qc := max(perRow, min(nq, maxAttnScores/end/perRow*perRow))
 	sc.tmp = grow(sc.tmp, bs)
 	sc.acc = grow(sc.acc, qc*hd)
 	sc.sum = grow(sc.sum, qc)
@@ -221,11 +225,11 @@ func (m *Model) attendHead(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	for c0 := 0; c0 < nq; c0 += qc {
 		c1 := min(nq, c0+qc)
 		n := c1 - c0
-		cEnd := first + (c1-1)/group + 1 // positions the chunk's last query sees
+		cEnd := first + (c1-1)/perRow + 1 // positions the chunk's last query sees
 		sc.s = grow(sc.s, n*cEnd)
 		scores := sc.s[:n*cEnd]
 		// seen returns the first query of the chunk that sees position start.
-		seen := func(start int) int { return max(c0, (start-first)*group) }
+		seen := func(start int) int { return max(c0, (start-first)*perRow) }
 
 		for k := range spans {
 			sp := &spans[k]
@@ -233,19 +237,21 @@ func (m *Model) attendHead(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 				break
 			}
 			if k+1 < len(spans) && spans[k+1].Start < cEnd {
-				kernels.Prefetch(spans[k+1].KHead(g))
+				for g := g0; g < g1; g++ {
+					kernels.Prefetch(spans[k+1].KHead(g))
+				}
 			}
 			q0 := seen(sp.Start)
 			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
 			out := sc.tmp[:bs]
 			for i := q0; i < c1; i++ {
-				kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(g), dt, hd, bs)
+				kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
 				o := (i - c0) * cEnd
 				copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
 			}
 		}
 		for i := range n {
-			pos := first + (c0+i)/group
+			pos := first + (c0+i)/perRow
 			lo := 0 // the first position the row attends to
 			if window > 0 {
 				lo = max(0, pos-window+1)
@@ -279,20 +285,23 @@ func (m *Model) attendHead(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 				break
 			}
 			if k+1 < len(spans) && spans[k+1].Start < cEnd {
-				kernels.Prefetch(spans[k+1].VHead(g))
+				for g := g0; g < g1; g++ {
+					kernels.Prefetch(spans[k+1].VHead(g))
+				}
 			}
 			q0 := seen(sp.Start)
 			nr := min(sp.Rows, cEnd-sp.Start)
-			values := sp.VHead(g)[:nr*kvType.Bytes(hd)]
+			vBytes := nr * kvType.Bytes(hd)
 			for i := q0; i < c1; i++ {
 				o := (i - c0) * cEnd
+				values := sp.VHead(kvOf(i))[:vBytes]
 				kernels.AttnAccumulate(acc[(i-c0)*hd:(i-c0+1)*hd], scores[o+sp.Start:o+sp.Start+nr], values, dt, hd, nr)
 			}
 		}
 		for i := range n {
 			qi := c0 + i
-			r := task.a + qi/group
-			h := g*group + qi%group
+			r := task.a + qi/perRow
+			h := g0*group + qi%perRow
 			inv := 1 / sc.sum[i]
 			dst := ws.att[r*qDim+h*hd : r*qDim+(h+1)*hd]
 			for j, a := range acc[i*hd : (i+1)*hd] {
