@@ -149,8 +149,8 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 // a task takes all of its segment's heads: a task per head made a step of sixteen one-row
 // sequences 192 tasks a layer, each reading 1–2 KB from each of its blocks, where a task of
 // all heads reads the blocks' keys (values) of every head side by side (attendTask). Tasks of
-// some of a segment's heads were slower than either (four sequences, F16 cache: attention
-// 1.29–1.32 ms a step against 0.89–1.15 by head and 0.93–1.01 by sequence). Rows are split
+// some of a segment's heads walked that way were slower (four sequences, F16 cache, six heads
+// a task: attention 1.21–1.32 ms a step against 0.85–1.01 with all twelve). Rows are split
 // further only when the segments' heads alone give the workers too little to share (few
 // key/value heads, one long prompt).
 func attnSplit(segs, kvHeads, workers int) (heads, split int) {
