@@ -96,17 +96,26 @@ func Pack(m Matrix) Matrix {
 // Packed reports whether m's products run on a packed copy of its rows (see Pack).
 func (m Matrix) Packed() bool { return m.packed != nil }
 
+// packedStepBytes is the packed weights every group of activation rows passes over before
+// the next: half an L1 (one group of 16 rows of a 768-wide Q8_0 matrix, 13 KB; a wider
+// matrix's groups go one at a time), so that the activation groups after the first read the
+// weights from L1. Steps of stepBytes (from L2) made the 110M Q8_0 model's products slower
+// (BenchmarkPackedForward, 2026-11-28, three rounds alternating: 8 rows 1 406–1 715 →
+// 1 729–1 942 tokens/s, 16 rows 2 003–2 329 → 2 278–2 569, 128 rows within noise; 48 KB
+// steps were between).
+const packedStepBytes = 24 << 10
+
 // packedRows computes rows [r0, r1) of a product over a packed matrix for all n activation
 // rows. Groups of 16 rows that [r0, r1) or the matrix cut are computed whole into scratch, and
 // only their rows in range are kept.
 func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	m, a := p.m, &p.a
 	nb, groupBytes := m.packed.nb, m.packed.groupBytes
-	// Groups in steps small enough to stay in cache while every activation group passes over
-	// them.
+	// Groups in steps small enough to stay in L1 while every activation group passes over
+	// them (see packedStepBytes).
 	step := (r1 - r0 + 15) / 16
 	if n > 4 {
-		step = max(1, stepBytes/groupBytes)
+		step = max(1, packedStepBytes/groupBytes)
 	}
 	var scratch *[4 * 16]float32 // for cut groups only: the kernel's pointer makes it escape
 	for g0 := r0 / 16; g0*16 < r1; g0 += step {
