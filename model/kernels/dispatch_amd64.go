@@ -108,6 +108,7 @@ func init() {
 		avx512.dot[kIQ4_NL] = [4]dotFunc{dotIQ4_NLx1VNNI, dotIQ4_NLx2VNNI, dotIQ4_NLx3VNNI, dotIQ4_NLx4VNNI}
 		avx512.packed[kQ4_0] = [4]packedFunc{dotQ4_0P16x1VNNI, dotQ4_0P16x2VNNI, dotQ4_0P16x3VNNI, dotQ4_0P16x4VNNI}
 		avx512.packed[kQ8_0] = [4]packedFunc{dotQ8_0P16x1VNNI, dotQ8_0P16x2VNNI, dotQ8_0P16x3VNNI, dotQ8_0P16x4VNNI}
+		avx512.packedPairs[kQ8_0] = dotQ8_0P32x4VNNI
 		avx512.packed[kIQ4_NL] = [4]packedFunc{dotIQ4_NLP16x1VNNI, dotIQ4_NLP16x2VNNI, dotIQ4_NLP16x3VNNI, dotIQ4_NLP16x4VNNI}
 	}
 	impls = append(impls, &avx512)

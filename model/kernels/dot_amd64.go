@@ -355,6 +355,9 @@ func dotQ8_0P16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *fl
 // dotIQ4_NLP16x4VNNI computes 4 activation row(s) against groups of 16 packed IQ4_NL rows (AVX-512 VNNI).
 func dotIQ4_NLP16x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
 
+// dotQ8_0P32x4VNNI computes 4 activation rows against pairs of groups of 16 packed Q8_0 rows (AVX-512 VNNI).
+func dotQ8_0P32x4VNNI(w *byte, groups int, nb int, x *byte, xstride int, out *float32, ostride int)
+
 // attnScoresF32AVX512 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F32), 16 lanes at a time; hd a multiple of 4, bs of 16.
 func attnScoresF32AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 

@@ -121,8 +121,11 @@ type impl struct {
 	// packed[k][nx-1], where not nil, computes nx activation rows against matrices of kind k
 	// packed by Pack; Pack packs only for an implementation that has them.
 	packed [numKinds][4]packedFunc
-	attn   attnKernels
-	axpy   func(a float32, x, y *float32, n int)
+	// packedPairs[k], where not nil, is packed[k][3] over pairs of groups of 16 rows (the
+	// same results; groups counts pairs).
+	packedPairs [numKinds]packedFunc
+	attn        attnKernels
+	axpy        func(a float32, x, y *float32, n int)
 	// quant32 and quantK quantise one activation row (act.go).
 	quant32, quantK func(dst []byte, x []float32)
 	// quantQ8 quantises a row to Q8_0 blocks (QuantizeQ8_0).
@@ -238,8 +241,10 @@ type product struct {
 	// packed is the kind's kernels over packed rows (the generic ones where the
 	// implementation has none), used when m is packed.
 	packed *[4]packedFunc
-	a      acts
-	rb     int
+	// pairs is packed[3] over pairs of groups, nil where the implementation has none.
+	pairs packedFunc
+	a     acts
+	rb    int
 }
 
 // newProduct returns the product of m with the activations a into out on im's kernels.
@@ -248,8 +253,9 @@ func newProduct(im *impl, out []float32, m Matrix, a acts) product {
 	p := product{out: out, m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], pairs4Cached: im.pairs4Cached[tk.kind], a: a, rb: m.RowBytes()}
 	if m.packed != nil {
 		p.packed = &im.packed[tk.kind]
+		p.pairs = im.packedPairs[tk.kind]
 		if p.packed[0] == nil {
-			p.packed = &genericPackedImpl[tk.kind]
+			p.packed, p.pairs = &genericPackedImpl[tk.kind], nil
 		}
 	}
 	return p

@@ -65,7 +65,7 @@ func BenchmarkPackedForward(b *testing.B) {
 	for i := range ms {
 		ms[i] = Pack(ms[i])
 	}
-	for _, n := range []int{8, 16, 32, 128} {
+	for _, n := range []int{4, 8, 16, 32, 128} {
 		x := randomActivations(r, n, 2048)
 		out := make([]float32, n*32000)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {

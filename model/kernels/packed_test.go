@@ -10,8 +10,8 @@ import (
 )
 
 // TestPacked checks products of packed matrices (Q4_0, Q8_0, IQ4_NL) in every implementation: against the
-// float64 reference within its bound, with the same bits whatever the batch (MatMul of n rows
-// and MatVec of each), for whole-group slices (the rows of the full product, bit for bit) and
+// float64 reference within its bound, with the same bits whatever the batch (MatMul of n rows,
+// as many as take the pairs kernel too, and MatVec of each), for whole-group slices (the rows of the full product, bit for bit) and
 // other slices (unpacked), and where MatMuls shares out rows that cut the packed groups.
 func TestPacked(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
@@ -31,7 +31,7 @@ func TestPacked(t *testing.T) {
 						}
 						return
 					}
-					for _, n := range []int{1, 2, 3, 4, 5, 9} {
+					for _, n := range []int{1, 2, 3, 4, 5, 9, pairRows, pairRows + 6} {
 						name := fmt.Sprintf("%v/%dx%d/n=%d/%s", typ, sh.rows, sh.cols, n, impl)
 						x := randomActivations(r, n, sh.cols)
 						want, bound := reference(m, x, n)
@@ -117,6 +117,39 @@ func TestPackedAssemblyMatchesGeneric(t *testing.T) {
 					t.Fatalf("%v n=%d: out[%d]: assembly %g, generic %g", typ, n, k, a[k], g[k])
 				}
 			}
+		}
+	}
+}
+
+// TestPackedPairsMatchGroups checks the kernel over pairs of groups of 16 packed rows against
+// the 4-row kernel over each group, bit for bit: blocks per row from 1 to past two of its
+// 4-block iterations (a tail of 1–3 blocks), one to three pairs, activation rows at a
+// stride wider than a row.
+func TestPackedPairsMatchGroups(t *testing.T) {
+	im := asmImpl
+	if im == nil || im.packedPairs[kQ8_0] == nil {
+		t.Skip("no pairs kernel on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(25, 26))
+	pairs, k := im.packedPairs[kQ8_0], im.packed[kQ8_0][3]
+	for _, nb := range []int{1, 2, 3, 4, 5, 7, 8, 9, 24} {
+		for _, np := range []int{1, 2, 3} {
+			m := Pack(randomMatrix(r, ggml.Q8_0, 32*np, 32*nb))
+			a := prepare(im, kernelOf(ggml.Q8_0).act, randomActivations(r, 4, m.Cols), 4, m.Cols)
+			got, want := make([]float32, 4*m.Rows), make([]float32, 4*m.Rows)
+			for i := range got {
+				got[i] = float32(math.NaN())
+			}
+			pairs(&m.packed.data[0], np, nb, &a.b[0], a.stride, &got[0], m.Rows)
+			for g := range 2 * np {
+				k(&m.packed.data[g*m.packed.groupBytes], 1, nb, &a.b[0], a.stride, &want[g*16], m.Rows)
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%d blocks, %d pairs: out[%d] = %g, groups one by one %g", nb, np, i, got[i], want[i])
+				}
+			}
+			a.release()
 		}
 	}
 }

@@ -99,6 +99,7 @@ func main() {
 			packed16(typ, nx)
 		}
 	}
+	pairQ8()
 	for _, lanes := range []int{16, 8} { // AVX-512, AVX2
 		attnScores("F32", lanes, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 		attnScores("F16", lanes, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
@@ -1849,6 +1850,129 @@ func quantK() {
 	DECQ(nb)
 	JMP(LabelRef("block"))
 	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// pairQ8 computes 4 activation rows against pairs of consecutive groups of 16 packed Q8_0
+// rows: each activation quad is broadcast once into a register and multiplied with both
+// groups' weights, where packed16 broadcasts it from memory once per group (a VPDPBUSD with a
+// broadcast memory operand costs more than one with a register: on weights in L1, taking
+// the broadcasts out ran 23 % faster). Every row's arithmetic is packed16's, in its order,
+// so the results are the same bits. groups counts pairs; the pair's results for activation
+// row i are 32 floats at out + i·ostride, group after group.
+func pairQ8() {
+	const chunks, blockBytes, nx = 8, 32 + 64*8, 4
+	name := "dotQ8_0P32x4VNNI"
+	TEXT(name, NOSPLIT, packedSignature)
+	Doc(name + " computes 4 activation rows against pairs of groups of 16 packed Q8_0 rows (AVX-512 VNNI).")
+	w := Load(Param("w"), GP64())
+	groups := Load(Param("groups"), GP64())
+	out := Load(Param("out"), GP64())
+	xs := []Register{Load(Param("x"), GP64())}
+	xstride := Load(Param("xstride"), GP64())
+	for i := 1; i < nx; i++ {
+		xi := GP64()
+		LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
+		xs = append(xs, xi)
+	}
+	ostride := Load(Param("ostride"), GP64())
+	SHLQ(U8(2), ostride)
+	groupBytes := Load(Param("nb"), GP64())
+	IMUL3Q(U32(blockBytes), groupBytes, groupBytes)
+	acc := [2][nx]VecVirtual{}
+	for g := range acc {
+		for i := range acc[g] {
+			acc[g][i] = ZMM()
+		}
+	}
+	var wv [2][chunks]VecVirtual
+	for g := range wv {
+		for j := range wv[g] {
+			wv[g][j] = ZMM()
+		}
+	}
+	dw := [2]VecVirtual{ZMM(), ZMM()}
+	isum := [2]VecVirtual{ZMM(), ZMM()}
+	bx, f := ZMM(), ZMM()
+	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
+
+	block := func(k int) {
+		for g := 0; g < 2; g++ {
+			base := Mem{Base: p, Disp: k * blockBytes}
+			if g == 1 {
+				base = Mem{Base: p, Index: groupBytes, Scale: 1, Disp: k * blockBytes}
+			}
+			VCVTPH2PS(base, dw[g])
+			for c := 0; c < chunks; c++ {
+				m := base
+				m.Disp += 32 + 64*c
+				VMOVDQU64(m, wv[g][c])
+			}
+		}
+		for i := 0; i < nx; i++ {
+			xm := func(disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
+			VPBROADCASTD(xm(act32Corr+4*k), isum[0])
+			VPSLLD(U8(4), isum[0], isum[0]) // −128·Σq
+			VMOVDQA64(isum[0], isum[1])
+			for j := 0; j < chunks; j++ {
+				VPBROADCASTD(xm(act32Q+32*k+4*j), bx)
+				for g := 0; g < 2; g++ {
+					Instruction(&ir.Instruction{Opcode: "VPDPBUSD",
+						Operands: []Op{bx, wv[g][j], isum[g]}, Inputs: []Op{bx, wv[g][j], isum[g]}, Outputs: []Op{isum[g]},
+						ISA: []string{"AVX512F", "AVX512_VNNI"}})
+				}
+			}
+			for g := 0; g < 2; g++ {
+				VCVTDQ2PS(isum[g], f)
+				VMULPS_BCST(xm(act32D+4*k), dw[g], isum[g]) // d_w·d_x, reusing isum
+				VFMADD231PS(f, isum[g], acc[g][i])
+			}
+		}
+	}
+
+	Label(name + "_pair")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_done"))
+	for g := range acc {
+		for i := range acc[g] {
+			VPXORD(acc[g][i], acc[g][i], acc[g][i])
+		}
+	}
+	MOVQ(w, p)
+	XORQ(xo, xo)
+	Load(Param("nb"), cnt)
+	Label(name + "_quad")
+	CMPQ(cnt, U8(4))
+	JB(LabelRef(name + "_tail"))
+	for k := 0; k < 4; k++ {
+		block(k)
+	}
+	ADDQ(U32(4*blockBytes), p)
+	ADDQ(U32(act32Group), xo)
+	SUBQ(U8(4), cnt)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_tail")
+	for k := 0; k < 3; k++ {
+		CMPQ(cnt, U8(k+1))
+		JB(LabelRef(name + "_store"))
+		block(k)
+	}
+	Label(name + "_store")
+	MOVQ(out, o)
+	for i := 0; i < nx; i++ {
+		VMOVUPS(acc[0][i], Mem{Base: o})
+		VMOVUPS(acc[1][i], Mem{Base: o, Disp: 64})
+		if i+1 < nx {
+			ADDQ(ostride, o)
+		}
+	}
+	ADDQ(groupBytes, w)
+	ADDQ(groupBytes, w)
+	ADDQ(U8(128), out)
+	DECQ(groups)
+	JMP(LabelRef(name + "_pair"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
