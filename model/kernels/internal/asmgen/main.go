@@ -1854,6 +1854,54 @@ func quantK() {
 	RET()
 }
 
+// packedParams loads packedSignature's parameters: the weights, the group count, out, the nx
+// activation rows' addresses, ostride in bytes and a group's bytes (nb blocks of blockBytes).
+func packedParams(nx, blockBytes int) (w, groups, out Register, xs []Register, ostride, groupBytes Register) {
+	w = Load(Param("w"), GP64())
+	groups = Load(Param("groups"), GP64())
+	out = Load(Param("out"), GP64())
+	xs = []Register{Load(Param("x"), GP64())}
+	if nx > 1 {
+		xstride := Load(Param("xstride"), GP64())
+		for i := 1; i < nx; i++ {
+			xi := GP64()
+			LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
+			xs = append(xs, xi)
+		}
+	}
+	ostride = Load(Param("ostride"), GP64())
+	SHLQ(U8(2), ostride)
+	groupBytes = Load(Param("nb"), GP64())
+	IMUL3Q(U32(blockBytes), groupBytes, groupBytes)
+	return w, groups, out, xs, ostride, groupBytes
+}
+
+// packedBlocks emits the walk over a packed group's nb blocks (the parameter nb): p from w,
+// the activation offset xo from 0, four blocks per iteration while four are left, then the
+// last one to three, each emitted by block(k) for the k-th block from p and from xo's group of
+// four; it ends by jumping to or falling into name+"_store".
+func packedBlocks(name string, blockBytes int, w, p, xo, cnt Register, block func(k int)) {
+	MOVQ(w, p)
+	XORQ(xo, xo)
+	Load(Param("nb"), cnt)
+	Label(name + "_quad")
+	CMPQ(cnt, U8(4))
+	JB(LabelRef(name + "_tail"))
+	for k := 0; k < 4; k++ {
+		block(k)
+	}
+	ADDQ(U32(4*blockBytes), p)
+	ADDQ(U32(act32Group), xo)
+	SUBQ(U8(4), cnt)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_tail")
+	for k := 0; k < 3; k++ {
+		CMPQ(cnt, U8(k+1))
+		JB(LabelRef(name + "_store"))
+		block(k)
+	}
+}
+
 // pairQ8 computes 4 activation rows against pairs of consecutive groups of 16 packed Q8_0
 // rows: each activation quad is broadcast once into a register and multiplied with both
 // groups' weights, where packed16 broadcasts it from memory once per group (a VPDPBUSD with a
@@ -1866,20 +1914,7 @@ func pairQ8() {
 	name := "dotQ8_0P32x4VNNI"
 	TEXT(name, NOSPLIT, packedSignature)
 	Doc(name + " computes 4 activation rows against pairs of groups of 16 packed Q8_0 rows (AVX-512 VNNI).")
-	w := Load(Param("w"), GP64())
-	groups := Load(Param("groups"), GP64())
-	out := Load(Param("out"), GP64())
-	xs := []Register{Load(Param("x"), GP64())}
-	xstride := Load(Param("xstride"), GP64())
-	for i := 1; i < nx; i++ {
-		xi := GP64()
-		LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
-		xs = append(xs, xi)
-	}
-	ostride := Load(Param("ostride"), GP64())
-	SHLQ(U8(2), ostride)
-	groupBytes := Load(Param("nb"), GP64())
-	IMUL3Q(U32(blockBytes), groupBytes, groupBytes)
+	w, groups, out, xs, ostride, groupBytes := packedParams(nx, blockBytes)
 	acc := [2][nx]VecVirtual{}
 	for g := range acc {
 		for i := range acc[g] {
@@ -1939,25 +1974,7 @@ func pairQ8() {
 			VPXORD(acc[g][i], acc[g][i], acc[g][i])
 		}
 	}
-	MOVQ(w, p)
-	XORQ(xo, xo)
-	Load(Param("nb"), cnt)
-	Label(name + "_quad")
-	CMPQ(cnt, U8(4))
-	JB(LabelRef(name + "_tail"))
-	for k := 0; k < 4; k++ {
-		block(k)
-	}
-	ADDQ(U32(4*blockBytes), p)
-	ADDQ(U32(act32Group), xo)
-	SUBQ(U8(4), cnt)
-	JMP(LabelRef(name + "_quad"))
-	Label(name + "_tail")
-	for k := 0; k < 3; k++ {
-		CMPQ(cnt, U8(k+1))
-		JB(LabelRef(name + "_store"))
-		block(k)
-	}
+	packedBlocks(name, blockBytes, w, p, xo, cnt, block)
 	Label(name + "_store")
 	MOVQ(out, o)
 	for i := 0; i < nx; i++ {
@@ -2005,22 +2022,7 @@ func packed16(typ string, nx int) {
 	name := fmt.Sprintf("dot%sP16x%dVNNI", typ, nx)
 	TEXT(name, NOSPLIT, packedSignature)
 	Doc(fmt.Sprintf("%s computes %d activation row(s) against groups of 16 packed %s rows (AVX-512 VNNI).", name, nx, typ))
-	w := Load(Param("w"), GP64())
-	groups := Load(Param("groups"), GP64())
-	out := Load(Param("out"), GP64())
-	xs := []Register{Load(Param("x"), GP64())}
-	if nx > 1 {
-		xstride := Load(Param("xstride"), GP64())
-		for i := 1; i < nx; i++ {
-			xi := GP64()
-			LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
-			xs = append(xs, xi)
-		}
-	}
-	ostride := Load(Param("ostride"), GP64())
-	SHLQ(U8(2), ostride)
-	groupBytes := Load(Param("nb"), GP64())
-	IMUL3Q(U32(blockBytes), groupBytes, groupBytes)
+	w, groups, out, xs, ostride, groupBytes := packedParams(nx, blockBytes)
 	var m0F, table VecVirtual
 	if nibbles {
 		m0F = ZMM()
@@ -2096,25 +2098,7 @@ func packed16(typ string, nx int) {
 	for i := range acc {
 		VPXORD(acc[i], acc[i], acc[i])
 	}
-	MOVQ(w, p)
-	XORQ(xo, xo)
-	Load(Param("nb"), cnt)
-	Label(name + "_quad")
-	CMPQ(cnt, U8(4))
-	JB(LabelRef(name + "_tail"))
-	for k := 0; k < 4; k++ {
-		block(k)
-	}
-	ADDQ(U32(4*blockBytes), p)
-	ADDQ(U32(act32Group), xo)
-	SUBQ(U8(4), cnt)
-	JMP(LabelRef(name + "_quad"))
-	Label(name + "_tail")
-	for k := 0; k < 3; k++ {
-		CMPQ(cnt, U8(k+1))
-		JB(LabelRef(name + "_store"))
-		block(k)
-	}
+	packedBlocks(name, blockBytes, w, p, xo, cnt, block)
 	Label(name + "_store")
 	MOVQ(out, o)
 	for i := 0; i < nx; i++ {
