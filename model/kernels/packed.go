@@ -185,7 +185,8 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 }
 
 // packedGroups computes count whole groups of 16 rows from group g for the nx activation rows
-// from row i with kernel k, or with the pairs kernel where there is one (nx 4).
+// from row i with kernel k, their pairs with the pairs kernel where there is one and the
+// product has pairRows activation rows or more (nx 4).
 func (p *product) packedGroups(k packedFunc, n, nx, g, count, i int) {
 	m, a := p.m, &p.a
 	nb, groupBytes := m.packed.nb, m.packed.groupBytes
