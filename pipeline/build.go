@@ -323,23 +323,23 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 		spec.DraftModel = &ModelSpec{Path: abs, Options: opts, path: "draft_model"}
 		el.flags["draft_model"] = "--draft-model"
 	}
+	// modelOption sets a [model] option from a flag, which the option's errors then name.
+	modelOption := func(key string, v any, flag string) {
+		if spec.Model.Options == nil {
+			spec.Model.Options = map[string]any{}
+		}
+		spec.Model.Options[key] = v
+		el.flags["model."+key] = flag
+	}
 	if o.KVBudgetMiB != nil {
 		if v := *o.KVBudgetMiB; v < 1 || v > MaxKVBudgetMiB {
 			el.addFlag("--kv-budget", v, fmt.Sprintf("must be in [1, %d] (MiB)", MaxKVBudgetMiB))
 		} else {
-			if spec.Model.Options == nil {
-				spec.Model.Options = map[string]any{}
-			}
-			spec.Model.Options["kv_budget_mb"] = int64(v)
-			el.flags["model.kv_budget_mb"] = "--kv-budget"
+			modelOption("kv_budget_mb", int64(v), "--kv-budget")
 		}
 	}
-	if o.KVType != nil { // checked by the model loader, whose error then names the flag
-		if spec.Model.Options == nil {
-			spec.Model.Options = map[string]any{}
-		}
-		spec.Model.Options["kv_type"] = *o.KVType
-		el.flags["model.kv_type"] = "--kv-type"
+	if o.KVType != nil { // checked by the model loader
+		modelOption("kv_type", *o.KVType, "--kv-type")
 	}
 	// set overrides the parameter of the first processor of type typ, or adds a processor;
 	// either way the parameter's errors name the flag.
