@@ -121,10 +121,14 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	nb, groupBytes := m.packed.nb, m.packed.groupBytes
 	// Groups in steps small enough to stay in L1 while every activation group passes over
 	// them (see packedStepBytes).
+	pairs := p.pairs // the 4-row groups' kernel over pairs of groups, if they take it
+	if n < pairRows {
+		pairs = nil
+	}
 	step := (r1 - r0 + 15) / 16
 	if n > 4 {
 		step = max(1, packedStepBytes/groupBytes)
-		if p.pairs != nil && n >= pairRows {
+		if pairs != nil {
 			step = max(2, step)
 		}
 	}
@@ -133,7 +137,10 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 		g1 := min(g0+step, (r1+15)/16)
 		for i := 0; i < n; i += 4 {
 			nx := min(4, n-i)
-			k := kern[nx-1]
+			k, kp := kern[nx-1], pairs
+			if nx < 4 {
+				kp = nil
+			}
 			xb := &a.b[i*a.stride]
 			// whole groups within [r0, r1) and the matrix
 			full0, full1 := max(g0, (r0+15)/16), min(g1, r1/16, m.Rows/16)
@@ -150,7 +157,7 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 				per := (len(part) + (full1 - full0) - 1) / (full1 - full0)
 				for g := full0; g < full1; {
 					count := 1
-					if nx == 4 && p.pairs != nil && g+1 < full1 && n >= pairRows {
+					if kp != nil && g+1 < full1 {
 						count = 2
 					}
 					if len(part) > 0 {
@@ -160,11 +167,11 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 						}
 						part = part[c:]
 					}
-					p.packedGroups(k, n, nx, g, count, i)
+					p.packedGroups(k, kp, g, count, i)
 					g += count
 				}
 			} else if full1 > full0 {
-				p.packedGroups(k, n, nx, full0, full1-full0, i)
+				p.packedGroups(k, kp, full0, full1-full0, i)
 			}
 			for g := g0; g < g1; g++ {
 				if g >= full0 && g < full1 {
@@ -184,15 +191,15 @@ func (p *product) packedRows(n, r0, r1 int, kern *[4]packedFunc) {
 	}
 }
 
-// packedGroups computes count whole groups of 16 rows from group g for the nx activation rows
-// from row i with kernel k, their pairs with the pairs kernel where there is one and the
-// product has pairRows activation rows or more (nx 4).
-func (p *product) packedGroups(k packedFunc, n, nx, g, count, i int) {
+// packedGroups computes count whole groups of 16 rows from group g for the activation rows
+// from row i with kernel k, their pairs with kp where it is not nil (the pairs kernel, for
+// four activation rows).
+func (p *product) packedGroups(k, kp packedFunc, g, count, i int) {
 	m, a := p.m, &p.a
 	nb, groupBytes := m.packed.nb, m.packed.groupBytes
 	xb := &a.b[i*a.stride]
-	if nx == 4 && p.pairs != nil && count >= 2 && n >= pairRows {
-		p.pairs(&m.packed.data[g*groupBytes], count/2, nb, xb, a.stride, &p.out[i*m.Rows+g*16], m.Rows)
+	if kp != nil && count >= 2 {
+		kp(&m.packed.data[g*groupBytes], count/2, nb, xb, a.stride, &p.out[i*m.Rows+g*16], m.Rows)
 		g, count = g+count&^1, count&1
 	}
 	if count > 0 {
