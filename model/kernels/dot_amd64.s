@@ -25468,9 +25468,9 @@ TEXT ·quantQ8_0(SB), NOSPLIT, $0-32
 	MOVQ q+16(FP), DX
 	MOVQ d+24(FP), BX
 
-q8block:
+block:
 	TESTQ        CX, CX
-	JZ           q8done
+	JZ           done
 	VMOVUPS      absMask<>+0(SB), Y0
 	VANDPS       (AX), Y0, Y1
 	VANDPS       32(AX), Y0, Y2
@@ -25530,9 +25530,9 @@ q8block:
 	ADDQ         $0x20, DX
 	ADDQ         $0x02, BX
 	DECQ         CX
-	JMP          q8block
+	JMP          block
 
-q8done:
+done:
 	VZEROUPPER
 	RET
 

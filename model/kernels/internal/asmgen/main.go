@@ -1761,6 +1761,20 @@ func quant32x(x Register, off int, id VecVirtual, dst Mem) (s0, s1 Register) {
 	return s0, s1
 }
 
+// countdown emits a loop that runs body's instructions nb times (nb counting down to 0), then
+// returns.
+func countdown(nb Register, body func()) {
+	Label("block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	body()
+	DECQ(nb)
+	JMP(LabelRef("block"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
 // quant32: func(x *float32, nb int, dst *byte) quantises nb blocks of 32 into groups of four
 // (see act.go). The bytes of unused blocks of a last partial group are left as they are.
 func quant32() {
@@ -1771,32 +1785,26 @@ func quant32() {
 	g := Load(Param("dst"), GP64())
 	k := GP64()
 	XORQ(k, k)
-	Label("block")
-	TESTQ(nb, nb)
-	JZ(LabelRef("done"))
-	d, id := quantScale(x, 4, true)
-	VMOVSS(d, Mem{Base: g, Index: k, Scale: 4})
-	q := GP64()
-	MOVQ(k, q)
-	SHLQ(U8(5), q)
-	s0, s1 := quant32x(x, 0, id, Mem{Base: g, Index: q, Scale: 1, Disp: act32Q})
-	ADDL(s1, s0)
-	SHLL(U8(3), s0)
-	NEGL(s0)
-	MOVL(s0, Mem{Base: g, Index: k, Scale: 4, Disp: act32Corr})
-	MOVL(U32(0), Mem{Base: g, Index: k, Scale: 4, Disp: act32Corr + 16})
-	ADDQ(U8(128), x)
-	INCQ(k)
-	CMPQ(k, U8(4))
-	JNE(LabelRef("next"))
-	XORQ(k, k)
-	ADDQ(U32(act32Group), g)
-	Label("next")
-	DECQ(nb)
-	JMP(LabelRef("block"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	countdown(nb, func() {
+		d, id := quantScale(x, 4, true)
+		VMOVSS(d, Mem{Base: g, Index: k, Scale: 4})
+		q := GP64()
+		MOVQ(k, q)
+		SHLQ(U8(5), q)
+		s0, s1 := quant32x(x, 0, id, Mem{Base: g, Index: q, Scale: 1, Disp: act32Q})
+		ADDL(s1, s0)
+		SHLL(U8(3), s0)
+		NEGL(s0)
+		MOVL(s0, Mem{Base: g, Index: k, Scale: 4, Disp: act32Corr})
+		MOVL(U32(0), Mem{Base: g, Index: k, Scale: 4, Disp: act32Corr + 16})
+		ADDQ(U8(128), x)
+		INCQ(k)
+		CMPQ(k, U8(4))
+		JNE(LabelRef("next"))
+		XORQ(k, k)
+		ADDQ(U32(act32Group), g)
+		Label("next")
+	})
 }
 
 // quantQ8_0: func(x *float32, nb int, q *byte, d *uint16) quantises nb blocks of 32 as
@@ -1809,21 +1817,15 @@ func quantQ8_0() {
 	nb := Load(Param("nb"), GP64())
 	q := Load(Param("q"), GP64())
 	dp := Load(Param("d"), GP64())
-	Label("q8block")
-	TESTQ(nb, nb)
-	JZ(LabelRef("q8done"))
-	d, id := quantScale(x, 4, true)
-	VCVTPS2PH(U8(0), d, d) // exact: d is a half's value
-	VPEXTRW(U8(0), d, Mem{Base: dp})
-	quant32x(x, 0, id, Mem{Base: q})
-	ADDQ(U8(128), x)
-	ADDQ(U8(32), q)
-	ADDQ(U8(2), dp)
-	DECQ(nb)
-	JMP(LabelRef("q8block"))
-	Label("q8done")
-	VZEROUPPER()
-	RET()
+	countdown(nb, func() {
+		d, id := quantScale(x, 4, true)
+		VCVTPS2PH(U8(0), d, d) // exact: d is a half's value
+		VPEXTRW(U8(0), d, Mem{Base: dp})
+		quant32x(x, 0, id, Mem{Base: q})
+		ADDQ(U8(128), x)
+		ADDQ(U8(32), q)
+		ADDQ(U8(2), dp)
+	})
 }
 
 // quantK: func(x *float32, nb int, dst *byte) quantises nb super-blocks of 256.
@@ -1833,25 +1835,19 @@ func quantK() {
 	x := Load(Param("x"), GP64())
 	nb := Load(Param("nb"), GP64())
 	dst := Load(Param("dst"), GP64())
-	Label("block")
-	TESTQ(nb, nb)
-	JZ(LabelRef("done"))
-	d, id := quantScale(x, 32, false)
-	VMOVSS(d, Mem{Base: dst})
-	for c := 0; c < 8; c++ {
-		s0, s1 := quant32x(x, 128*c, id, Mem{Base: dst, Disp: actKQ + 32*c})
-		MOVW(s0.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum16 + 4*c})
-		MOVW(s1.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum16 + 4*c + 2})
-		ADDL(s1, s0)
-		MOVW(s0.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum32 + 2*c})
-	}
-	ADDQ(U32(1024), x)
-	ADDQ(U32(actKSize), dst)
-	DECQ(nb)
-	JMP(LabelRef("block"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	countdown(nb, func() {
+		d, id := quantScale(x, 32, false)
+		VMOVSS(d, Mem{Base: dst})
+		for c := 0; c < 8; c++ {
+			s0, s1 := quant32x(x, 128*c, id, Mem{Base: dst, Disp: actKQ + 32*c})
+			MOVW(s0.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum16 + 4*c})
+			MOVW(s1.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum16 + 4*c + 2})
+			ADDL(s1, s0)
+			MOVW(s0.(GPVirtual).As16(), Mem{Base: dst, Disp: actKSum32 + 2*c})
+		}
+		ADDQ(U32(1024), x)
+		ADDQ(U32(actKSize), dst)
+	})
 }
 
 // packedParams loads packedSignature's parameters: the weights, the group count, out, the nx
