@@ -2299,6 +2299,12 @@ func attnAccumQ8(lanes, groups int) {
 	ADDQ(U8(4), p)
 	ADDQ(vstride, v)
 	ADDQ(vstride, sc)
+	accumEnd(name, nr, accp, a, lanes)
+}
+
+// accumEnd ends an accumulation kernel's loop over the rows (the label name+"_t", nr rows
+// left) and then stores the accumulators a, vectors of lanes floats, to accp and returns.
+func accumEnd(name string, nr, accp Register, a []VecVirtual, lanes int) {
 	DECQ(nr)
 	JMP(LabelRef(name + "_t"))
 	Label(name + "_store")
@@ -2357,14 +2363,7 @@ func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
 	}
 	ADDQ(U8(4), p)
 	ADDQ(vstride, v)
-	DECQ(nr)
-	JMP(LabelRef(name + "_t"))
-	Label(name + "_store")
-	for i := range a {
-		VMOVUPS(a[i], Mem{Base: accp, Disp: 4 * lanes * i})
-	}
-	VZEROUPPER()
-	RET()
+	accumEnd(name, nr, accp, a, lanes)
 }
 
 // prefetch issues PREFETCHT0 (PREFETCHT1 for the L2 variant) for every 64-byte line of n bytes
