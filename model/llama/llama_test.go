@@ -536,12 +536,19 @@ func TestBatchedForwardEqualsAlone(t *testing.T) {
 	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
 	const seqs = 16
 	prefix := func(i int) []int32 { return testTokens[i%7 : i%7+3+2*i] }
+	newState := func() core.State {
+		st, err := m.NewState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
 	alone := make([][]float32, seqs)
 	for i := range seqs {
-		st, _ := m.NewState()
+		st := newState()
 		forward1(t, m, st, prefix(i))
 		alone[i] = forward1(t, m, st, []int32{int32(300 + i)})
-		st.Close()
 	}
 	workers := m.workers
 	defer func() { m.workers = workers }()
@@ -551,8 +558,7 @@ func TestBatchedForwardEqualsAlone(t *testing.T) {
 			heads, _ := attnSplit(n, m.p.KVHeads, w)
 			batch := make([]core.ForwardItem, n)
 			for i := range batch {
-				st, _ := m.NewState()
-				defer st.Close()
+				st := newState()
 				forward1(t, m, st, prefix(i))
 				batch[i] = core.ForwardItem{State: st, Tokens: []int32{int32(300 + i)}}
 			}
