@@ -199,7 +199,7 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 			for g := range hd / Q8Group {
 				kg := kdst[g*(Q8Group+2)*bs:]
 				for j, x := range q[g*Q8Group : (g+1)*Q8Group] {
-					kg[j*bs+r] = x
+					kg[j/4*4*bs+4*r+j%4] = x ^ 0x80 // unsigned: the byte + 128
 				}
 				halves(kg[Q8Group*bs:])[r] = d[g]
 			}
@@ -280,9 +280,12 @@ func (s *Sequence) Commit() {
 // broadcast (kernels.AttnScores and kernels.AttnAccumulate).
 //
 // In Q8_0 storage each run of 32 values has its own scale, stored after the values it scales.
-// KHead(h) is HeadDim/32 groups, each 32 rows of BlockSize signed bytes (elements 32g … 32g+31
-// of every position's key) followed by BlockSize half-precision scales, one per position; a
-// key's element 32g+j is row j of group g times the position's scale in group g. VHead(h) is
+// KHead(h) is HeadDim/32 groups, each 8 rows of BlockSize × 4 bytes followed by BlockSize
+// half-precision scales, one per position: row t holds, position after position, the four
+// elements 32g+4t … 32g+4t+3 of the position's key, each as its signed byte plus 128 (an
+// unsigned byte), so that one VPDPBUSD multiplies four elements of 16 keys by four of a
+// quantized query (kernels.AttnScoresQ8). A key's element 32g+j is (byte j/4·4·BlockSize +
+// 4·position + j mod 4 of group g) − 128, times the position's scale in group g. VHead(h) is
 // Rows rows of HeadDim signed bytes, each followed by its HeadDim/32 half-precision scales.
 type Span struct {
 	Start, Rows        int
@@ -293,8 +296,8 @@ type Span struct {
 }
 
 // KHead returns head h's keys transposed: HeadDim × BlockSize values, row-major (row d holds
-// element d of every position's key; positions Rows and up are not written yet), in groups
-// of 32 rows with their scales for Q8_0.
+// element d of every position's key; positions Rows and up are not written yet), or for
+// Q8_0 groups of 32 elements with their scales (see Span).
 func (sp *Span) KHead(h int) []byte {
 	hb := sp.DType.Bytes(sp.BlockSize * sp.HeadDim)
 	return sp.K[h*hb : (h+1)*hb]
@@ -391,7 +394,7 @@ func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
 					dk := ggml.HalfToFloat32(halves(kg[Q8Group*bs:])[r])
 					for j := range Q8Group {
 						vrow[h*hd+g*Q8Group+j] = float32(int8(vq[g*Q8Group+j])) * dv
-						krow[h*hd+g*Q8Group+j] = float32(int8(kg[j*bs+r])) * dk
+						krow[h*hd+g*Q8Group+j] = float32(int(kg[j/4*4*bs+4*r+j%4])-128) * dk
 					}
 				}
 				continue

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -15,11 +16,14 @@ import (
 // value rows with each probability broadcast. Every query is computed alone, in the same
 // order, whatever else is in the batch.
 //
-// Q8_0 blocks (cache.Q8_0) hold each run of 32 elements as signed bytes with a half-precision
-// scale, stored after the run: keys as HeadDim/32 groups of 32 transposed rows followed by a
-// row of BlockSize scales, values as rows of HeadDim bytes each followed by its HeadDim/32
-// scales. The bytes are widened to float32 in the kernels, so a Q8_0 block costs the
-// arithmetic of an F16 one at 53 % of its bytes; the queries and probabilities stay float32.
+// Q8_0 blocks (cache.Q8_0) hold each run of 32 elements as bytes with a half-precision scale,
+// stored after the run: keys as HeadDim/32 groups of 8 rows, row t holding elements 4t … 4t+3
+// of every key (each signed byte plus 128), followed by a row of BlockSize scales; values as
+// rows of HeadDim signed bytes each followed by its HeadDim/32 scales. Keys are scored against
+// the query quantized the same way (QuantizeQuery, as llama.cpp quantizes the query for its
+// Q8_0 cache): per group the products of the bytes are summed as integers, exactly, four
+// elements of sixteen keys an instruction (VPDPBUSD) where the CPU has AVX-512 VNNI. Values
+// are widened to float32 and weighted by float32 probabilities.
 
 // attnKernels are an implementation's attention kernels (nil: the generic ones).
 type attnKernels struct {
@@ -27,9 +31,10 @@ type attnKernels struct {
 	scores [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32) // F32, F16 keys
 	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
 	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
-	// scoresQ8 is scores over Q8_0 keys; accumQ8[w] adds 32·(w+1) output elements of Q8_0
-	// values (rows of vstride bytes; s points at the scales of the first group, in row 0).
-	scoresQ8 func(q *float32, k *byte, hd, bs int, out *float32)
+	// scoresQ8 is AttnScoresQ8 (bs a multiple of lanes); accumQ8[w] adds 32·(w+1) output
+	// elements of Q8_0 values (rows of vstride bytes; s points at the scales of the first
+	// group, in row 0).
+	scoresQ8 func(q *byte, k *byte, hd, bs int, out *float32)
 	accumQ8  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32)
 }
 
@@ -51,12 +56,17 @@ func attnType(t ggml.Type) (index, size int) {
 // AttnScores sets out[r], r < bs, to the dot product of the query q (hd values) with key r of
 // a block stored transposed: k holds hd rows of bs values of type t (F32 or F16), row d
 // holding element d of every key. The sum over d runs in four chains, d mod 4, added as
-// (c0+c1)+(c2+c3). For Q8_0 keys (hd a multiple of 32; layout above) that sum runs over each
-// group of 32 elements, and the score is a chain over the groups of multiply-adds of each
-// group's sum by the key's scale in that group. It panics on mismatched lengths.
+// (c0+c1)+(c2+c3). For Q8_0 keys (hd a multiple of 32; layout above) the query is quantized
+// first (QuantizeQuery) and the scores are AttnScoresQ8's: attention quantizes each query
+// once and calls that for every block. It panics on mismatched lengths.
 func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
 	if t == ggml.Q8_0 {
-		attnScoresQ8(out, q, k, hd, bs)
+		if hd%q8Group != 0 || len(q) < hd {
+			panic(fmt.Sprintf("kernels: AttnScores of Q8_0 keys %d wide: not a multiple of %d (or len(q) = %d short)", hd, q8Group, len(q)))
+		}
+		qq := make([]byte, Q8QueryBytes(hd))
+		QuantizeQuery(qq, q[:hd])
+		AttnScoresQ8(out, qq, k, hd, bs)
 		return
 	}
 	ti, size := attnType(t)
@@ -115,11 +125,43 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 	}
 }
 
-func attnScoresQ8(out, q []float32, k []byte, hd, bs int) {
+// Q8QueryBytes is the size of a query of hd elements quantized by QuantizeQuery: 40 bytes a
+// group of 32.
+func Q8QueryBytes(hd int) int { return hd / q8Group * (q8Group + 8) }
+
+// QuantizeQuery writes the query q (a multiple of 32 elements) to dst (Q8QueryBytes(len(q))
+// bytes) quantized for AttnScoresQ8: per group of 32, its elements as QuantizeQ8_0 quantizes
+// them (32 signed bytes), the group's half-precision scale as a float32, and −128 times the
+// sum of the bytes as an int32 (which takes away the +128 of the keys' bytes). It panics on
+// mismatched lengths.
+func QuantizeQuery(dst []byte, q []float32) {
+	hd := len(q)
+	if hd%q8Group != 0 || len(dst) < Q8QueryBytes(hd) {
+		panic(fmt.Sprintf("kernels: QuantizeQuery of %d values into %d bytes: want a multiple of %d values and %d bytes", hd, len(dst), q8Group, Q8QueryBytes(hd)))
+	}
+	var d [1]uint16
+	for g := range hd / q8Group {
+		grp := dst[g*(q8Group+8) : (g+1)*(q8Group+8)]
+		QuantizeQ8_0(grp[:q8Group], d[:], q[g*q8Group:(g+1)*q8Group])
+		sum := 0
+		for _, b := range grp[:q8Group] {
+			sum += int(int8(b))
+		}
+		binary.LittleEndian.PutUint32(grp[q8Group:], math.Float32bits(ggml.HalfToFloat32(d[0])))
+		binary.LittleEndian.PutUint32(grp[q8Group+4:], uint32(int32(-128*sum)))
+	}
+}
+
+// AttnScoresQ8 sets out[r], r < bs, to the score of a query quantized by QuantizeQuery (q)
+// against key r of a block of Q8_0 keys (k, laid out as above; hd a multiple of 32): for each
+// group of 32 elements in order, the integer sum of the products of the query's and the
+// key's bytes (exact), converted to float32, is multiply-added times the key's scale times
+// the query's (that product rounded to float32). It panics on mismatched lengths.
+func AttnScoresQ8(out []float32, q, k []byte, hd, bs int) {
 	if hd%q8Group != 0 {
 		panic(fmt.Sprintf("kernels: AttnScores of Q8_0 keys %d wide: not a multiple of %d", hd, q8Group))
 	}
-	if len(out) < bs || len(q) < hd || len(k) < hd/q8Group*(q8Group+2)*bs {
+	if len(out) < bs || len(q) < Q8QueryBytes(hd) || len(k) < hd/q8Group*(q8Group+2)*bs {
 		panic(fmt.Sprintf("kernels: AttnScores of %d×%d Q8_0 keys: len(q) = %d, len(k) = %d, len(out) = %d", hd, bs, len(q), len(k), len(out)))
 	}
 	if hd == 0 || bs == 0 {
@@ -134,11 +176,13 @@ func attnScoresQ8(out, q []float32, k []byte, hd, bs int) {
 		var o float32
 		for g := range hd / q8Group {
 			grp := k[g*(q8Group+2)*bs:]
-			var c [4]float32
+			qg := q[g*(q8Group+8):]
+			var sum int32
 			for j := range q8Group {
-				c[j%4] = fma32(q[g*q8Group+j], float32(int8(grp[j*bs+r])), c[j%4])
+				sum += int32(int8(qg[j])) * (int32(grp[j/4*4*bs+4*r+j%4]) - 128)
 			}
-			o = fma32((c[0]+c[1])+(c[2]+c[3]), ggml.HalfToFloat32(le16(grp[q8Group*bs+2*r:])), o)
+			s := ggml.HalfToFloat32(le16(grp[q8Group*bs+2*r:])) * lef32(qg[q8Group:])
+			o = fma32(float32(sum), s, o)
 		}
 		out[r] = o
 	}

@@ -30,8 +30,9 @@ func attnData(r *rand.Rand, t ggml.Type, n int) ([]byte, []float64) {
 	return b, f
 }
 
-// q8Keys returns a Q8_0 block of bs random keys of hd elements (transposed, in groups of 32
-// rows with a row of scales) and their float64 values, element d of key r at d·bs+r.
+// q8Keys returns a Q8_0 block of bs random keys of hd elements (in groups of 8 rows of 4
+// bytes a key, plus 128, and a row of scales: cache.Span's layout) and their float64 values,
+// element d of key r at d·bs+r.
 func q8Keys(r *rand.Rand, hd, bs int) ([]byte, []float64) {
 	b := make([]byte, hd/q8Group*(q8Group+2)*bs)
 	f := make([]float64, hd*bs)
@@ -42,7 +43,7 @@ func q8Keys(r *rand.Rand, hd, bs int) ([]byte, []float64) {
 			grp[q8Group*bs+2*pos], grp[q8Group*bs+2*pos+1] = byte(h), byte(h>>8)
 			for j := range q8Group {
 				x := int8(r.IntN(255) - 127)
-				grp[j*bs+pos] = byte(x)
+				grp[j/4*4*bs+4*pos+j%4] = byte(x) ^ 0x80
 				f[(g*q8Group+j)*bs+pos] = float64(x) * float64(ggml.HalfToFloat32(h))
 			}
 		}
@@ -85,6 +86,18 @@ func TestAttention(t *testing.T) {
 			for i := range q {
 				q[i] = float32(r.NormFloat64())
 			}
+			qf := make([]float64, sh.hd) // the query the scores see: Q8_0 keys' quantized
+			for i, x := range q {
+				qf[i] = float64(x)
+			}
+			if typ == ggml.Q8_0 {
+				qq := make([]byte, Q8QueryBytes(sh.hd))
+				QuantizeQuery(qq, q)
+				for i := range qf {
+					grp := qq[i/q8Group*(q8Group+8):]
+					qf[i] = float64(int8(grp[i%q8Group])) * float64(lef32(grp[q8Group:]))
+				}
+			}
 			var k, v []byte
 			var kf, vf []float64
 			if typ == ggml.Q8_0 {
@@ -114,8 +127,8 @@ func TestAttention(t *testing.T) {
 				for j := range sh.bs {
 					var want, mag float64
 					for d := range sh.hd {
-						want += float64(q[d]) * kf[d*sh.bs+j]
-						mag += math.Abs(float64(q[d]) * kf[d*sh.bs+j])
+						want += qf[d] * kf[d*sh.bs+j]
+						mag += math.Abs(qf[d] * kf[d*sh.bs+j])
 					}
 					if d := math.Abs(float64(scores[j]) - want); d > 1e-6*mag+1e-7 {
 						t.Fatalf("%s: score %d = %g, want %g", name, j, scores[j], want)
@@ -137,6 +150,9 @@ func TestAttention(t *testing.T) {
 			for impl, res := range results {
 				for i := range 2 {
 					for j, x := range res[i] {
+						if y := g[i][j]; typ == ggml.Q8_0 && i == 0 && x != y { // integer sums, the same float steps
+							t.Fatalf("%v hd=%d bs=%d: %s score %d = %g, generic %g (want the same bits)", typ, sh.hd, sh.bs, impl, j, x, y)
+						}
 						if y := g[i][j]; math.Abs(float64(x-y)) > 1e-6*math.Abs(float64(y))+1e-7 {
 							t.Fatalf("%v hd=%d bs=%d: %s result %d[%d] = %g, generic %g", typ, sh.hd, sh.bs, impl, i, j, x, y)
 						}
@@ -147,7 +163,8 @@ func TestAttention(t *testing.T) {
 	}
 }
 
-// BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions).
+// BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions);
+// for Q8_0 keys "scores" quantizes the query in every call, "scores/Q8_0/quantized" once.
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -159,6 +176,15 @@ func BenchmarkAttention(b *testing.B) {
 				AttnScores(out, q, k, typ, 64, 16)
 			}
 		})
+		if typ == ggml.Q8_0 { // the query quantized once, as attention does
+			qq := make([]byte, Q8QueryBytes(64))
+			QuantizeQuery(qq, q)
+			b.Run("scores/Q8_0/quantized", func(b *testing.B) {
+				for b.Loop() {
+					AttnScoresQ8(out, qq, k, 64, 16)
+				}
+			})
+		}
 		acc := make([]float32, 64)
 		b.Run(fmt.Sprintf("accumulate/%v", typ), func(b *testing.B) {
 			for b.Loop() {
@@ -183,5 +209,60 @@ func TestAttentionQ8NeedsGroupsOf32(t *testing.T) {
 			}()
 			call()
 		}()
+	}
+}
+
+// TestAttnScoresQ8Extremes checks AttnScoresQ8 in every implementation on the largest sums a
+// group can make (query bytes ±127, key bytes −128 and 127, each sign throughout a group and
+// mixed) against the exact integer sums times the scales: the integer part must be exact.
+func TestAttnScoresQ8Extremes(t *testing.T) {
+	const hd, bs = 64, 48
+	r := rand.New(rand.NewPCG(7, 8))
+	q := make([]float32, hd)
+	for i := range q {
+		q[i] = 1
+		if i >= 32 && r.IntN(2) == 0 {
+			q[i] = -1
+		}
+	}
+	qq := make([]byte, Q8QueryBytes(hd))
+	QuantizeQuery(qq, q)
+	k := make([]byte, hd/q8Group*(q8Group+2)*bs)
+	key := func(g, j, pos int) *byte { return &k[g*(q8Group+2)*bs+j/4*4*bs+4*pos+j%4] }
+	for g := range hd / q8Group {
+		for pos := range bs {
+			h := ggml.Float32ToHalf(0.5)
+			k[g*(q8Group+2)*bs+q8Group*bs+2*pos], k[g*(q8Group+2)*bs+q8Group*bs+2*pos+1] = byte(h), byte(h>>8)
+			for j := range q8Group {
+				var x int
+				switch pos % 3 {
+				case 0:
+					x = -128
+				case 1:
+					x = 127
+				default:
+					x = []int{-128, 127}[r.IntN(2)]
+				}
+				*key(g, j, pos) = byte(x + 128)
+			}
+		}
+	}
+	for _, impl := range implNames() {
+		out := make([]float32, bs)
+		withImpl(t, impl, func() { AttnScoresQ8(out, qq, k, hd, bs) })
+		for pos := range bs {
+			var want float64
+			for g := range hd / q8Group {
+				grp := qq[g*(q8Group+8):]
+				var sum int64
+				for j := range q8Group {
+					sum += int64(int8(grp[j])) * (int64(*key(g, j, pos)) - 128)
+				}
+				want += float64(sum) * float64(float32(0.5)*lef32(grp[q8Group:]))
+			}
+			if math.Abs(float64(out[pos])-want) > 1e-6*math.Abs(want) {
+				t.Errorf("%s: key %d score %g, want %g", impl, pos, out[pos], want)
+			}
+		}
 	}
 }

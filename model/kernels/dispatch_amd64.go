@@ -96,7 +96,7 @@ func init() {
 			{attnAccumF32x1AVX512, attnAccumF32x2AVX512, attnAccumF32x4AVX512},
 			{attnAccumF16x1AVX512, attnAccumF16x2AVX512, attnAccumF16x4AVX512},
 		},
-		scoresQ8: attnScoresQ8_0AVX512,
+		scoresQ8: attnScoresQ8_0AVX2, // in lane groups of 8 (with VNNI, below: 16)
 		accumQ8:  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32){attnAccumQ8_0x1AVX512, attnAccumQ8_0x2AVX512},
 	}
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
@@ -109,6 +109,7 @@ func init() {
 		avx512.packed[kQ4_0] = [4]packedFunc{dotQ4_0P16x1VNNI, dotQ4_0P16x2VNNI, dotQ4_0P16x3VNNI, dotQ4_0P16x4VNNI}
 		avx512.packed[kQ8_0] = [4]packedFunc{dotQ8_0P16x1VNNI, dotQ8_0P16x2VNNI, dotQ8_0P16x3VNNI, dotQ8_0P16x4VNNI}
 		avx512.packedPairs[kQ8_0] = dotQ8_0P32x4VNNI
+		avx512.attn.scoresQ8 = attnScoresQ8_0VNNI
 		avx512.packed[kIQ4_NL] = [4]packedFunc{dotIQ4_NLP16x1VNNI, dotIQ4_NLP16x2VNNI, dotIQ4_NLP16x3VNNI, dotIQ4_NLP16x4VNNI}
 	}
 	impls = append(impls, &avx512)

@@ -382,8 +382,8 @@ func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnScoresQ8_0AVX512 writes out[r] = Σ_g s_g[r]·Σ_{d∈g} q[d]·k[d][r] for r < bs (Q8_0 keys stored transposed in groups of 32 rows and a row of scales), 16 lanes at a time; hd a multiple of 32, bs of 16.
-func attnScoresQ8_0AVX512(q *float32, k *byte, hd int, bs int, out *float32)
+// attnScoresQ8_0VNNI writes out[r] = Σ_g (s_k[g][r]·s_q[g])·Σ_{d∈g} q[d]·k[d][r] for r < bs (a query quantized by QuantizeQuery; Q8_0 keys in groups of 8 rows of 4 bytes a key, +128, and a row of scales), 16 keys at a time; hd a multiple of 32, bs of 16.
+func attnScoresQ8_0VNNI(q *byte, k *byte, hd int, bs int, out *float32)
 
 // attnAccumQ8_0x1AVX512 adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < 32 (Q8_0 values, rows of vstride bytes).
 func attnAccumQ8_0x1AVX512(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)
@@ -415,8 +415,8 @@ func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 // attnAccumF16x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnScoresQ8_0AVX2 writes out[r] = Σ_g s_g[r]·Σ_{d∈g} q[d]·k[d][r] for r < bs (Q8_0 keys stored transposed in groups of 32 rows and a row of scales), 8 lanes at a time; hd a multiple of 32, bs of 8.
-func attnScoresQ8_0AVX2(q *float32, k *byte, hd int, bs int, out *float32)
+// attnScoresQ8_0AVX2 writes out[r] = Σ_g (s_k[g][r]·s_q[g])·Σ_{d∈g} q[d]·k[d][r] for r < bs (a query quantized by QuantizeQuery; Q8_0 keys in groups of 8 rows of 4 bytes a key, +128, and a row of scales), 8 keys at a time; hd a multiple of 32, bs of 8.
+func attnScoresQ8_0AVX2(q *byte, k *byte, hd int, bs int, out *float32)
 
 // attnAccumQ8_0x1AVX2 adds Σ_t p[t]·s[t][g]·v[t][d] to acc[d] for t < nr, d < 32 (Q8_0 values, rows of vstride bytes).
 func attnAccumQ8_0x1AVX2(p *float32, v *byte, s *byte, vstride int, nr int, acc *float32)

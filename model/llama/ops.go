@@ -98,6 +98,7 @@ func softcap(x []float32, c float32) {
 type attnScratch struct {
 	q, s, tmp []float32
 	sum, acc  []float32
+	qq        []byte // the queries quantized for Q8_0 keys (kernels.QuantizeQuery)
 }
 
 // attention computes ws.att for every row: for each query head, the softmax-weighted sum of
@@ -217,6 +218,17 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 		i := (r - task.a) * perRow
 		copy(sc.q[i*hd:(i+perRow)*hd], ws.q[r*qDim+g0*group*hd:r*qDim+g1*group*hd])
 	}
+	qb := 0 // bytes of a quantized query, for Q8_0 keys
+	if dt == ggml.Q8_0 {
+		qb = kernels.Q8QueryBytes(hd)
+		if cap(sc.qq) < nq*qb {
+			sc.qq = make([]byte, nq*qb)
+		}
+		sc.qq = sc.qq[:nq*qb]
+		for i := range nq {
+			kernels.QuantizeQuery(sc.qq[i*qb:(i+1)*qb], sc.q[i*hd:(i+1)*hd])
+		}
+	}
 	qc := max(perRow, min(nq, maxAttnScores/end/perRow*perRow))
 	sc.tmp = grow(sc.tmp, bs)
 	sc.acc = grow(sc.acc, qc*hd)
@@ -245,7 +257,11 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
 			out := sc.tmp[:bs]
 			for i := q0; i < c1; i++ {
-				kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
+				if qb > 0 {
+					kernels.AttnScoresQ8(out, sc.qq[i*qb:(i+1)*qb], sp.KHead(kvOf(i)), hd, bs)
+				} else {
+					kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
+				}
 				o := (i - c0) * cEnd
 				copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
 			}

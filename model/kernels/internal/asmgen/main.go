@@ -2178,72 +2178,120 @@ func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
 	RET()
 }
 
-// attnScoresQ8 is attnScores over Q8_0 keys (cache.Span.KHead of a Q8_0 cache): hd/32 groups,
-// each 32 rows of bs signed bytes followed by a row of bs half-precision scales. Per group,
-// four chains take the group's elements by d mod 4 from the bytes widened to float32 and are
-// summed as (c0+c1)+(c2+c3); the group's sums, times the keys' scales, are multiply-added in
-// group order. hd must be a multiple of 32, bs of lanes.
+// attnScoresQ8 writes the scores of a query quantized for Q8_0 keys (kernels.QuantizeQuery:
+// per group of 32 elements, 32 signed bytes, the group's scale as a float32 and −128 times the
+// sum of its bytes as an int32) against a block of Q8_0 keys (cache.Span.KHead of a Q8_0 cache: hd/32
+// groups, each 8 rows of bs × 4 unsigned bytes, row t holding elements 4t … 4t+3 of every
+// key plus 128, followed by a row of bs half-precision scales). Per group the integer sum of
+// the products starts at the query's −128·Σq, which removes the keys' +128, so it is exactly
+// Σ q·k; converted to float32 it is multiply-added, times the key's scale times the query's
+// (rounded to float32), into each key's score, group after group. With VNNI (16 lanes)
+// VPDPBUSD takes four elements of 16 keys at a time against the query's four broadcast, in
+// two chains (rows t even and odd); on AVX2 (8 lanes) the bytes are widened to 16 bits and
+// VPMADDWD sums pairs, the pairs of each key added by VPHADDD at the group's end. hd must be a
+// multiple of 32, bs of lanes.
 func attnScoresQ8(lanes int) {
-	isa, vec := "AVX512", ZMM
+	isa := "VNNI"
 	if lanes == 8 {
-		isa, vec = "AVX2", YMM
+		isa = "AVX2"
 	}
 	name := "attnScoresQ8_0" + isa
-	TEXT(name, NOSPLIT, "func(q *float32, k *byte, hd, bs int, out *float32)")
-	Doc(fmt.Sprintf("%s writes out[r] = Σ_g s_g[r]·Σ_{d∈g} q[d]·k[d][r] for r < bs (Q8_0 keys stored transposed in groups of 32 rows and a row of scales), %d lanes at a time; hd a multiple of 32, bs of %d.", name, lanes, lanes))
+	TEXT(name, NOSPLIT, "func(q *byte, k *byte, hd, bs int, out *float32)")
+	Doc(fmt.Sprintf("%s writes out[r] = Σ_g (s_k[g][r]·s_q[g])·Σ_{d∈g} q[d]·k[d][r] for r < bs (a query quantized by QuantizeQuery; Q8_0 keys in groups of 8 rows of 4 bytes a key, +128, and a row of scales), %d keys at a time; hd a multiple of 32, bs of %d.", name, lanes, lanes))
 	q := Load(Param("q"), GP64())
 	k := Load(Param("k"), GP64())
+	qend := Load(Param("hd"), GP64()) // then the end of the query: 40 bytes a group
+	SHRQ(U8(5), qend)
+	IMUL3Q(U32(40), qend, qend)
+	ADDQ(q, qend)
 	bs := Load(Param("bs"), GP64())
 	out := Load(Param("out"), GP64())
-	c := [4]VecVirtual{vec(), vec(), vec(), vec()}
-	o, w, t, qb := vec(), vec(), vec(), vec()
-	p, qo, g, co := GP64(), GP64(), GP64(), GP64()
-	zero := func(z VecVirtual) {
-		if lanes == 16 {
-			VPXORD(z, z, z)
-		} else {
-			VXORPS(z, z, z)
-		}
-	}
+	rs := GP64() // bytes of a row: 4 per key
+	MOVQ(bs, rs)
+	SHLQ(U8(2), rs)
+	gs := GP64() // bytes of a group: 8 rows and the scales
+	IMUL3Q(U32(34), bs, gs)
+	// co: the lane group's first byte in a row; so: its scales' offset from there in the row
+	// of scales (−co/2: a key has 4 bytes in a row and 2 in the scales).
+	co, so := GP64(), GP64()
 	XORQ(co, co)
+	XORQ(so, so)
+	p, pt, qp := GP64(), GP64(), GP64()
+	vec := ZMM
+	if lanes == 8 {
+		vec = YMM
+	}
+	o, f, ks := vec(), vec(), vec()
 	Label(name + "_lanes")
-	CMPQ(co, bs)
+	CMPQ(co, rs)
 	JAE(LabelRef(name + "_done"))
-	zero(o)
+	if lanes == 16 {
+		VPXORD(o, o, o)
+	} else {
+		VXORPS(o, o, o)
+	}
 	LEAQ(Mem{Base: k, Index: co, Scale: 1}, p)
-	XORQ(qo, qo)
-	Load(Param("hd"), g)
-	SHRQ(U8(5), g)
+	MOVQ(q, qp)
 	Label(name + "_group")
-	for i := range c {
-		zero(c[i])
-	}
-	for j := 0; j < 32; j++ {
-		VPMOVSXBD(Mem{Base: p}, w)
-		VCVTDQ2PS(w, w)
-		qm := Mem{Base: q, Index: qo, Scale: 1, Disp: 4 * j}
-		if lanes == 16 {
-			VFMADD231PS_BCST(qm, w, c[j%4])
-		} else {
-			VBROADCASTSS(qm, qb)
-			VFMADD231PS(qb, w, c[j%4])
+	MOVQ(p, pt)
+	var sum VecVirtual
+	if lanes == 16 {
+		acc := [2]VecVirtual{ZMM(), ZMM()}
+		VPBROADCASTD(Mem{Base: qp, Disp: 36}, acc[0])
+		VPXORD(acc[1], acc[1], acc[1])
+		for t := 0; t < 8; t++ {
+			w, qv := ZMM(), ZMM()
+			VMOVDQU64(Mem{Base: pt}, w)
+			VPBROADCASTD(Mem{Base: qp, Disp: 4 * t}, qv)
+			vpdpbusd(qv, w, acc[t%2])
+			ADDQ(rs, pt)
 		}
-		ADDQ(bs, p)
+		VPADDD(acc[1], acc[0], acc[0])
+		sum = acc[0]
+	} else {
+		acc := [2]VecVirtual{YMM(), YMM()} // keys 0–3 and 4–7 of the lane group, two 32-bit pairs a key
+		VPXOR(acc[0], acc[0], acc[0])
+		VPXOR(acc[1], acc[1], acc[1])
+		for t := 0; t < 8; t++ {
+			qv := YMM()
+			VPMOVSXBW(Mem{Base: qp, Disp: 4 * t}, qv.AsX()) // elements 4t … 4t+3 (and four more)
+			VPBROADCASTQ(qv.AsX(), qv)
+			for h := range acc {
+				w := YMM()
+				VPMOVZXBW(Mem{Base: pt, Disp: 16 * h}, w)
+				VPMADDWD(qv, w, w)
+				VPADDD(w, acc[h], acc[h])
+			}
+			ADDQ(rs, pt)
+		}
+		// Each 128-bit half of VPHADDD's result: two keys of acc[0], two of acc[1]; VPERMQ puts the
+		// eight in order.
+		VPHADDD(acc[1], acc[0], acc[0])
+		VPERMQ(U8(0xd8), acc[0], acc[0])
+		b := YMM()
+		VPBROADCASTD(Mem{Base: qp, Disp: 36}, b)
+		VPADDD(b, acc[0], acc[0])
+		sum = acc[0]
 	}
-	VADDPS(c[1], c[0], c[0])
-	VADDPS(c[3], c[2], c[2])
-	VADDPS(c[2], c[0], c[0])
-	// p is at the group's row of scales plus co; this lane group's scales start at p + co.
-	VCVTPH2PS(Mem{Base: p, Index: co, Scale: 1}, t)
-	VFMADD231PS(t, c[0], o)
-	ADDQ(bs, p)
-	ADDQ(bs, p)
-	ADDQ(U32(128), qo)
-	DECQ(g)
-	JNZ(LabelRef(name + "_group"))
+	VCVTDQ2PS(sum, f)
+	// pt is at the group's row of scales plus co; this lane group's scales start at pt + so.
+	VCVTPH2PS(Mem{Base: pt, Index: so, Scale: 1}, ks)
+	if lanes == 16 {
+		VMULPS_BCST(Mem{Base: qp, Disp: 32}, ks, ks)
+	} else {
+		sq := YMM()
+		VBROADCASTSS(Mem{Base: qp, Disp: 32}, sq)
+		VMULPS(sq, ks, ks)
+	}
+	VFMADD231PS(ks, f, o)
+	ADDQ(gs, p)
+	ADDQ(U8(40), qp)
+	CMPQ(qp, qend)
+	JB(LabelRef(name + "_group"))
 	VMOVUPS(o, Mem{Base: out})
 	ADDQ(U8(4*lanes), out)
-	ADDQ(U8(lanes), co)
+	ADDQ(U8(4*lanes), co)
+	SUBQ(U8(2*lanes), so)
 	JMP(LabelRef(name + "_lanes"))
 	Label(name + "_done")
 	VZEROUPPER()
