@@ -1925,6 +1925,7 @@ func pairQ8() {
 	}
 	dw := [2]VecVirtual{ZMM(), ZMM()}
 	isum := [2]VecVirtual{ZMM(), ZMM()}
+	isum2 := [2]VecVirtual{ZMM(), ZMM()} // the odd chunks' chains (see packed16)
 	bx, f := ZMM(), ZMM()
 	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
 
@@ -1946,15 +1947,22 @@ func pairQ8() {
 			VPBROADCASTD(xm(act32Corr+4*k), isum[0])
 			VPSLLD(U8(4), isum[0], isum[0]) // −128·Σq
 			VMOVDQA64(isum[0], isum[1])
+			VPXORD(isum2[0], isum2[0], isum2[0])
+			VPXORD(isum2[1], isum2[1], isum2[1])
 			for j := 0; j < chunks; j++ {
 				VPBROADCASTD(xm(act32Q+32*k+4*j), bx)
 				for g := 0; g < 2; g++ {
+					dst := isum[g]
+					if j%2 == 1 {
+						dst = isum2[g]
+					}
 					Instruction(&ir.Instruction{Opcode: "VPDPBUSD",
-						Operands: []Op{bx, wv[g][j], isum[g]}, Inputs: []Op{bx, wv[g][j], isum[g]}, Outputs: []Op{isum[g]},
+						Operands: []Op{bx, wv[g][j], dst}, Inputs: []Op{bx, wv[g][j], dst}, Outputs: []Op{dst},
 						ISA: []string{"AVX512F", "AVX512_VNNI"}})
 				}
 			}
 			for g := 0; g < 2; g++ {
+				VPADDD(isum2[g], isum[g], isum[g])
 				VCVTDQ2PS(isum[g], f)
 				VMULPS_BCST(xm(act32D+4*k), dw[g], isum[g]) // d_w·d_x, reusing isum
 				VFMADD231PS(f, isum[g], acc[g][i])
@@ -2047,7 +2055,7 @@ func packed16(typ string, nx int) {
 			elem[j] = 4 * j
 		}
 	}
-	dw, isum, f := ZMM(), ZMM(), ZMM()
+	dw, isum, isum2, f := ZMM(), ZMM(), ZMM(), ZMM()
 	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
 
 	// block emits block k (0…3) of the activation group at xo, the weights at p + k·blockBytes.
@@ -2076,12 +2084,20 @@ func packed16(typ string, nx int) {
 			if typ != "Q4_0" {
 				VPSLLD(U8(4), isum, isum) // −128·Σq
 			}
+			// Two chains, even and odd j, added at the end: the integer sum is the same, and
+			// a row's eight dependent VPDPBUSD no longer wait on each other's latency.
+			VPXORD(isum2, isum2, isum2)
 			for j := range wv {
 				q := xm(act32Q + 32*k + elem[j])
+				dst := isum
+				if j%2 == 1 {
+					dst = isum2
+				}
 				Instruction(&ir.Instruction{Opcode: "VPDPBUSD", Suffixes: []string{"BCST"},
-					Operands: []Op{q, wv[j], isum}, Inputs: []Op{q, wv[j], isum}, Outputs: []Op{isum},
+					Operands: []Op{q, wv[j], dst}, Inputs: []Op{q, wv[j], dst}, Outputs: []Op{dst},
 					ISA: []string{"AVX512F", "AVX512_VNNI"}})
 			}
+			VPADDD(isum2, isum, isum)
 			VCVTDQ2PS(isum, f)
 			VMULPS_BCST(xm(act32D+4*k), dw, isum) // d_w·d_x, reusing isum
 			VFMADD231PS(f, isum, acc[i])
