@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/model/ggml"
 	"github.com/loomlm/loom/model/kernels"
 )
@@ -69,4 +70,46 @@ func Example_quantizeQ8() {
 	// x[1] = -3.75 → -119 → -3.748
 	// x[16] =  0.00 →    0 →  0.000
 	// x[31] =  3.75 →  119 →  3.748
+}
+
+// Attention over a Q8_0 KV cache quantizes each query once (QuantizeQuery: 8 bits and a scale
+// per 32 values, as llama.cpp does for its Q8_0 cache) and scores it against every block of
+// keys with AttnScoresQ8, the products of the bytes summed exactly as integers. Three keys of
+// 32 values: all ones, all minus twos, and a ramp summing to 1; the query is all halves, so
+// the scores come out near 16, −32 and 0.5 (the half-precision scales round them a little).
+func ExampleAttnScoresQ8() {
+	const hd = 32
+	pool, err := cache.NewPool(cache.Config{Layers: 1, KVHeads: 1, HeadDim: hd, DType: cache.Q8_0})
+	if err != nil {
+		panic(err)
+	}
+	seq := pool.NewSequence()
+	defer seq.Close()
+	keys := make([][]float32, 3)
+	for r := range keys {
+		keys[r] = make([]float32, hd)
+		for j := range hd {
+			keys[r][j] = []float32{1, -2, float32(j-15) / 16}[r]
+		}
+	}
+	if err := seq.Grow([]int32{1, 2, 3}); err != nil {
+		panic(err)
+	}
+	for pos, k := range keys {
+		seq.Put(0, pos, k, make([]float32, hd))
+	}
+	seq.Commit()
+
+	q := make([]float32, hd)
+	for j := range q {
+		q[j] = 0.5
+	}
+	qq := make([]byte, kernels.Q8QueryBytes(hd))
+	kernels.QuantizeQuery(qq, q)
+	sp := seq.Spans(0, seq.Len(), nil)[0]
+	scores := make([]float32, sp.BlockSize) // a block's worth: positions past Rows are not keys
+	kernels.AttnScoresQ8(scores, qq, sp.KHead(0), hd, sp.BlockSize)
+	fmt.Printf("%.3f\n", scores[:sp.Rows])
+	// Output:
+	// [15.998 -31.996 0.500]
 }
