@@ -180,7 +180,8 @@ type attnTask struct{ li, seg, g0, g1, a, b int }
 // then adds the block's values of its head weighted by their probabilities. Each pass takes
 // the blocks in order and, in each, every query of the task, so that the keys (values) of
 // the task's heads, side by side in the block, are read together. Queries are taken in
-// chunks of whole rows that bound the scores buffer.
+// chunks of whole rows that bound the scores buffer. Over Q8_0 keys each query is quantized
+// once (kernels.QuantizeQuery) and scored with kernels.AttnScoresQ8 in every block.
 func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
 	spans := ws.spans[task.seg]
