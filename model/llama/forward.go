@@ -166,9 +166,11 @@ func (m *Model) getWorkspace() *workspace {
 	return &workspace{scratch: make([]attnScratch, m.workers)}
 }
 
-func grow(buf []float32, n int) []float32 {
+// grow returns buf resliced to n elements, or a new slice when its capacity is short (the
+// old contents are not kept).
+func grow[T any](buf []T, n int) []T {
 	if cap(buf) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return buf[:n]
 }

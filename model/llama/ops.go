@@ -222,10 +222,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	qb := 0 // bytes of a quantized query, for Q8_0 keys
 	if dt == ggml.Q8_0 {
 		qb = kernels.Q8QueryBytes(hd)
-		if cap(sc.qq) < nq*qb {
-			sc.qq = make([]byte, nq*qb)
-		}
-		sc.qq = sc.qq[:nq*qb]
+		sc.qq = grow(sc.qq, nq*qb)
 		for i := range nq {
 			kernels.QuantizeQuery(sc.qq[i*qb:(i+1)*qb], sc.q[i*hd:(i+1)*hd])
 		}
