@@ -315,7 +315,7 @@ func elemAt(cfg Config, b []byte, r, e int, isV bool) float32 {
 			return float32(int8(row[e])) * ggml.HalfToFloat32(binary.LittleEndian.Uint16(row[hd+2*g:]))
 		}
 		grp := b[g*(Q8Group+2)*bs:]
-		return float32(int(grp[j/4*4*bs+4*r+j%4])-128) * ggml.HalfToFloat32(binary.LittleEndian.Uint16(grp[Q8Group*bs+2*r:]))
+		return float32(int(grp[kernels.Q8KeyByte(j, r, bs)])-128) * ggml.HalfToFloat32(binary.LittleEndian.Uint16(grp[Q8Group*bs+2*r:]))
 	}
 	if isV {
 		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*(r*hd+e):]))

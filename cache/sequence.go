@@ -199,7 +199,7 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 			for g := range hd / Q8Group {
 				kg := kdst[g*(Q8Group+2)*bs:]
 				for j, x := range q[g*Q8Group : (g+1)*Q8Group] {
-					kg[j/4*4*bs+4*r+j%4] = x ^ 0x80 // unsigned: the byte + 128
+					kg[kernels.Q8KeyByte(j, r, bs)] = x ^ 0x80 // unsigned: the byte + 128
 				}
 				halves(kg[Q8Group*bs:])[r] = d[g]
 			}
@@ -394,7 +394,7 @@ func (s *Sequence) ReadKV(layer, start, end int, k, v []float32) {
 					dk := ggml.HalfToFloat32(halves(kg[Q8Group*bs:])[r])
 					for j := range Q8Group {
 						vrow[h*hd+g*Q8Group+j] = float32(int8(vq[g*Q8Group+j])) * dv
-						krow[h*hd+g*Q8Group+j] = float32(int(kg[j/4*4*bs+4*r+j%4])-128) * dk
+						krow[h*hd+g*Q8Group+j] = float32(int(kg[kernels.Q8KeyByte(j, r, bs)])-128) * dk
 					}
 				}
 				continue

@@ -125,6 +125,11 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 	}
 }
 
+// Q8KeyByte returns where element j (< 32) of the key at position pos lies within a group of
+// a block of Q8_0 keys of bs positions (the layout above: row j/4, the position's four bytes,
+// byte j mod 4). The byte there is the element's signed byte plus 128.
+func Q8KeyByte(j, pos, bs int) int { return j/4*4*bs + 4*pos + j%4 }
+
 // Q8QueryBytes is the size of a query of hd elements quantized by QuantizeQuery: 40 bytes a
 // group of 32.
 func Q8QueryBytes(hd int) int { return hd / q8Group * (q8Group + 8) }
@@ -179,7 +184,7 @@ func AttnScoresQ8(out []float32, q, k []byte, hd, bs int) {
 			qg := q[g*(q8Group+8):]
 			var sum int32
 			for j := range q8Group {
-				sum += int32(int8(qg[j])) * (int32(grp[j/4*4*bs+4*r+j%4]) - 128)
+				sum += int32(int8(qg[j])) * (int32(grp[Q8KeyByte(j, r, bs)]) - 128)
 			}
 			s := ggml.HalfToFloat32(le16(grp[q8Group*bs+2*r:])) * lef32(qg[q8Group:])
 			o = fma32(float32(sum), s, o)

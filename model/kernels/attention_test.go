@@ -43,7 +43,7 @@ func q8Keys(r *rand.Rand, hd, bs int) ([]byte, []float64) {
 			grp[q8Group*bs+2*pos], grp[q8Group*bs+2*pos+1] = byte(h), byte(h>>8)
 			for j := range q8Group {
 				x := int8(r.IntN(255) - 127)
-				grp[j/4*4*bs+4*pos+j%4] = byte(x) ^ 0x80
+				grp[Q8KeyByte(j, pos, bs)] = byte(x) ^ 0x80
 				f[(g*q8Group+j)*bs+pos] = float64(x) * float64(ggml.HalfToFloat32(h))
 			}
 		}
@@ -228,7 +228,7 @@ func TestAttnScoresQ8Extremes(t *testing.T) {
 	qq := make([]byte, Q8QueryBytes(hd))
 	QuantizeQuery(qq, q)
 	k := make([]byte, hd/q8Group*(q8Group+2)*bs)
-	key := func(g, j, pos int) *byte { return &k[g*(q8Group+2)*bs+j/4*4*bs+4*pos+j%4] }
+	key := func(g, j, pos int) *byte { return &k[g*(q8Group+2)*bs+Q8KeyByte(j, pos, bs)] }
 	for g := range hd / q8Group {
 		for pos := range bs {
 			h := ggml.Float32ToHalf(0.5)
