@@ -1979,20 +1979,35 @@ func pairQ8() {
 		}
 	}
 	packedBlocks(name, blockBytes, w, p, xo, cnt, block)
+	rows := make([][]VecVirtual, nx)
+	for i := range rows {
+		rows[i] = []VecVirtual{acc[0][i], acc[1][i]}
+	}
+	packedStore(name, name+"_pair", rows, w, groups, out, o, ostride, groupBytes)
+}
+
+// packedStore emits the end of a packed kernel's loop over its calls' groups (name+"_store",
+// where packedBlocks ends): each activation row i's accumulators rows[i], one per group of 16
+// weight rows taken at once, stored side by side at out + i·ostride (o the running pointer);
+// then w and out past those groups, one call's group (or pair) fewer, and back to loop; and
+// name+"_done", the return.
+func packedStore(name, loop string, rows [][]VecVirtual, w, groups, out, o, ostride, groupBytes Register) {
 	Label(name + "_store")
 	MOVQ(out, o)
-	for i := 0; i < nx; i++ {
-		VMOVUPS(acc[0][i], Mem{Base: o})
-		VMOVUPS(acc[1][i], Mem{Base: o, Disp: 64})
-		if i+1 < nx {
+	for i, accs := range rows {
+		for g, a := range accs {
+			VMOVUPS(a, Mem{Base: o, Disp: 64 * g})
+		}
+		if i+1 < len(rows) {
 			ADDQ(ostride, o)
 		}
 	}
-	ADDQ(groupBytes, w)
-	ADDQ(groupBytes, w)
-	ADDQ(U8(128), out)
+	for range rows[0] {
+		ADDQ(groupBytes, w)
+	}
+	ADDQ(U8(64*len(rows[0])), out)
 	DECQ(groups)
-	JMP(LabelRef(name + "_pair"))
+	JMP(LabelRef(loop))
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
@@ -2111,21 +2126,11 @@ func packed16(typ string, nx int) {
 		VPXORD(acc[i], acc[i], acc[i])
 	}
 	packedBlocks(name, blockBytes, w, p, xo, cnt, block)
-	Label(name + "_store")
-	MOVQ(out, o)
-	for i := 0; i < nx; i++ {
-		VMOVUPS(acc[i], Mem{Base: o})
-		if i+1 < nx {
-			ADDQ(ostride, o)
-		}
+	rows := make([][]VecVirtual, nx)
+	for i := range rows {
+		rows[i] = []VecVirtual{acc[i]}
 	}
-	ADDQ(groupBytes, w)
-	ADDQ(U8(64), out)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	packedStore(name, name+"_group", rows, w, groups, out, o, ostride, groupBytes)
 }
 
 // attnScores writes the attention scores of one query against a block of keys stored
