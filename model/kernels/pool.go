@@ -25,11 +25,19 @@ import (
 
 const (
 	// spinFor is how long a worker watches for a new job after its last one before it parks:
-	// longer than the serial work between the products of a forward pass, short enough that
-	// an idle process soon stops spinning.
-	spinFor = 50 * time.Microsecond
-	// waitSpin is how long a caller spins for its helpers' last chunks before it parks.
-	waitSpin = 20 * time.Microsecond
+	// longer than the serial work between the products of a forward pass — including the
+	// moments a server's other goroutines (HTTP handlers, streams) hold the caller's core —
+	// short enough that an idle process soon stops spinning. At 50 µs a worker in a server
+	// decoding 16 streams parked about ten times a step, and a parked worker's wake took
+	// longer than the product it was woken for: one job in ten ran on the caller alone.
+	spinFor = time.Millisecond
+	// waitSpin is how long a caller spins for its helpers' last chunks before it parks. A
+	// caller that parks hands its core to other goroutines or lets it go idle, and taking it
+	// back costs more than a helper's last chunk usually takes: at 20 µs a 16-stream
+	// server's caller parked about five times a step. With both spins longer (these values
+	// against 50 and 20 µs, docs/BENCHMARKS.md), a 16-stream server decoded 13–15 % more
+	// tokens a second and a 16-row forward alone took 4–8 % less time.
+	waitSpin = 200 * time.Microsecond
 )
 
 type job struct {
