@@ -384,7 +384,7 @@ func nanAt(id TokenID) error {
 
 func (c *Candidates) topKDense(k int) error {
 	row := c.dense
-	h := c.Buffer(len(row))[:0]
+	h := c.Buffer(min(k, len(row)))[:0] // the heap holds k items at most
 	threshold := negInf
 	for i := 0; ; i++ {
 		i += fastmath.IndexAbove(row[i:], threshold)
