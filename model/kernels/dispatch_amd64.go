@@ -83,6 +83,9 @@ func init() {
 	avx512.rows16[kF32] = dotF32x1Rows16AVX512
 	avx512.rows16[kF16] = dotF16x1Rows16AVX512
 	avx512.rows16[kBF16] = dotBF16x1Rows16AVX512
+	avx512.rows4[kF32] = dotF32x4Rows4AVX512
+	avx512.rows4[kF16] = dotF16x4Rows4AVX512
+	avx512.rows4[kBF16] = dotBF16x4Rows4AVX512
 	avx512.pairs4[kF32] = dotF32x4PairsAVX512
 	avx512.pairs4[kF16] = dotF16x4PairsAVX512
 	avx512.pairs4[kBF16] = dotBF16x4PairsAVX512

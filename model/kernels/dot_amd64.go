@@ -247,6 +247,15 @@ func dotF16x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstrid
 // dotBF16x1Rows16AVX512 computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.
 func dotBF16x1Rows16AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 
+// dotF32x4Rows4AVX512 computes 4 activation rows against rows weight rows, 4 at a time (AVX-512); rows must be a multiple of 4.
+func dotF32x4Rows4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotF16x4Rows4AVX512 computes 4 activation rows against rows weight rows, 4 at a time (AVX-512); rows must be a multiple of 4.
+func dotF16x4Rows4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
+// dotBF16x4Rows4AVX512 computes 4 activation rows against rows weight rows, 4 at a time (AVX-512); rows must be a multiple of 4.
+func dotBF16x4Rows4AVX512(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
+
 // dotQ8_0x1VNNI computes 1 activation row(s) against rows weight rows.
 func dotQ8_0x1VNNI(w *byte, wstride int, rows int, n int, x *byte, xstride int, out *float32, ostride int)
 

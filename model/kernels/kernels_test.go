@@ -833,6 +833,57 @@ func TestRows16MatchesRowKernel(t *testing.T) {
 	}
 }
 
+// TestRows4MatchesRowKernel checks that every kernel of four weight rows at a time gives, bit
+// for bit, what its type's four-activation-row kernel gives: short and long rows, a last
+// 8-block, several groups of four, extreme values, and results that are signed zeros.
+func TestRows4MatchesRowKernel(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	tested := 0
+	for _, im := range impls {
+		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16} {
+			tk := kernelOf(typ)
+			rows4 := im.rows4[tk.kind]
+			if rows4 == nil {
+				continue
+			}
+			tested++
+			for _, cols := range []int{8, 16, 24, 40, 64, 72, 128, 256, 768, 776} {
+				for _, rows := range []int{4, 12, 48} {
+					for _, special := range []string{"random", "zeros", "huge"} {
+						m := randomMatrix(r, typ, rows, cols)
+						x := randomActivations(r, 4, cols)
+						switch special {
+						case "zeros": // every product ±0: the sums' signs of zero must agree
+							for i := range x {
+								x[i] = float32(math.Copysign(0, float64(r.IntN(2)*2-1)))
+							}
+						case "huge": // partial sums that overflow in some orders
+							for i := range x {
+								x[i] = float32(r.NormFloat64()) * 1e36
+							}
+						}
+						want := make([]float32, 4*rows)
+						got := make([]float32, 4*rows)
+						nb := cols / tk.blockElems
+						xp := (*byte)(unsafe.Pointer(&x[0]))
+						im.dot[tk.kind][3](&m.Data[0], m.RowBytes(), rows, nb, xp, 4*cols, &want[0], rows)
+						rows4(&m.Data[0], m.RowBytes(), rows, nb, xp, 4*cols, &got[0], rows)
+						for k := range want {
+							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+								t.Fatalf("%s %v %d×%d %s: activation row %d, weight row %d: four-row kernel %g (%#x), row kernel %g (%#x)",
+									im.name, typ, rows, cols, special, k/rows, k%rows, got[k], math.Float32bits(got[k]), want[k], math.Float32bits(want[k]))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if asmImpl != nil && asmImpl.name == "avx512" && tested == 0 {
+		t.Fatal("the AVX-512 kernels have no kernels of four weight rows")
+	}
+}
+
 // TestParallel checks that Parallel runs every task exactly once, with worker numbers in
 // range and no two concurrent tasks sharing one, from several callers at once, and from
 // within a task.

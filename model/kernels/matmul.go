@@ -112,6 +112,9 @@ type impl struct {
 	// rows16[k], where not nil, is dot[k][0] for 16 weight rows at a time (rows a multiple of
 	// 16), with the same bits: the rows' final horizontal sums are done together.
 	rows16 [numKinds]dotFunc
+	// rows4[k], where not nil, is dot[k][3] for four weight rows at a time (rows a multiple of
+	// 4), with the same bits: the 16 results' horizontal sums are done together.
+	rows4 [numKinds]dotFunc
 	// pairs4[k], where not nil, is dot[k][3] for two weight rows at a time (rows even), with
 	// the same bits: each activation block is loaded once for both rows.
 	pairs4 [numKinds]dotFunc
@@ -235,6 +238,7 @@ type product struct {
 	tk     typeKernel
 	kern   *[4]dotFunc
 	rows16 dotFunc // nil, or the kind's 16-row kernel (used for one activation row)
+	rows4  dotFunc // nil, or the kind's kernel of four activation rows and four weight rows
 	pairs4 dotFunc // nil, or the kind's kernel of four activation rows and two weight rows
 	// pairs4Cached is pairs4 without prefetch, nil where the implementation has none.
 	pairs4Cached dotFunc
@@ -250,7 +254,7 @@ type product struct {
 // newProduct returns the product of m with the activations a into out on im's kernels.
 func newProduct(im *impl, out []float32, m Matrix, a acts) product {
 	tk := *kernelOf(m.Type)
-	p := product{out: out, m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], pairs4: im.pairs4[tk.kind], pairs4Cached: im.pairs4Cached[tk.kind], a: a, rb: m.RowBytes()}
+	p := product{out: out, m: m, tk: tk, kern: &im.dot[tk.kind], rows16: im.rows16[tk.kind], rows4: im.rows4[tk.kind], pairs4: im.pairs4[tk.kind], pairs4Cached: im.pairs4Cached[tk.kind], a: a, rb: m.RowBytes()}
 	if m.packed != nil {
 		p.packed = &im.packed[tk.kind]
 		p.pairs = im.packedPairs[tk.kind]
@@ -267,6 +271,13 @@ func newProduct(im *impl, out []float32, m Matrix, a acts) product {
 // (best of six alternating runs of a rand110M token's products: F32 46 against 43 GB/s, F16 46
 // against 37).
 const rows16MaxCols = 256
+
+// rows4MaxCols is the longest row a product of four activation rows hands to the kernel of
+// four weight rows at a time: on 256-wide rows it took 10–15 % less time (F16 and BF16, 704
+// and 4 096 rows), on 704- and 768-wide ones it was level, and on 32 000 768-wide rows streamed
+// from memory it was the slower (`go test ./model/kernels -run '^$' -bench 'MatMul/F16/.*/n=4$'`
+// over those shapes, three rounds alternating).
+const rows4MaxCols = 256
 
 // rows computes rows [r0, r1) of the product for all n activation rows.
 func (p *product) rows(n, r0, r1 int) {
@@ -322,6 +333,14 @@ func (p *product) rows(n, r0, r1 int) {
 						}
 						k(&m.Data[r*rb], rb, even, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
 						r += even
+					}
+				}
+				// A single group of four (beams, a small batch) on short rows: four weight
+				// rows at a time, their sums reduced together.
+				if nx == 4 && n == 4 && p.rows4 != nil && m.Cols <= rows4MaxCols {
+					if full := (hi - r) &^ 3; full > 0 {
+						p.rows4(&m.Data[r*rb], rb, full, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
+						r += full
 					}
 				}
 				if r < hi {

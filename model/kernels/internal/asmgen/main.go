@@ -88,6 +88,12 @@ func main() {
 		VPMOVZXWD(m, z)
 		VPSLLD(U8(16), z, z)
 	})
+	floatKernel512Rows4("F32", 32, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+	floatKernel512Rows4("F16", 16, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+	floatKernel512Rows4("BF16", 16, func(m Mem, z VecVirtual) {
+		VPMOVZXWD(m, z)
+		VPSLLD(U8(16), z, z)
+	})
 	for nx := 1; nx <= 4; nx++ {
 		q80VNNI(nx)
 		q40VNNI(nx)
@@ -800,6 +806,157 @@ func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual))
 	ADDQ(q16, w)
 	ADDQ(U8(64), out)
 	SUBQ(U8(16), nrows)
+	JMP(LabelRef(name + "_group"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// floatKernel512Rows4 is floatKernel512 with four activation rows for four weight rows at a
+// time (rows must be a multiple of 4): each 16-block of a weight row is loaded once for the
+// four activation rows, every (weight row, activation row) pair is summed in its two chains
+// exactly as floatKernel512 sums it, and the 16 horizontal sums that end the four weight rows
+// are done together by floatKernel512Rows16's transposition tree over the 16 pairs, weight
+// row r and activation row i as the tree's row 4·r + i. The tree leaves that pair's sum in
+// lane 4·i + r: activation row i's four results are lanes 4·i…4·i+3, stored as they are.
+// Every result has the same bits as floatKernel512's; the sums cost 15 shuffle-and-add steps
+// for four weight rows where floatKernel512 spends a reduction on each of the 16 results,
+// which on short rows (the 256-wide products of a small model) cost as much as the products.
+func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
+	const nx = 4
+	load8 := load8Of[typ]
+	name := fmt.Sprintf("dot%sx4Rows4AVX512", typ)
+	TEXT(name, NOSPLIT, signature)
+	Doc(fmt.Sprintf("%s computes 4 activation rows against rows weight rows, 4 at a time (AVX-512); rows must be a multiple of 4.", name))
+	w := Load(Param("w"), GP64())
+	nrows := Load(Param("rows"), GP64())
+	out := Load(Param("out"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	xs := []Register{Load(Param("x"), GP64())}
+	xstride := Load(Param("xstride"), GP64())
+	for i := 1; i < nx; i++ {
+		xi := GP64()
+		LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
+		xs = append(xs, xi)
+	}
+	ost := Load(Param("ostride"), GP64())
+	SHLQ(U8(2), ost)
+	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
+	// Registers named once and reused (see floatKernel512Rows16): the chains of the weight row
+	// being summed, a scratch for the shuffles, two results per level of the tree.
+	wz, wy, t, h := ZMM(), YMM(), YMM(), ZMM()
+	var chains [nx][2]VecVirtual
+	for i := range chains {
+		chains[i] = [2]VecVirtual{ZMM(), ZMM()}
+	}
+	levels := [3][2]VecVirtual{{ZMM(), ZMM()}, {ZMM(), ZMM()}, {ZMM(), ZMM()}}
+	sum := ZMM()
+
+	// row emits weight row r's products with the four activation rows, activation row i's
+	// two chains summed into chains[i][0]: the vector floatKernel512 reduces for that pair.
+	row := func(r int) {
+		lbl := fmt.Sprintf("%s_r%d", name, r)
+		if r == 0 {
+			MOVQ(w, p)
+		} else {
+			IMUL3Q(U32(r), ws, p)
+			ADDQ(w, p)
+		}
+		XORQ(xo, xo)
+		for i := range chains {
+			VPXORD(chains[i][0], chains[i][0], chains[i][0])
+			VPXORD(chains[i][1], chains[i][1], chains[i][1])
+		}
+		Load(Param("n"), cnt)
+		xm := func(i, disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
+		block16 := func(k int) {
+			load16(Mem{Base: p, Disp: 2 * k * wBytes8}, wz)
+			for i := range chains {
+				VFMADD231PS(xm(i, 64*k), wz, chains[i][k])
+			}
+		}
+		Label(lbl + "_pairs")
+		CMPQ(cnt, U8(4))
+		JB(LabelRef(lbl + "_single"))
+		for off := 0; off < 4*wBytes8; off += 64 {
+			PREFETCHT0(Mem{Base: p, Disp: floatPrefetchDistance + off})
+		}
+		block16(0)
+		block16(1)
+		ADDQ(U32(4*wBytes8), p)
+		ADDQ(U32(128), xo)
+		SUBQ(U8(4), cnt)
+		JMP(LabelRef(lbl + "_pairs"))
+
+		Label(lbl + "_single")
+		CMPQ(cnt, U8(2))
+		JB(LabelRef(lbl + "_eight"))
+		block16(0)
+		ADDQ(U32(2*wBytes8), p)
+		ADDQ(U8(64), xo)
+		SUBQ(U8(2), cnt)
+
+		Label(lbl + "_eight")
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(lbl + "_sum"))
+		load8(Mem{Base: p}, wy)
+		for i := range chains {
+			VMULPS(xm(i, 0), wy, t)
+			VADDPS(t.AsZ(), chains[i][0], chains[i][0])
+		}
+
+		Label(lbl + "_sum")
+		for i := range chains {
+			VADDPS(chains[i][1], chains[i][0], chains[i][0])
+		}
+	}
+	// combine is floatKernel512Rows16's: l gets the sums of the pairs of partial sums that the
+	// shuffles lo and hi of a and b line up (l must be neither a nor b).
+	combine := func(a, b, l VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
+		if lanes128 {
+			VSHUFF32X4(U8(lo), b, a, l)
+			VSHUFF32X4(U8(hi), b, a, h)
+		} else {
+			VSHUFPS(U8(lo), b, a, l)
+			VSHUFPS(U8(hi), b, a, h)
+		}
+		VADDPS(h, l, l)
+		return l
+	}
+
+	Label(name + "_group")
+	CMPQ(nrows, U8(4))
+	JB(LabelRef(name + "_done"))
+	// The tree depth first, as floatKernel512Rows16 walks it: tree rows 4r…4r+3 are weight
+	// row r's four pairs, so level 1 pairs activation rows 0, 1 and 2, 3 of one weight row,
+	// level 2 ends each weight row, level 3 takes weight rows 0, 1 and 2, 3.
+	for r := 0; r < 4; r++ {
+		row(r)
+		l1a := combine(chains[0][0], chains[1][0], levels[0][0], 0x44, 0xee, true)
+		l1b := combine(chains[2][0], chains[3][0], levels[0][1], 0x44, 0xee, true)
+		combine(l1a, l1b, levels[1][r%2], 0x88, 0xdd, true)
+		if r%2 == 1 {
+			combine(levels[1][0], levels[1][1], levels[2][r/2], 0x44, 0xee, false)
+		}
+	}
+	combine(levels[2][0], levels[2][1], sum, 0x88, 0xdd, false)
+	MOVQ(out, o)
+	for i := 0; i < nx; i++ {
+		if i == 0 {
+			VMOVUPS(sum.AsX(), Mem{Base: o})
+		} else {
+			VEXTRACTF32X4(U8(i), sum, Mem{Base: o})
+		}
+		if i+1 < nx {
+			ADDQ(ost, o)
+		}
+	}
+	for range 4 {
+		ADDQ(ws, w)
+	}
+	ADDQ(U8(16), out)
+	SUBQ(U8(4), nrows)
 	JMP(LabelRef(name + "_group"))
 
 	Label(name + "_done")
