@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
@@ -882,6 +883,61 @@ func TestRows4MatchesRowKernel(t *testing.T) {
 	if asmImpl != nil && asmImpl.name == "avx512" && tested == 0 {
 		t.Fatal("the AVX-512 kernels have no kernels of four weight rows")
 	}
+}
+
+// TestSpinMore checks when a worker stops watching for jobs: spinFor after its last job, or
+// holdSpinFor while the pool is held.
+func TestSpinMore(t *testing.T) {
+	for _, tc := range []struct {
+		elapsed time.Duration
+		held    bool
+		want    bool
+	}{
+		{0, false, true},
+		{spinFor, false, true},
+		{spinFor + time.Microsecond, false, false},
+		{spinFor + time.Microsecond, true, true},
+		{holdSpinFor, true, true},
+		{holdSpinFor + time.Microsecond, true, false},
+		{time.Second, false, false},
+	} {
+		if got := spinMore(tc.elapsed, tc.held); got != tc.want {
+			t.Errorf("spinMore(%v, held %v) = %v, want %v", tc.elapsed, tc.held, got, tc.want)
+		}
+	}
+}
+
+// TestHoldWorkers checks that holds nest, that jobs run as always while the pool is held, that
+// the workers park once the last hold is released, and that a release without a hold panics.
+func TestHoldWorkers(t *testing.T) {
+	HoldWorkers()
+	HoldWorkers()
+	for range 3 {
+		var runs [64]atomic.Int32
+		Parallel(len(runs), 4, func(task, _ int) { runs[task].Add(1) })
+		for i := range runs {
+			if n := runs[i].Load(); n != 1 {
+				t.Fatalf("held pool: task %d ran %d times", i, n)
+			}
+		}
+		time.Sleep(time.Millisecond) // serial work between jobs, longer than spinFor
+	}
+	ReleaseWorkers()
+	ReleaseWorkers()
+	deadline := time.Now().Add(5 * time.Second)
+	for pool.spinning.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still spinning 5 s after the last release", pool.spinning.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("ReleaseWorkers without HoldWorkers did not panic")
+		}
+		pool.holds.Store(0)
+	}()
+	ReleaseWorkers()
 }
 
 // TestParallel checks that Parallel runs every task exactly once, with worker numbers in

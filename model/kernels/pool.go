@@ -14,31 +14,68 @@ import (
 // serial work between them (norms, attention, activations), and waking a parked goroutine
 // takes longer than that: with workers that park after every job, a product's second half
 // was done by the caller more often than not (two 10 µs chunks took 23 µs, not 10). So a
-// worker that finishes a job spins for spinFor, watching for the next job, before it parks;
-// and a caller waits for its helpers' last chunks spinning for up to waitSpin before it parks.
+// worker that finishes a job spins for spinFor, watching for the next job, before it parks —
+// and for as long as a caller holds the pool (HoldWorkers: a model's forward pass does) — and
+// a caller waits for its helpers' last chunks spinning for up to waitSpin before it parks.
 // A spinning worker yields to the scheduler as it spins, so it takes no core another of the
-// process's goroutines asked for, and spinning stops spinFor after the last job. On a machine
+// process's goroutines asked for, and spinning stops spinFor after the last job once nothing
+// holds the pool. (A yielding worker is always runnable, so while it spins the scheduler does
+// not poll the network: a server's new requests wait for it to park, or for the runtime's
+// forced poll every 10 ms. Spinning long only while a forward pass holds the pool keeps that
+// wait within a step, as it was with short spins; spinning 1 ms after every job doubled the
+// time to first token of a 16-stream server on the embedded model, 9 to 20 ms.) On a machine
 // busy with other processes a helper may lose its core mid-chunk: the caller then parks
 // rather than spin against it. Spinning assumes GOMAXPROCS cores for the process, as an
 // inference engine's thread count does: on a machine where other processes keep cores busy,
 // set GOMAXPROCS to the cores that are free.
 
 const (
-	// spinFor is how long a worker watches for a new job after its last one before it parks:
-	// longer than the serial work between the products of a forward pass — including the
-	// moments a server's other goroutines (HTTP handlers, streams) hold the caller's core —
-	// short enough that an idle process soon stops spinning. At 50 µs a worker in a server
-	// decoding 16 streams parked about ten times a step, and a parked worker's wake took
-	// longer than the product it was woken for: one job in ten ran on the caller alone.
-	spinFor = time.Millisecond
+	// spinFor is how long a worker watches for a new job after its last one before it parks,
+	// when nothing holds the pool: longer than the serial work between the products of a
+	// forward pass, short enough that an idle process soon stops spinning.
+	spinFor = 50 * time.Microsecond
+	// holdSpinFor bounds a held worker's watch for the next job: a holder between its jobs
+	// does serial work of microseconds, not this long.
+	holdSpinFor = 10 * time.Millisecond
 	// waitSpin is how long a caller spins for its helpers' last chunks before it parks. A
 	// caller that parks hands its core to other goroutines or lets it go idle, and taking it
 	// back costs more than a helper's last chunk usually takes: at 20 µs a 16-stream
-	// server's caller parked about five times a step. With both spins longer (these values
-	// against 50 and 20 µs, docs/BENCHMARKS.md), a 16-stream server decoded 13–15 % more
-	// tokens a second and a 16-row forward alone took 4–8 % less time.
+	// server's caller parked about five times a step.
 	waitSpin = 200 * time.Microsecond
 )
+
+// HoldWorkers keeps the pool's workers watching for jobs between them, however long the
+// caller's serial work between its jobs takes, until the matching ReleaseWorkers (holds
+// nest). A forward pass holds the pool for its duration: in a server decoding 16 streams,
+// the caller's serial work between products — the moments the server's other goroutines
+// hold its core included — outlasted a worker's 50 µs watch about ten times a step, and the
+// parked worker, woken for the next product, came after that product was done: one job in ten
+// ran on the caller alone (docs/BENCHMARKS.md, "Cores left idle inside a step").
+func HoldWorkers() {
+	if pool.holds.Add(1) != 1 {
+		return
+	}
+	// Wake the parked workers now rather than at the first job: a parked goroutine takes
+	// longer to run again than a small product takes, and the holder's first product comes
+	// within microseconds.
+	for range pool.started.Load() - pool.spinning.Load() {
+		select {
+		case pool.wake <- &noJob:
+		default:
+		}
+	}
+}
+
+// noJob wakes a parked worker with nothing to do: it has no items, so the worker goes back to
+// watching for jobs.
+var noJob job
+
+// ReleaseWorkers ends a HoldWorkers.
+func ReleaseWorkers() {
+	if pool.holds.Add(-1) < 0 {
+		panic("kernels: ReleaseWorkers without HoldWorkers")
+	}
+}
 
 type job struct {
 	fn func(lo, hi, worker int)
@@ -104,6 +141,7 @@ var pool struct {
 	// offer is the newest job, for spinning workers; parked workers get jobs from wake.
 	offer    atomic.Pointer[job]
 	spinning atomic.Int64
+	holds    atomic.Int64 // HoldWorkers calls not yet released
 	wake     chan *job
 }
 
@@ -154,7 +192,8 @@ func worker() {
 	}
 }
 
-// spin watches pool.offer for a job other than last for spinFor, and returns it, or nil.
+// spin watches pool.offer for a job other than last for spinFor (while the pool is held, up to
+// holdSpinFor), and returns it, or nil.
 func spin(last *job) *job {
 	pool.spinning.Add(1)
 	defer pool.spinning.Add(-1)
@@ -164,12 +203,18 @@ func spin(last *job) *job {
 			return j
 		}
 		if i%64 == 63 {
-			if time.Since(start) > spinFor {
+			if !spinMore(time.Since(start), pool.holds.Load() > 0) {
 				return nil
 			}
 			runtime.Gosched()
 		}
 	}
+}
+
+// spinMore reports whether a worker that has watched for a job for elapsed since its last one
+// goes on watching, the pool held or not.
+func spinMore(elapsed time.Duration, held bool) bool {
+	return elapsed <= spinFor || held && elapsed <= holdSpinFor
 }
 
 // parallelFor runs fn over [0, n), on the caller and up to GOMAXPROCS-1 pool goroutines, and

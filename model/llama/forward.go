@@ -40,6 +40,8 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	kernels.HoldWorkers() // the pool's workers stay awake through the serial work between products
+	defer kernels.ReleaseWorkers()
 	ws := m.getWorkspace()
 	defer func() {
 		// Keep no states or logits rows alive through the pool.
