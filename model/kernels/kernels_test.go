@@ -788,71 +788,33 @@ func TestSmallMatMulAllocs(t *testing.T) {
 // type's one-row kernel gives: short and long rows, a last 8-block, several groups of 16,
 // extreme values, and results that are signed zeros.
 func TestRows16MatchesRowKernel(t *testing.T) {
-	r := rand.New(rand.NewPCG(21, 22))
-	tested := 0
-	for _, im := range impls {
-		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16} {
-			tk := kernelOf(typ)
-			rows16 := im.rows16[tk.kind]
-			if rows16 == nil {
-				continue
-			}
-			tested++
-			for _, cols := range []int{8, 16, 24, 40, 64, 72, 128, 256, 768, 776} {
-				for _, rows := range []int{16, 48} {
-					for _, special := range []string{"random", "zeros", "huge"} {
-						m := randomMatrix(r, typ, rows, cols)
-						x := randomActivations(r, 1, cols)
-						switch special {
-						case "zeros": // every product ±0: the sums' signs of zero must agree
-							for i := range x {
-								x[i] = float32(math.Copysign(0, float64(r.IntN(2)*2-1)))
-							}
-						case "huge": // partial sums that overflow in some orders
-							for i := range x {
-								x[i] = float32(r.NormFloat64()) * 1e36
-							}
-						}
-						want := make([]float32, rows)
-						got := make([]float32, rows)
-						nb := cols / tk.blockElems
-						im.dot[tk.kind][0](&m.Data[0], m.RowBytes(), rows, nb, (*byte)(unsafe.Pointer(&x[0])), 4*cols, &want[0], rows)
-						rows16(&m.Data[0], m.RowBytes(), rows, nb, (*byte)(unsafe.Pointer(&x[0])), 4*cols, &got[0], rows)
-						for k := range want {
-							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
-								t.Fatalf("%s %v %d×%d %s: row %d: 16-row kernel %g (%#x), one-row kernel %g (%#x)",
-									im.name, typ, rows, cols, special, k, got[k], math.Float32bits(got[k]), want[k], math.Float32bits(want[k]))
-							}
-						}
-					}
-				}
-			}
-		}
-	}
-	if asmImpl != nil && asmImpl.name == "avx512" && tested == 0 {
-		t.Fatal("the AVX-512 kernels have no 16-row kernels")
-	}
+	checkRowGroupKernels(t, rand.New(rand.NewPCG(21, 22)), "16-row", func(im *impl, k kind) dotFunc { return im.rows16[k] }, 1, []int{16, 48})
 }
 
 // TestRows4MatchesRowKernel checks that every kernel of four weight rows at a time gives, bit
-// for bit, what its type's four-activation-row kernel gives: short and long rows, a last
-// 8-block, several groups of four, extreme values, and results that are signed zeros.
+// for bit, what its type's four-activation-row kernel gives, in the same cases.
 func TestRows4MatchesRowKernel(t *testing.T) {
-	r := rand.New(rand.NewPCG(23, 24))
+	checkRowGroupKernels(t, rand.New(rand.NewPCG(23, 24)), "four-weight-row", func(im *impl, k kind) dotFunc { return im.rows4[k] }, 4, []int{4, 12, 48})
+}
+
+// checkRowGroupKernels compares the kernels groupKernel returns, which take weight rows in
+// groups (counts from rowCounts), with each type's kernel of nx activation rows, bit for bit.
+func checkRowGroupKernels(t *testing.T, r *rand.Rand, what string, groupKernel func(*impl, kind) dotFunc, nx int, rowCounts []int) {
+	t.Helper()
 	tested := 0
 	for _, im := range impls {
 		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16} {
 			tk := kernelOf(typ)
-			rows4 := im.rows4[tk.kind]
-			if rows4 == nil {
+			group := groupKernel(im, tk.kind)
+			if group == nil {
 				continue
 			}
 			tested++
 			for _, cols := range []int{8, 16, 24, 40, 64, 72, 128, 256, 768, 776} {
-				for _, rows := range []int{4, 12, 48} {
+				for _, rows := range rowCounts {
 					for _, special := range []string{"random", "zeros", "huge"} {
 						m := randomMatrix(r, typ, rows, cols)
-						x := randomActivations(r, 4, cols)
+						x := randomActivations(r, nx, cols)
 						switch special {
 						case "zeros": // every product ±0: the sums' signs of zero must agree
 							for i := range x {
@@ -863,16 +825,16 @@ func TestRows4MatchesRowKernel(t *testing.T) {
 								x[i] = float32(r.NormFloat64()) * 1e36
 							}
 						}
-						want := make([]float32, 4*rows)
-						got := make([]float32, 4*rows)
+						want := make([]float32, nx*rows)
+						got := make([]float32, nx*rows)
 						nb := cols / tk.blockElems
 						xp := (*byte)(unsafe.Pointer(&x[0]))
-						im.dot[tk.kind][3](&m.Data[0], m.RowBytes(), rows, nb, xp, 4*cols, &want[0], rows)
-						rows4(&m.Data[0], m.RowBytes(), rows, nb, xp, 4*cols, &got[0], rows)
+						im.dot[tk.kind][nx-1](&m.Data[0], m.RowBytes(), rows, nb, xp, 4*cols, &want[0], rows)
+						group(&m.Data[0], m.RowBytes(), rows, nb, xp, 4*cols, &got[0], rows)
 						for k := range want {
 							if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
-								t.Fatalf("%s %v %d×%d %s: activation row %d, weight row %d: four-row kernel %g (%#x), row kernel %g (%#x)",
-									im.name, typ, rows, cols, special, k/rows, k%rows, got[k], math.Float32bits(got[k]), want[k], math.Float32bits(want[k]))
+								t.Fatalf("%s %v %d×%d %s: activation row %d, weight row %d: %s kernel %g (%#x), row kernel %g (%#x)",
+									im.name, typ, rows, cols, special, k/rows, k%rows, what, got[k], math.Float32bits(got[k]), want[k], math.Float32bits(want[k]))
 							}
 						}
 					}
@@ -881,7 +843,7 @@ func TestRows4MatchesRowKernel(t *testing.T) {
 		}
 	}
 	if asmImpl != nil && asmImpl.name == "avx512" && tested == 0 {
-		t.Fatal("the AVX-512 kernels have no kernels of four weight rows")
+		t.Fatalf("the AVX-512 kernels have no %s kernels", what)
 	}
 }
 

@@ -684,6 +684,86 @@ func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem
 	RET()
 }
 
+// floatRow emits weight row r's products (from w + r·ws, the parameter n's 8-blocks) with the
+// activation rows xs at offset xo: activation row i's in its two chains chains[i], 16-blocks
+// alternating between them and a last 8-block into the first, exactly as floatKernel512 sums
+// them, the two added into chains[i][0] at the end. With prefetch it asks for the weights
+// floatPrefetchDistance ahead, as floatKernel512 does for several activation rows. p, xo and
+// cnt are scratch; wz, wy and t take the weights and a product; lbl prefixes its labels.
+func floatRow(lbl string, r int, w, ws, p, xo, cnt Register, xs []Register, chains [][2]VecVirtual, wz, wy, t VecVirtual,
+	wBytes8 int, prefetch bool, load16, load8 func(Mem, VecVirtual)) {
+	if r == 0 {
+		MOVQ(w, p)
+	} else {
+		IMUL3Q(U32(r), ws, p)
+		ADDQ(w, p)
+	}
+	XORQ(xo, xo)
+	for i := range chains {
+		VPXORD(chains[i][0], chains[i][0], chains[i][0])
+		VPXORD(chains[i][1], chains[i][1], chains[i][1])
+	}
+	Load(Param("n"), cnt)
+	xm := func(i, disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
+	block16 := func(k int) {
+		load16(Mem{Base: p, Disp: 2 * k * wBytes8}, wz)
+		for i := range chains {
+			VFMADD231PS(xm(i, 64*k), wz, chains[i][k])
+		}
+	}
+	Label(lbl + "_pairs")
+	CMPQ(cnt, U8(4))
+	JB(LabelRef(lbl + "_single"))
+	if prefetch {
+		for off := 0; off < 4*wBytes8; off += 64 {
+			PREFETCHT0(Mem{Base: p, Disp: floatPrefetchDistance + off})
+		}
+	}
+	block16(0)
+	block16(1)
+	ADDQ(U32(4*wBytes8), p)
+	ADDQ(U32(128), xo)
+	SUBQ(U8(4), cnt)
+	JMP(LabelRef(lbl + "_pairs"))
+
+	Label(lbl + "_single")
+	CMPQ(cnt, U8(2))
+	JB(LabelRef(lbl + "_eight"))
+	block16(0)
+	ADDQ(U32(2*wBytes8), p)
+	ADDQ(U8(64), xo)
+	SUBQ(U8(2), cnt)
+
+	Label(lbl + "_eight")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(lbl + "_sum"))
+	load8(Mem{Base: p}, wy)
+	for i := range chains {
+		VMULPS(xm(i, 0), wy, t)
+		VADDPS(t.AsZ(), chains[i][0], chains[i][0])
+	}
+
+	Label(lbl + "_sum")
+	for i := range chains {
+		VADDPS(chains[i][1], chains[i][0], chains[i][0])
+	}
+}
+
+// shuffleAdd sets l to the sums of the pairs of partial sums that the shuffles lo and hi of a
+// and b line up (h is scratch; l and h must be neither a nor b); lanes128 picks VSHUFF32X4
+// (128-bit lanes) over VSHUFPS (within lanes). It is a step of the 16-row kernels' tree.
+func shuffleAdd(a, b, l, h VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
+	if lanes128 {
+		VSHUFF32X4(U8(lo), b, a, l)
+		VSHUFF32X4(U8(hi), b, a, h)
+	} else {
+		VSHUFPS(U8(lo), b, a, l)
+		VSHUFPS(U8(hi), b, a, h)
+	}
+	VADDPS(h, l, l)
+	return l
+}
+
 // floatKernel512Rows16 is floatKernel512 with one activation row for 16 weight rows at a time
 // (rows must be a multiple of 16): each row's two chains are summed exactly as there, and the
 // 16 horizontal sums that end the rows are done together, as a transposition tree of
@@ -714,64 +794,11 @@ func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual))
 	// row emits weight row r's two chains, summed into set's first chain: the vector
 	// floatKernel512 reduces.
 	row := func(r, set int) VecVirtual {
-		lbl := fmt.Sprintf("%s_r%d", name, r)
-		if r == 0 {
-			MOVQ(w, p)
-		} else {
-			IMUL3Q(U32(r), ws, p)
-			ADDQ(w, p)
-		}
-		XORQ(xo, xo)
-		c0, c1 := chains[set][0], chains[set][1]
-		VPXORD(c0, c0, c0)
-		VPXORD(c1, c1, c1)
-		Load(Param("n"), cnt)
-		xm := func(disp int) Mem { return Mem{Base: x, Index: xo, Scale: 1, Disp: disp} }
-		block16 := func(k int, c VecVirtual) {
-			load16(Mem{Base: p, Disp: 2 * k * wBytes8}, wz)
-			VFMADD231PS(xm(64*k), wz, c)
-		}
-		Label(lbl + "_pairs")
-		CMPQ(cnt, U8(4))
-		JB(LabelRef(lbl + "_single"))
-		block16(0, c0)
-		block16(1, c1)
-		ADDQ(U32(4*wBytes8), p)
-		ADDQ(U32(128), xo)
-		SUBQ(U8(4), cnt)
-		JMP(LabelRef(lbl + "_pairs"))
-
-		Label(lbl + "_single")
-		CMPQ(cnt, U8(2))
-		JB(LabelRef(lbl + "_eight"))
-		block16(0, c0)
-		ADDQ(U32(2*wBytes8), p)
-		ADDQ(U8(64), xo)
-		SUBQ(U8(2), cnt)
-
-		Label(lbl + "_eight")
-		TESTQ(cnt, cnt)
-		JZ(LabelRef(lbl + "_sum"))
-		load8(Mem{Base: p}, wy)
-		VMULPS(xm(0), wy, t)
-		VADDPS(t.AsZ(), c0, c0)
-
-		Label(lbl + "_sum")
-		VADDPS(c1, c0, c0)
-		return c0
+		floatRow(fmt.Sprintf("%s_r%d", name, r), r, w, ws, p, xo, cnt, []Register{x}, chains[set:set+1], wz, wy, t, wBytes8, false, load16, load8)
+		return chains[set][0]
 	}
-	// combine adds the two shuffles of a and b (immediates lo and hi) that pair up partial
-	// sums; lanes128 picks VSHUFF32X4 (128-bit lanes) over VSHUFPS (within lanes).
 	combine := func(a, b, l VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
-		if lanes128 {
-			VSHUFF32X4(U8(lo), b, a, l)
-			VSHUFF32X4(U8(hi), b, a, h)
-		} else {
-			VSHUFPS(U8(lo), b, a, l)
-			VSHUFPS(U8(hi), b, a, h)
-		}
-		VADDPS(h, l, l)
-		return l
+		return shuffleAdd(a, b, l, h, lo, hi, lanes128)
 	}
 	// The tree, depth first so that few vectors are live at once, over the rows in order (so
 	// that the weights stream from memory in order):
@@ -856,73 +883,10 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 	// row emits weight row r's products with the four activation rows, activation row i's
 	// two chains summed into chains[i][0]: the vector floatKernel512 reduces for that pair.
 	row := func(r int) {
-		lbl := fmt.Sprintf("%s_r%d", name, r)
-		if r == 0 {
-			MOVQ(w, p)
-		} else {
-			IMUL3Q(U32(r), ws, p)
-			ADDQ(w, p)
-		}
-		XORQ(xo, xo)
-		for i := range chains {
-			VPXORD(chains[i][0], chains[i][0], chains[i][0])
-			VPXORD(chains[i][1], chains[i][1], chains[i][1])
-		}
-		Load(Param("n"), cnt)
-		xm := func(i, disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
-		block16 := func(k int) {
-			load16(Mem{Base: p, Disp: 2 * k * wBytes8}, wz)
-			for i := range chains {
-				VFMADD231PS(xm(i, 64*k), wz, chains[i][k])
-			}
-		}
-		Label(lbl + "_pairs")
-		CMPQ(cnt, U8(4))
-		JB(LabelRef(lbl + "_single"))
-		for off := 0; off < 4*wBytes8; off += 64 {
-			PREFETCHT0(Mem{Base: p, Disp: floatPrefetchDistance + off})
-		}
-		block16(0)
-		block16(1)
-		ADDQ(U32(4*wBytes8), p)
-		ADDQ(U32(128), xo)
-		SUBQ(U8(4), cnt)
-		JMP(LabelRef(lbl + "_pairs"))
-
-		Label(lbl + "_single")
-		CMPQ(cnt, U8(2))
-		JB(LabelRef(lbl + "_eight"))
-		block16(0)
-		ADDQ(U32(2*wBytes8), p)
-		ADDQ(U8(64), xo)
-		SUBQ(U8(2), cnt)
-
-		Label(lbl + "_eight")
-		TESTQ(cnt, cnt)
-		JZ(LabelRef(lbl + "_sum"))
-		load8(Mem{Base: p}, wy)
-		for i := range chains {
-			VMULPS(xm(i, 0), wy, t)
-			VADDPS(t.AsZ(), chains[i][0], chains[i][0])
-		}
-
-		Label(lbl + "_sum")
-		for i := range chains {
-			VADDPS(chains[i][1], chains[i][0], chains[i][0])
-		}
+		floatRow(fmt.Sprintf("%s_r%d", name, r), r, w, ws, p, xo, cnt, xs, chains[:], wz, wy, t, wBytes8, true, load16, load8)
 	}
-	// combine is floatKernel512Rows16's: l gets the sums of the pairs of partial sums that the
-	// shuffles lo and hi of a and b line up (l must be neither a nor b).
 	combine := func(a, b, l VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
-		if lanes128 {
-			VSHUFF32X4(U8(lo), b, a, l)
-			VSHUFF32X4(U8(hi), b, a, h)
-		} else {
-			VSHUFPS(U8(lo), b, a, l)
-			VSHUFPS(U8(hi), b, a, h)
-		}
-		VADDPS(h, l, l)
-		return l
+		return shuffleAdd(a, b, l, h, lo, hi, lanes128)
 	}
 
 	Label(name + "_group")
