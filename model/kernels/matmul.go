@@ -212,8 +212,19 @@ func prepare(im *impl, kind actKind, x []float32, n, cols int) acts {
 		a.scratch.b = make([]byte, n*a.stride)
 	}
 	a.b = a.scratch.b[:n*a.stride]
-	for i := 0; i < n; i++ {
-		row := a.b[i*a.stride : (i+1)*a.stride]
+	if n*cols >= parallelQuantValues { // the closure escapes: made only here
+		parallelFor(n, max(1, parallelQuantValues/2/cols), func(lo, hi int) { quantizeRows(q, kind, a.b, a.stride, x, cols, lo, hi) })
+	} else {
+		quantizeRows(q, kind, a.b, a.stride, x, cols, 0, n)
+	}
+	return a
+}
+
+// quantizeRows quantizes activation rows [lo, hi) of x (rows of cols values) with q into b
+// (rows of stride bytes), as prepare lays them out for kind.
+func quantizeRows(q func(dst []byte, x []float32), kind actKind, b []byte, stride int, x []float32, cols, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		row := b[i*stride : (i+1)*stride]
 		if kind != actK && cols%128 != 0 {
 			clear(row[len(row)-act32Group:]) // the unused blocks of the last group
 		}
@@ -222,8 +233,11 @@ func prepare(im *impl, kind actKind, x []float32, n, cols int) acts {
 			blockSums(row, x[i*cols:(i+1)*cols])
 		}
 	}
-	return a
 }
+
+// parallelQuantValues is the fewest activation values prepare quantizes on the pool's
+// workers rather than on the caller alone.
+const parallelQuantValues = 8 << 10
 
 func (a acts) release() {
 	if a.scratch != nil {
