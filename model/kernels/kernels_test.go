@@ -870,7 +870,8 @@ func TestSpinMore(t *testing.T) {
 }
 
 // TestHoldWorkers checks that holds nest, that jobs run as always while the pool is held, that
-// the workers park once the last hold is released, and that a release without a hold panics.
+// the workers park once the last hold is released, that a hold wakes no worker that is not
+// parked, and that a release without a hold panics and leaves the pool unheld.
 func TestHoldWorkers(t *testing.T) {
 	HoldWorkers()
 	HoldWorkers()
@@ -887,17 +888,27 @@ func TestHoldWorkers(t *testing.T) {
 	ReleaseWorkers()
 	ReleaseWorkers()
 	deadline := time.Now().Add(5 * time.Second)
-	for pool.spinning.Load() != 0 {
+	for pool.spinning.Load() != 0 || pool.parked.Load() != pool.started.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d workers still spinning 5 s after the last release", pool.spinning.Load())
+			t.Fatalf("5 s after the last release: %d workers spinning, %d of %d parked", pool.spinning.Load(), pool.parked.Load(), pool.started.Load())
 		}
 		time.Sleep(time.Millisecond)
+	}
+	// Holds and releases while every worker is parked queue at most one wake a worker.
+	for range 100 {
+		HoldWorkers()
+		ReleaseWorkers()
+	}
+	if n, w := len(pool.wake), pool.started.Load(); int64(n) > w {
+		t.Errorf("100 holds of a parked pool queued %d wakes for %d workers", n, w)
 	}
 	defer func() {
 		if recover() == nil {
 			t.Error("ReleaseWorkers without HoldWorkers did not panic")
 		}
-		pool.holds.Store(0)
+		if h := pool.holds.Load(); h != 0 {
+			t.Errorf("after a ReleaseWorkers without HoldWorkers, %d holds", h)
+		}
 	}()
 	ReleaseWorkers()
 }

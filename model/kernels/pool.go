@@ -57,8 +57,10 @@ func HoldWorkers() {
 	}
 	// Wake the parked workers now rather than at the first job: a parked goroutine takes
 	// longer to run again than a small product takes, and the holder's first product comes
-	// within microseconds.
-	for range pool.started.Load() - pool.spinning.Load() {
+	// within microseconds. Only parked workers not already woken by a queued job are sent
+	// one, so that no wake waits in the queue for a worker busy elsewhere and crowds out the
+	// wakes of real jobs.
+	for range pool.parked.Load() - int64(len(pool.wake)) {
 		select {
 		case pool.wake <- &noJob:
 		default:
@@ -70,10 +72,16 @@ func HoldWorkers() {
 // watching for jobs.
 var noJob job
 
-// ReleaseWorkers ends a HoldWorkers.
+// ReleaseWorkers ends a HoldWorkers. Without one it panics and leaves the pool as it was.
 func ReleaseWorkers() {
-	if pool.holds.Add(-1) < 0 {
-		panic("kernels: ReleaseWorkers without HoldWorkers")
+	for {
+		h := pool.holds.Load()
+		if h <= 0 {
+			panic("kernels: ReleaseWorkers without HoldWorkers")
+		}
+		if pool.holds.CompareAndSwap(h, h-1) {
+			return
+		}
 	}
 }
 
@@ -142,6 +150,7 @@ var pool struct {
 	offer    atomic.Pointer[job]
 	spinning atomic.Int64
 	holds    atomic.Int64 // HoldWorkers calls not yet released
+	parked   atomic.Int64 // workers waiting on wake
 	wake     chan *job
 }
 
@@ -185,7 +194,9 @@ func worker() {
 	for {
 		j := spin(last)
 		if j == nil {
+			pool.parked.Add(1)
 			j = <-pool.wake
+			pool.parked.Add(-1)
 		}
 		j.help()
 		last = j
