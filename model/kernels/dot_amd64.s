@@ -15232,10 +15232,9 @@ dotF32x4Rows4AVX512_r3_sum:
 	VEXTRACTF32X4 $0x02, Z10, (R11)
 	ADDQ          R10, R11
 	VEXTRACTF32X4 $0x03, Z10, (R11)
-	ADDQ          BX, AX
-	ADDQ          BX, AX
-	ADDQ          BX, AX
-	ADDQ          BX, AX
+	MOVQ          BX, R13
+	SHLQ          $0x02, R13
+	ADDQ          R13, AX
 	ADDQ          $0x10, DX
 	SUBQ          $0x04, CX
 	JMP           dotF32x4Rows4AVX512_group
@@ -15562,10 +15561,9 @@ dotF16x4Rows4AVX512_r3_sum:
 	VEXTRACTF32X4 $0x02, Z10, (R11)
 	ADDQ          R10, R11
 	VEXTRACTF32X4 $0x03, Z10, (R11)
-	ADDQ          BX, AX
-	ADDQ          BX, AX
-	ADDQ          BX, AX
-	ADDQ          BX, AX
+	MOVQ          BX, R13
+	SHLQ          $0x02, R13
+	ADDQ          R13, AX
 	ADDQ          $0x10, DX
 	SUBQ          $0x04, CX
 	JMP           dotF16x4Rows4AVX512_group
@@ -15908,10 +15906,9 @@ dotBF16x4Rows4AVX512_r3_sum:
 	VEXTRACTF32X4 $0x02, Z10, (R11)
 	ADDQ          R10, R11
 	VEXTRACTF32X4 $0x03, Z10, (R11)
-	ADDQ          BX, AX
-	ADDQ          BX, AX
-	ADDQ          BX, AX
-	ADDQ          BX, AX
+	MOVQ          BX, R13
+	SHLQ          $0x02, R13
+	ADDQ          R13, AX
 	ADDQ          $0x10, DX
 	SUBQ          $0x04, CX
 	JMP           dotBF16x4Rows4AVX512_group

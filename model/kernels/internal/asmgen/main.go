@@ -21,6 +21,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
@@ -749,6 +750,23 @@ func floatRow(lbl string, r int, w, ws, p, xo, cnt Register, xs []Register, chai
 	}
 }
 
+// rowGroupEnd emits the end of a loop over groups of rows weight rows (a power of two) with one
+// result each per activation row: w past the group's rows (of ws bytes), out past their
+// results, rows fewer left, back to name+"_group"; then name+"_done", the return. tmp is
+// scratch.
+func rowGroupEnd(name string, rows int, w, ws, out, nrows, tmp Register) {
+	MOVQ(ws, tmp)
+	SHLQ(U8(bits.TrailingZeros(uint(rows))), tmp)
+	ADDQ(tmp, w)
+	ADDQ(U8(4*rows), out)
+	SUBQ(U8(rows), nrows)
+	JMP(LabelRef(name + "_group"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
 // shuffleAdd sets l to the sums of the pairs of partial sums that the shuffles lo and hi of a
 // and b line up (h is scratch; l and h must be neither a nor b); lanes128 picks VSHUFF32X4
 // (128-bit lanes) over VSHUFPS (within lanes). It is a step of the 16-row kernels' tree.
@@ -827,17 +845,7 @@ func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual))
 	VMOVUPS(permRows16, perm)
 	VPERMPS(sum, perm, sum)
 	VMOVUPS(sum, Mem{Base: out})
-	q16 := GP64()
-	MOVQ(ws, q16)
-	SHLQ(U8(4), q16)
-	ADDQ(q16, w)
-	ADDQ(U8(64), out)
-	SUBQ(U8(16), nrows)
-	JMP(LabelRef(name + "_group"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	rowGroupEnd(name, 16, w, ws, out, nrows, GP64())
 }
 
 // floatKernel512Rows4 is floatKernel512 with four activation rows for four weight rows at a
@@ -916,16 +924,7 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 			ADDQ(ost, o)
 		}
 	}
-	for range 4 {
-		ADDQ(ws, w)
-	}
-	ADDQ(U8(16), out)
-	SUBQ(U8(4), nrows)
-	JMP(LabelRef(name + "_group"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	rowGroupEnd(name, 4, w, ws, out, nrows, cnt)
 }
 
 // Q8_0 and Q4_0 work on groups of four blocks: the integer sums of the four blocks are
