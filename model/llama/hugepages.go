@@ -3,6 +3,7 @@ package llama
 import (
 	"cmp"
 	"errors"
+	"runtime"
 	"slices"
 	"syscall"
 	"unsafe"
@@ -41,7 +42,9 @@ const hugePageAlign = 64
 // (kernels.Pack keeps its packed copy on the Go heap) — out of the file's memory mapping
 // into memory on transparent huge pages (package hugepages), and points the matrices at the
 // copies. It reports ok = false, changing nothing, where huge pages are not available.
-// The copy reads every page of those weights, as prefetch would.
+// The copy reads every page of those weights, as prefetch would, and drops the mapping's
+// pages of them from the process's resident memory as it goes (gguf.File.DropPages), so that
+// the process holds the weights about once at any time.
 func (m *Model) moveToHugePages() (ok bool, err error) {
 	type view struct {
 		w      *kernels.Matrix
@@ -86,21 +89,41 @@ func (m *Model) moveToHugePages() (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	const chunk = 4 << 20 // progress is reported at most once a chunk copied
-	var done, reported int64
+	// The copy in jobs of a huge page, on every core (the first write to each page has the
+	// kernel clear it), in batches after which progress is reported.
+	type job struct{ view, off, end int }
+	var jobs []job
 	copied := uintptr(0) // the address up to which the views' bytes are copied
 	for i, v := range views {
-		dst := mem.Bytes[spanOff[span[i]]+v.lo-spanLo[span[i]]:]
-		for off := int(max(copied, v.lo) - v.lo); off < len(v.w.Data); off += chunk {
-			end := min(off+chunk, len(v.w.Data))
-			copy(dst[off:end], v.w.Data[off:end])
-			done += int64(end - off)
-			if m.opts.Progress != nil && (done-reported > int64(bytes)/100 || done == int64(bytes)) {
-				m.opts.Progress("load", done, int64(bytes))
-				reported = done
-			}
+		for off := int(max(copied, v.lo) - v.lo); off < len(v.w.Data); off += copyJobBytes {
+			jobs = append(jobs, job{i, off, min(off+copyJobBytes, len(v.w.Data))})
 		}
 		copied = max(copied, v.hi)
+	}
+	const batch = 16 // jobs between progress reports
+	errs := make([]error, len(jobs))
+	var done int64
+	for lo := 0; lo < len(jobs); lo += batch {
+		hi := min(lo+batch, len(jobs))
+		kernels.Parallel(hi-lo, runtime.GOMAXPROCS(0), func(k, _ int) {
+			j := jobs[lo+k]
+			v := views[j.view]
+			dst := mem.Bytes[spanOff[span[j.view]]+v.lo-spanLo[span[j.view]]:]
+			copy(dst[j.off:j.end], v.w.Data[j.off:j.end])
+			// The mapping's pages of the copied bytes leave the process's resident memory
+			// (they stay in the page cache): the copy is what the kernels read now.
+			errs[lo+k] = m.file.DropPages(v.w.Data[j.off:j.end])
+		})
+		for _, j := range jobs[lo:hi] {
+			done += int64(j.end - j.off)
+		}
+		if m.opts.Progress != nil {
+			m.opts.Progress("load", done, int64(bytes))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		mem.Free()
+		return false, err
 	}
 	for i, v := range views {
 		start := spanOff[span[i]] + v.lo - spanLo[span[i]]
@@ -109,3 +132,7 @@ func (m *Model) moveToHugePages() (ok bool, err error) {
 	m.huge = mem
 	return true, nil
 }
+
+// copyJobBytes is the bytes of a copy job: a huge page (a variable for the tests, whose models
+// are smaller).
+var copyJobBytes = hugepages.Size

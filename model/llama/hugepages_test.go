@@ -23,6 +23,10 @@ func TestHugePages(t *testing.T) {
 		t.Fatalf("no reference models in %s (%v)", archRefDir, err)
 	}
 	files = append(files, fixtures.Path(t, "models", "stories260K-f32.gguf"), fixtures.Path(t, "models", "stories260K-f16.gguf"))
+	// Copy jobs of a page, so that these small models' copies take many jobs, views across
+	// jobs and jobs across views.
+	defer func(n int) { copyJobBytes = n }(copyJobBytes)
+	copyJobBytes = 4096
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".gguf"), func(t *testing.T) {
 			var logits [2][]float32
