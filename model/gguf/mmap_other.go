@@ -8,6 +8,3 @@ import "os"
 func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 	return readFile(fh, size)
 }
-
-// dropPages is not needed where nothing is mapped.
-func dropPages([]byte) error { return nil }

@@ -3,11 +3,8 @@
 package gguf
 
 import (
-	"fmt"
 	"os"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // mapFile maps size bytes of fh read-only and returns them with the function that unmaps
@@ -25,12 +22,4 @@ func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 		return readFile(fh, size)
 	}
 	return data, func() error { return syscall.Munmap(data) }, nil
-}
-
-// dropPages drops b's pages, part of a file mapping, from the process's resident memory.
-func dropPages(b []byte) error {
-	if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
-		return fmt.Errorf("madvise: %w", err)
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -76,33 +75,6 @@ func (f *File) Close() error {
 		u := f.unmap
 		f.unmap = nil
 		return u()
-	}
-	return nil
-}
-
-// DropPages tells the operating system that the process will not read b, bytes of the file's
-// data, for a while — it has copied them elsewhere — so that their pages leave its resident
-// memory: the pages stay in the page cache, and reading b again maps them back. Only whole
-// pages inside b are dropped. It does nothing for a File whose data is not a memory mapping
-// (one from Read, or from Open on a file system that cannot be mapped); b must be bytes of
-// the file's data (TensorData's).
-func (f *File) DropPages(b []byte) error {
-	if f.unmap == nil || len(b) == 0 {
-		return nil
-	}
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
-	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if lo < base || lo+uintptr(len(b)) > base+uintptr(len(f.data)) {
-		return fmt.Errorf("gguf: %s: DropPages: the bytes are not the file's", f.describe())
-	}
-	page := uintptr(os.Getpagesize()) // the mapping starts on a page
-	start := (lo - base + page - 1) &^ (page - 1)
-	end := (lo - base + uintptr(len(b))) &^ (page - 1)
-	if end <= start {
-		return nil
-	}
-	if err := dropPages(f.data[start:end]); err != nil {
-		return fmt.Errorf("gguf: %s: %w", f.describe(), err)
 	}
 	return nil
 }

@@ -51,7 +51,6 @@ import (
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/ggml"
 	"github.com/loomlm/loom/model/gguf"
-	"github.com/loomlm/loom/model/hugepages"
 	"github.com/loomlm/loom/model/kernels"
 )
 
@@ -142,15 +141,6 @@ type Options struct {
 	// weights is touched while loading, so that the first forward pass does not pay for
 	// reading the file. Packing (see NoRepack) reads the packed matrices at load either way.
 	NoPrefetch bool
-	// NoHugePages keeps the weights Open reads in place in the file's memory mapping. By
-	// default (Linux, where the kernel grants transparent huge pages) Open copies every
-	// matrix the kernels read in place — all but the packed ones, see NoRepack — into memory
-	// on 2 MiB pages as it loads: streamed once a token, they are read faster than through
-	// the mapping's 4 KiB pages (a 110M F32 model's one-row forward pass 7–10 % less time,
-	// four rows 10–17 %), at the cost of their size in memory of the process's own, where
-	// the mapping's pages can be shared and dropped by the kernel. New never copies: the
-	// caller owns the file.
-	NoHugePages bool
 	// Progress, when set, is told about long work: stage "load" counts bytes of weights
 	// read, stage "prefill" counts tokens of a forward pass that takes several passes.
 	Progress func(stage string, done, total int64)
@@ -192,8 +182,6 @@ type Model struct {
 	opts Options
 	file *gguf.File
 	own  bool // Close closes file
-	// huge holds the weights Open copied onto huge pages (nil if none); Close frees it.
-	huge *hugepages.Memory
 
 	embd       kernels.Matrix // VocabSize × Dim, any dequantisable type
 	embdRow    int            // bytes per embedding row
@@ -255,19 +243,18 @@ func Architectures() []string {
 	return names
 }
 
-// Open loads the model in the GGUF file at path. The file stays memory-mapped until Close;
-// the weights the kernels read in place are copied onto huge pages where the system has
-// them (see Options.NoHugePages).
+// Open loads the model in the GGUF file at path. The file stays memory-mapped until Close.
 func Open(path string, opts Options) (*Model, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := build(f, opts, true)
+	m, err := New(f, opts)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	m.own = true
 	return m, nil
 }
 
@@ -275,17 +262,11 @@ func Open(path string, opts Options) (*Model, error) {
 // (Close does not close it). Errors name the missing metadata or tensors and the unsupported
 // architecture or tensor types.
 func New(f *gguf.File, opts Options) (*Model, error) {
-	return build(f, opts, false)
-}
-
-// build is New, for Open when own: the model then owns f (Close closes it) and may copy its
-// weights onto huge pages.
-func build(f *gguf.File, opts Options, own bool) (*Model, error) {
 	p, err := readParams(f, opts)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{p: p, opts: opts, file: f, own: own, workers: runtime.GOMAXPROCS(0)}
+	m := &Model{p: p, opts: opts, file: f, workers: runtime.GOMAXPROCS(0)}
 	m.sharePuts = m.WeightBytes() >= putShareBytes
 	if m.opts.BatchTokens <= 0 {
 		m.opts.BatchTokens = 256
@@ -317,14 +298,7 @@ func build(f *gguf.File, opts Options, own bool) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	moved := false
-	if own && !opts.NoHugePages {
-		if moved, err = m.moveToHugePages(); err != nil {
-			return nil, err
-		}
-		m.buildGroups()
-	}
-	if !opts.NoPrefetch && !moved {
+	if !opts.NoPrefetch {
 		m.prefetch()
 	}
 	return m, nil
@@ -730,18 +704,12 @@ func (m *Model) loadTensors() error {
 	if !m.opts.NoRepack {
 		m.pack()
 	}
-	m.buildGroups()
-	m.embdRow = m.embd.RowBytes()
-	return nil
-}
-
-// buildGroups groups the matrices that multiply the same input (again after their data
-// moved).
-func (m *Model) buildGroups() {
 	for i := range m.layers {
 		l := &m.layers[i]
 		l.qkv = []kernels.Matrix{l.wq, l.wk, l.wv}
 	}
+	m.embdRow = m.embd.RowBytes()
+	return nil
 }
 
 // pack packs the matrices of every product for the kernels (kernels.Pack).
@@ -792,18 +760,13 @@ func (m *Model) prefetch() {
 
 var prefetchSink byte
 
-// Close releases the model's file and its weights' copy on huge pages when the model opened
-// it (Open). The model must not be used afterwards.
+// Close releases the model's file when the model opened it (Open). The model must not be
+// used afterwards.
 func (m *Model) Close() error {
-	var err error
 	if m.own {
-		err = m.file.Close()
+		return m.file.Close()
 	}
-	if m.huge != nil {
-		err = errors.Join(err, m.huge.Free())
-		m.huge = nil
-	}
-	return err
+	return nil
 }
 
 // Params returns the model's hyper-parameters.

@@ -18,8 +18,7 @@ import (
 // LOOM_BENCH_KV names: f32, f16, q8_0), the sequences sharing their prompt's cache blocks
 // (rows=N, as beams do) or each with a prompt of its own (distinct/rows=N, as requests do):
 // the cost of the rows a batch or beam search adds. It runs the embedded default model, or the
-// GGUF file named by LOOM_BENCH_GGUF (its weights on huge pages, or in the file's mapping
-// with LOOM_BENCH_HUGE_PAGES=0).
+// GGUF file named by LOOM_BENCH_GGUF.
 func BenchmarkForwardRows(b *testing.B) {
 	var m *llama.Model
 	var err error
@@ -35,7 +34,7 @@ func BenchmarkForwardRows(b *testing.B) {
 			b.Fatalf("LOOM_BENCH_CONTEXT=%q: want a positive number of tokens", s)
 		}
 	}
-	opts := llama.Options{KVType: kv, KVBudget: 4 << 30, NoHugePages: os.Getenv("LOOM_BENCH_HUGE_PAGES") == "0"}
+	opts := llama.Options{KVType: kv, KVBudget: 4 << 30}
 	if f := os.Getenv("LOOM_BENCH_GGUF"); f != "" {
 		m, err = llama.Open(f, opts)
 	} else {

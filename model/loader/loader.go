@@ -13,8 +13,6 @@
 //	batch_tokens   = 256     # most token rows per pass through the layers
 //	repack         = true    # copy Q4_0/Q8_0/IQ4_NL weights into the packed kernels' layout
 //	                         # (AVX-512 VNNI; their size in memory again)
-//	huge_pages     = true    # copy the other weights onto transparent huge pages at load
-//	                         # (Linux; faster to stream, their size in memory again)
 package loader
 
 import (
@@ -82,7 +80,7 @@ func Open(path string, options map[string]any) (core.Model, core.Tokenizer, io.C
 }
 
 // optionKeys lists the options ParseOptions accepts.
-var optionKeys = []string{"batch_tokens", "block_size", "context_length", "huge_pages", "kv_budget_mb", "kv_type", "prefix_cache", "repack"}
+var optionKeys = []string{"batch_tokens", "block_size", "context_length", "kv_budget_mb", "kv_type", "prefix_cache", "repack"}
 
 // ParseOptions converts the options of a [model] table to llama.Options. It reports every bad
 // option at once: the error joins one *core.ParamError per key (errors.Join).
@@ -141,10 +139,6 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 			var b bool
 			b, err = boolean()
 			o.NoRepack = !b
-		case "huge_pages":
-			var b bool
-			b, err = boolean()
-			o.NoHugePages = !b
 		default:
 			err = &core.ParamError{Param: k, Reason: "unknown model option (known: " + strings.Join(optionKeys, ", ") + ")"}
 		}

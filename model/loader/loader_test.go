@@ -110,11 +110,11 @@ func TestParseOptions(t *testing.T) {
 		check   func(o llama.Options) bool
 	}{
 		{"empty", nil, "", func(o llama.Options) bool {
-			return o.KVType == cache.Float32 && o.KVBudget == 0 && !o.NoPrefixCache && o.BlockSize == 0 && !o.NoRepack && !o.NoHugePages
+			return o.KVType == cache.Float32 && o.KVBudget == 0 && !o.NoPrefixCache && o.BlockSize == 0 && !o.NoRepack
 		}},
-		{"all", map[string]any{"kv_type": "f16", "kv_budget_mb": int64(64), "block_size": int64(32), "prefix_cache": false, "context_length": int64(100), "batch_tokens": int64(64), "repack": false, "huge_pages": false}, "",
+		{"all", map[string]any{"kv_type": "f16", "kv_budget_mb": int64(64), "block_size": int64(32), "prefix_cache": false, "context_length": int64(100), "batch_tokens": int64(64), "repack": false}, "",
 			func(o llama.Options) bool {
-				return o.KVType == cache.Float16 && o.KVBudget == 64<<20 && o.BlockSize == 32 && o.NoPrefixCache && o.ContextLength == 100 && o.BatchTokens == 64 && o.NoRepack && o.NoHugePages
+				return o.KVType == cache.Float16 && o.KVBudget == 64<<20 && o.BlockSize == 32 && o.NoPrefixCache && o.ContextLength == 100 && o.BatchTokens == 64 && o.NoRepack
 			}},
 		{"q8_0 kv", map[string]any{"kv_type": "q8_0"}, "", func(o llama.Options) bool { return o.KVType == cache.Q8_0 }},
 		{"bad kv type", map[string]any{"kv_type": "q8"}, "kv_type", nil},
@@ -123,7 +123,6 @@ func TestParseOptions(t *testing.T) {
 		{"fractional block", map[string]any{"block_size": 1.5}, "block_size", nil},
 		{"prefix cache not bool", map[string]any{"prefix_cache": "yes"}, "prefix_cache", nil},
 		{"repack not bool", map[string]any{"repack": int64(1)}, "repack", nil},
-		{"huge pages not bool", map[string]any{"huge_pages": "no"}, "huge_pages", nil},
 		{"unknown", map[string]any{"threads": int64(2)}, "unknown model option", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
