@@ -3,6 +3,7 @@ package constraint_test
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,6 +244,33 @@ func BenchmarkMaskLlama3StringStart(b *testing.B) {
 				constraint.Unshared(p).Mask(tok)
 			}
 		})
+	}
+}
+
+// BenchmarkMaskLlama3NewStringLimit computes the mask at the start of an array's first string
+// item under a schema whose items have a length limit the process has not met before (each op
+// compiles the schema with another maxLength): what the first string of a new API schema
+// costs.
+func BenchmarkMaskLlama3NewStringLimit(b *testing.B) {
+	tok := llama3vocab.Tokenizer(b)
+	constraint.TrieFor(tok) // built once per tokenizer, outside the measurement
+	seq := newSeq(b, tok)
+	ids, err := tok.Encode(`["`, core.EncodeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limit := 1000
+	for b.Loop() {
+		limit++
+		start, err := constraint.NewJSONSchema([]byte(fmt.Sprintf(`{"type":"array","items":{"type":"string","maxLength":%d}}`, limit%400+20)), loomschema.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := start.Clone().(*constraint.Processor)
+		for _, id := range ids {
+			p.Accept(seq, id)
+		}
+		p.Mask(tok)
 	}
 }
 

@@ -239,10 +239,50 @@ func (r *grammarRuns) automaton(x grammar.Symbol, lead grammar.Symbol) *Automato
 	k := [2]grammar.Symbol{x, lead}
 	a, ok := r.automata[k]
 	if !ok {
-		a = cachedAutomaton(r.g, x, lead, r.body)
+		if !r.longChain(x) && (lead < 0 || !r.longChain(r.body[lead])) {
+			a = cachedAutomaton(r.g, x, lead, r.body)
+		}
 		r.automata[k] = a
 	}
 	return a
+}
+
+// maxChainInAutomaton is the longest bounded repetition (X{0,k}: a chain of k optional copies)
+// an automaton's sub-grammar may hold. A chain of k copies has k times the positions of X and
+// about k times its states, so the automaton of a run that holds a string of at most 200
+// characters (the items of an array of such strings, 20 positions a character) has thousands
+// of positions and fails its limits only after 5–70 ms of work — on the first mask at the
+// start of every such string, for every maxLength a process meets — where the slice it would
+// give holds the few tokens that span the end of one item and the start of the next. The
+// string's own characters are a run of their own (a slice with a budget).
+const maxChainInAutomaton = 16
+
+// longChain reports whether the sub-grammar reachable from x holds a bounded repetition of
+// more than maxChainInAutomaton copies.
+func (r *grammarRuns) longChain(x grammar.Symbol) bool {
+	if x.IsTerminal() {
+		return false
+	}
+	seen := map[int32]bool{}
+	var walk func(n int32) bool
+	walk = func(n int32) bool {
+		if seen[n] {
+			return false
+		}
+		seen[n] = true
+		if r.bound[n] > maxChainInAutomaton {
+			return true
+		}
+		for _, pi := range r.g.ByLHS[n] {
+			for _, s := range r.g.Prods[pi].RHS {
+				if !s.IsTerminal() && walk(int32(s)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(int32(x))
 }
 
 // cachedAutomaton returns the automaton of x* (lead < 0) or of x body[lead]*, from the cache

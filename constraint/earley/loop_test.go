@@ -205,3 +205,39 @@ func TestLargeLeadHasNoAutomaton(t *testing.T) {
 		}
 	}
 }
+
+// TestLongChainHasNoAutomaton checks that a repetition whose body holds a bounded repetition
+// of more than maxChainInAutomaton copies (the items of an array of strings of at most N
+// characters) gets no automaton, and none is built for it, while one of a short chain does.
+func TestLongChainHasNoAutomaton(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want bool
+	}{
+		{8, true},
+		{maxChainInAutomaton, true},
+		{maxChainInAutomaton + 1, false},
+		{200, false},
+	} {
+		g := grammar.MustCompile(fmt.Sprintf("root ::= \"[\" item (\",\" item)* \"]\"\nitem ::= \"\\\"\" [a-z]{0,%d} \"\\\"\"", tt.n))
+		m := New(g)
+		if _, ok := m.AdvanceBytes([]byte(`["abc"`)); !ok {
+			t.Fatal(`prefix ["abc" rejected`)
+		}
+		built := automata.built.Load()
+		runs := m.ActiveRuns(nil)
+		if got := len(runs) == 1; got != tt.want {
+			t.Errorf("items of at most %d characters: %d runs, want a run: %v", tt.n, len(runs), tt.want)
+		}
+		if !tt.want && automata.built.Load() != built {
+			t.Errorf("items of at most %d characters: %d automata built", tt.n, automata.built.Load()-built)
+		}
+		// The characters of a string are a run of their own either way, with its budget.
+		if _, ok := m.AdvanceBytes([]byte(`,"ab`)); !ok {
+			t.Fatal(`,"ab rejected`)
+		}
+		if runs := m.ActiveRuns(nil); len(runs) != 1 || runs[0].Budget != tt.n-2 {
+			t.Errorf("items of at most %d characters, inside one: runs %v, want one of budget %d", tt.n, runs, tt.n-2)
+		}
+	}
+}
