@@ -47,6 +47,68 @@ type serveBench struct {
 	Vary        float64 `json:"vary"`
 	KV          string  `json:"kv_type"` // the engine's KV cache element type
 	PromptWords int     `json:"prompt_words"`
+	Round       int     `json:"round"` // 1, 2, … (--rounds)
+}
+
+// serveMedian is a line of `loom bench serve --rounds N`'s summary: an engine's medians at a
+// number of streams over the rounds, and its rate there over its rate at the first level of
+// the same round (the median, least and most of the rounds' ratios).
+type serveMedian struct {
+	Engine     string  `json:"engine"`
+	Streams    int     `json:"streams"`
+	Rounds     int     `json:"rounds"`
+	TokensPerS float64 `json:"median_tokens_per_second"`
+	TTFTp50Ms  float64 `json:"median_ttft_p50_ms"`
+	ITLp50Ms   float64 `json:"median_itl_p50_ms"`
+	Ratio      float64 `json:"median_ratio_to_first_level"`
+	RatioMin   float64 `json:"least_ratio_to_first_level"`
+	RatioMax   float64 `json:"most_ratio_to_first_level"`
+}
+
+// medianOf returns the median of xs (the mean of the middle two for an even count).
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// serveMedians summarises rounds of results (each round the levels conc in order, per engine).
+func serveMedians(results []serveBench, conc []int, rounds int) []serveMedian {
+	var out []serveMedian
+	for _, eng := range []string{"loom", "llama-server"} {
+		// at[round][level]: the engine's result, if any
+		at := map[[2]int]serveBench{}
+		for _, r := range results {
+			if r.Engine == eng {
+				at[[2]int{r.Round, r.Streams}] = r
+			}
+		}
+		for _, c := range conc {
+			var rates, ttft, itl, ratios []float64
+			for round := 1; round <= rounds; round++ {
+				r, ok := at[[2]int{round, c}]
+				if !ok {
+					continue
+				}
+				rates, ttft, itl = append(rates, r.TokensPerS), append(ttft, r.TTFTp50Ms), append(itl, r.ITLp50Ms)
+				if first, ok := at[[2]int{round, conc[0]}]; ok && first.TokensPerS > 0 {
+					ratios = append(ratios, r.TokensPerS/first.TokensPerS)
+				}
+			}
+			if len(rates) == 0 {
+				continue
+			}
+			m := serveMedian{Engine: eng, Streams: c, Rounds: len(rates), TokensPerS: medianOf(rates), TTFTp50Ms: medianOf(ttft), ITLp50Ms: medianOf(itl)}
+			if len(ratios) > 0 {
+				m.Ratio, m.RatioMin, m.RatioMax = medianOf(ratios), slices.Min(ratios), slices.Max(ratios)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // serveLoad is what the clients of one level send: requests completions of tokens tokens on
@@ -83,6 +145,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
 	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
+	rounds := fs.Int("rounds", 1, "run the levels this many times, one round after another; with more than one, a summary follows: each engine's medians per level, and its rate there over its rate at the first level of the same round (median, least and most over the rounds)")
 	kv := fs.String("kv", "f16", "KV cache element type of both engines: f16 (llama-server's default), f32 or q8_0 (llama-server then runs with flash attention, which its quantized caches need)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -112,6 +175,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		{*words >= 1, "--prompt-words", *words, "at least 1"},
 		{*requests >= 0, "--requests", *requests, "not negative"},
 		{*vary >= 0 && *vary < 1, "--vary", *vary, "in [0, 1)"},
+		{*rounds >= 1, "--rounds", *rounds, "at least 1"},
 	} {
 		if !bad.ok {
 			fmt.Fprintf(stderr, "loom bench serve: %s %v: must be %s\n", bad.flag, bad.val, bad.want)
@@ -161,39 +225,65 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 			r.Engine, r.Streams, r.TokensPerS, r.TTFTp50Ms, r.TTFTp99Ms, r.ITLp50Ms, r.ITLp99Ms, r.Errors)
 		return err
 	}
-	for i, c := range conc {
-		n := *requests
-		if n == 0 {
-			n = max(8, 4*c)
-		}
-		// Alternate which engine goes first from one level to the next.
-		engines := []string{"loom", "llama-server"}
-		if i%2 == 1 {
-			engines = []string{"llama-server", "loom"}
-		}
-		for _, eng := range engines {
-			if eng == "llama-server" && llama == "" {
-				continue
+	var results []serveBench
+	for round := 1; round <= *rounds; round++ {
+		for i, c := range conc {
+			n := *requests
+			if n == 0 {
+				n = max(8, 4*c)
 			}
-			var r serveBench
-			var err error
-			load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary, kv: *kv}
-			if eng == "loom" {
-				r, err = benchLoomServe(ctx, abs, load)
-			} else {
-				r, err = benchLlamaServer(ctx, llama, abs, load)
+			// Alternate which engine goes first from one level (and round) to the next.
+			engines := []string{"loom", "llama-server"}
+			if (i+round-1)%2 == 1 {
+				engines = []string{"llama-server", "loom"}
 			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return &exitError{code: 130, err: errors.New("interrupted")}
+			for _, eng := range engines {
+				if eng == "llama-server" && llama == "" {
+					continue
 				}
-				return fmt.Errorf("%s at %d streams: %w", eng, c, err)
+				var r serveBench
+				var err error
+				load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary, kv: *kv}
+				if eng == "loom" {
+					r, err = benchLoomServe(ctx, abs, load)
+				} else {
+					r, err = benchLlamaServer(ctx, llama, abs, load)
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return &exitError{code: 130, err: errors.New("interrupted")}
+					}
+					return fmt.Errorf("%s at %d streams: %w", eng, c, err)
+				}
+				r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
+				r.KV, r.Round = *kv, round
+				if err := report(r); err != nil {
+					return err
+				}
+				results = append(results, r)
 			}
-			r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
-			r.KV = *kv
-			if err := report(r); err != nil {
+		}
+	}
+	if *rounds == 1 {
+		return nil
+	}
+	medians := serveMedians(results, conc, *rounds)
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		for _, m := range medians {
+			if err := enc.Encode(m); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	fmt.Fprintf(stdout, "\nmedians of %d rounds; rate over the same round's %d-stream rate (median, least–most):\n\n", *rounds, conc[0])
+	fmt.Fprintf(stdout, "| %-12s | %7s | %9s | %10s | %10s | %s |\n", "engine", "streams", "tok/s", "TTFT p50", "ITL p50", "× first level")
+	fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, m := range medians {
+		if _, err := fmt.Fprintf(stdout, "| %-12s | %7d | %9.1f | %7.1f ms | %7.1f ms | %.2f× (%.2f–%.2f) |\n",
+			m.Engine, m.Streams, m.TokensPerS, m.TTFTp50Ms, m.ITLp50Ms, m.Ratio, m.RatioMin, m.RatioMax); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -184,6 +184,7 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"bench", "serve", "--vary", "1"}, "--vary 1: must be in [0, 1)"},
 		{[]string{"bench", "serve", "--prompt-words", "0"}, "--prompt-words 0: must be at least 1"},
 		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16, f32 or q8_0`},
+		{[]string{"bench", "serve", "--rounds", "0"}, "--rounds 0: must be at least 1"},
 		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0: must be at least 1"},
 		{[]string{"serve", "--batch-window", "-1ms"}, "--batch-window -1ms: must be positive"},
 		{[]string{"serve", "--batch-window", "0"}, "--batch-window 0s: must be positive"},
@@ -192,6 +193,80 @@ func TestBenchServe(t *testing.T) {
 		code, _, stderr := runCLI(t, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.wantErr) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.wantErr)
+		}
+	}
+}
+
+// TestBenchServeRounds runs two rounds of two levels: four results numbered by round, then
+// each level's medians and its rate over the first level's, as the results give them.
+func TestBenchServeRounds(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,2", "--requests", "4", "-n", "6", "--prompt-words", "4", "--llama-server", "none", "--json", "--rounds", "2")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want four results and two medians:\n%s", len(lines), stdout)
+	}
+	var results []serveBench
+	for i, line := range lines[:4] {
+		var r serveBench
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Round != 1+i/2 || r.Streams != []int{1, 2}[i%2] || r.Errors != 0 || r.TokensPerS <= 0 {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+		results = append(results, r)
+	}
+	for i, line := range lines[4:] {
+		var m serveMedian
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		a, b := results[i], results[2+i]
+		ra, rb := a.TokensPerS/results[0].TokensPerS, b.TokensPerS/results[2].TokensPerS
+		want := serveMedian{Engine: "loom", Streams: a.Streams, Rounds: 2, TokensPerS: (a.TokensPerS + b.TokensPerS) / 2,
+			TTFTp50Ms: (a.TTFTp50Ms + b.TTFTp50Ms) / 2, ITLp50Ms: (a.ITLp50Ms + b.ITLp50Ms) / 2,
+			Ratio: (ra + rb) / 2, RatioMin: min(ra, rb), RatioMax: max(ra, rb)}
+		if !closeMedian(m, want) {
+			t.Errorf("medians at %d streams: %+v, want %+v", a.Streams, m, want)
+		}
+	}
+}
+
+// closeMedian compares two summaries, the floats to within rounding.
+func closeMedian(a, b serveMedian) bool {
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*(1+math.Abs(y)) }
+	return a.Engine == b.Engine && a.Streams == b.Streams && a.Rounds == b.Rounds && near(a.TokensPerS, b.TokensPerS) &&
+		near(a.TTFTp50Ms, b.TTFTp50Ms) && near(a.ITLp50Ms, b.ITLp50Ms) && near(a.Ratio, b.Ratio) && near(a.RatioMin, b.RatioMin) && near(a.RatioMax, b.RatioMax)
+}
+
+// TestServeMedians checks the summary of rounds: medians of odd and even counts, ratios over
+// the same round's first level, and an engine missing from a round (llama-server failing to
+// start is an error, so this is the summary's own contract).
+func TestServeMedians(t *testing.T) {
+	res := func(eng string, round, streams int, tps float64) serveBench {
+		return serveBench{Engine: eng, Round: round, Streams: streams, TokensPerS: tps, TTFTp50Ms: tps / 10, ITLp50Ms: 1}
+	}
+	results := []serveBench{
+		res("loom", 1, 1, 100), res("llama-server", 1, 1, 50), res("loom", 1, 16, 450), res("llama-server", 1, 16, 100),
+		res("loom", 2, 1, 80), res("llama-server", 2, 1, 60), res("loom", 2, 16, 400), res("llama-server", 2, 16, 90),
+		res("loom", 3, 1, 120), res("loom", 3, 16, 420),
+	}
+	got := serveMedians(results, []int{1, 16}, 3)
+	want := []serveMedian{
+		{Engine: "loom", Streams: 1, Rounds: 3, TokensPerS: 100, TTFTp50Ms: 10, ITLp50Ms: 1, Ratio: 1, RatioMin: 1, RatioMax: 1},
+		{Engine: "loom", Streams: 16, Rounds: 3, TokensPerS: 420, TTFTp50Ms: 42, ITLp50Ms: 1, Ratio: 4.5, RatioMin: 3.5, RatioMax: 5},
+		{Engine: "llama-server", Streams: 1, Rounds: 2, TokensPerS: 55, TTFTp50Ms: 5.5, ITLp50Ms: 1, Ratio: 1, RatioMin: 1, RatioMax: 1},
+		{Engine: "llama-server", Streams: 16, Rounds: 2, TokensPerS: 95, TTFTp50Ms: 9.5, ITLp50Ms: 1, Ratio: 1.75, RatioMin: 1.5, RatioMax: 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !closeMedian(got[i], want[i]) {
+			t.Errorf("line %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
 }
