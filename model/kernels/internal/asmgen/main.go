@@ -557,12 +557,7 @@ func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem
 		name = fmt.Sprintf("dot%sx4PairsCachedAVX512", typ)
 		doc = fmt.Sprintf("%s is dot%sx4PairsAVX512 without prefetch, for weights in cache.", name, typ)
 	}
-	TEXT(name, NOSPLIT, signature)
-	Doc(doc)
-	w := Load(Param("w"), GP64())
-	nrows := Load(Param("rows"), GP64())
-	out := Load(Param("out"), GP64())
-	ws := Load(Param("wstride"), GP64())
+	w, nrows, out, ws := rowKernelEntry(name, doc)
 	s := &rowState{p: GP64(), xo: GP64()}
 	x0 := Load(Param("x"), GP64())
 	s.x = []Register{x0}
@@ -685,6 +680,14 @@ func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem
 	RET()
 }
 
+// rowKernelEntry emits the entry of a kernel over groups of weight rows: its TEXT and doc, and
+// the loads of the parameters it reads first, in this order (w, rows, out, wstride).
+func rowKernelEntry(name, doc string) (w, nrows, out, ws Register) {
+	TEXT(name, NOSPLIT, signature)
+	Doc(doc)
+	return Load(Param("w"), GP64()), Load(Param("rows"), GP64()), Load(Param("out"), GP64()), Load(Param("wstride"), GP64())
+}
+
 // floatRow emits weight row r's products (from w + r·ws, the parameter n's 8-blocks) with the
 // activation rows xs at offset xo: activation row i's in its two chains chains[i], 16-blocks
 // alternating between them and a last 8-block into the first, exactly as floatKernel512 sums
@@ -793,12 +796,7 @@ func shuffleAdd(a, b, l, h VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
 func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx1Rows16AVX512", typ)
-	TEXT(name, NOSPLIT, signature)
-	Doc(fmt.Sprintf("%s computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.", name))
-	w := Load(Param("w"), GP64())
-	nrows := Load(Param("rows"), GP64())
-	out := Load(Param("out"), GP64())
-	ws := Load(Param("wstride"), GP64())
+	w, nrows, out, ws := rowKernelEntry(name, fmt.Sprintf("%s computes one activation row against rows weight rows, 16 at a time (AVX-512); rows must be a multiple of 16.", name))
 	x := Load(Param("x"), GP64())
 	p, xo, cnt := GP64(), GP64(), GP64()
 	// avo's allocator gives every virtual register a register of its own where lifetimes
@@ -862,12 +860,7 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 	const nx = 4
 	load8 := load8Of[typ]
 	name := fmt.Sprintf("dot%sx4Rows4AVX512", typ)
-	TEXT(name, NOSPLIT, signature)
-	Doc(fmt.Sprintf("%s computes 4 activation rows against rows weight rows, 4 at a time (AVX-512); rows must be a multiple of 4.", name))
-	w := Load(Param("w"), GP64())
-	nrows := Load(Param("rows"), GP64())
-	out := Load(Param("out"), GP64())
-	ws := Load(Param("wstride"), GP64())
+	w, nrows, out, ws := rowKernelEntry(name, fmt.Sprintf("%s computes 4 activation rows against rows weight rows, 4 at a time (AVX-512); rows must be a multiple of 4.", name))
 	xs := []Register{Load(Param("x"), GP64())}
 	xstride := Load(Param("xstride"), GP64())
 	for i := 1; i < nx; i++ {
