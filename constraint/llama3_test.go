@@ -248,8 +248,9 @@ func BenchmarkMaskLlama3StringStart(b *testing.B) {
 }
 
 // BenchmarkMaskLlama3NewStringLimit computes the mask at the start of an array's first string
-// item under a schema whose items have a length limit the process has not met before (each op
-// compiles the schema with another maxLength): what the first string of a new API schema
+// item under a schema whose items have length limits the process has not met before (each op
+// compiles the schema with another maxLength, and past 400 ops another minLength too, so that
+// no op finds the automata of an earlier one): what the first string of a new API schema
 // costs.
 func BenchmarkMaskLlama3NewStringLimit(b *testing.B) {
 	tok := llama3vocab.Tokenizer(b)
@@ -259,10 +260,13 @@ func BenchmarkMaskLlama3NewStringLimit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	limit := 1000
-	for b.Loop() {
-		limit++
-		start, err := constraint.NewJSONSchema([]byte(fmt.Sprintf(`{"type":"array","items":{"type":"string","maxLength":%d}}`, limit%400+20)), loomschema.Options{})
+	for i := 0; b.Loop(); i++ {
+		least := ""
+		if n := i / 400; n > 0 {
+			least = fmt.Sprintf(`,"minLength":%d`, n)
+		}
+		schema := fmt.Sprintf(`{"type":"array","items":{"type":"string","maxLength":%d%s}}`, (1001+i)%400+20+i/400, least)
+		start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
