@@ -145,7 +145,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
 	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
-	rounds := fs.Int("rounds", 1, "run the levels this many times, one round after another; with more than one, a summary follows: each engine's medians per level, and its rate there over its rate at the first level of the same round (median, least and most over the rounds)")
+	rounds := fs.Int("rounds", 1, "run the levels this many times, one round after another; with more than one, a summary follows: each engine's medians per level, and its rate there over its rate at the first level of the same round (median, least and most over the rounds); with --json, one object per engine and level, its fields named median_… and …_ratio_to_first_level")
 	kv := fs.String("kv", "f16", "KV cache element type of both engines: f16 (llama-server's default), f32 or q8_0 (llama-server then runs with flash attention, which its quantized caches need)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
