@@ -96,6 +96,10 @@ type compiler struct {
 	terms map[ByteSet]int
 	rule  string // the source rule being compiled, for helper names
 	count int
+	// classes holds the rule of each state of the classes' UTF-8 automata compiled so far:
+	// every occurrence of a class (and every class sharing a state with it, such as the
+	// continuation bytes) uses the same rules.
+	classes map[*utf8Node]int32
 }
 
 func (c *compiler) newNT(name string) int32 {
@@ -226,39 +230,38 @@ func (c *compiler) repeat(out []Symbol, r *Repeat) ([]Symbol, error) {
 }
 
 // class returns a symbol matching one code point of cls: a single terminal when every code
-// point is one byte long, else a helper rule with one production per UTF-8 byte-range sequence.
+// point is one byte long, else a helper rule per state of the class's UTF-8 automaton
+// (utf8Automaton), each with a production per edge: a terminal, then the next state's rule
+// (the rules of a state are made once per grammar).
 func (c *compiler) class(cls *Class) Symbol {
-	var seqs [][]byteRange
-	for _, r := range runeSet(cls) {
-		seqs = utf8Sequences(seqs, r.Lo, r.Hi)
+	root := utf8Automaton(runeSet(cls))
+	switch {
+	case len(root.edges) == 0:
+		return c.terminal(ByteSet{})
+	case len(root.edges) == 1 && root.edges[0].next == nil:
+		return c.terminal(byteSet(root.edges[0].ranges))
 	}
-	// Merge the one-byte sequences into a single terminal.
-	var ascii ByteSet
-	var multi [][]byteRange
-	for _, s := range seqs {
-		if len(s) == 1 {
-			ascii.Add(s[0].lo, s[0].hi)
-		} else {
-			multi = append(multi, s)
+	if c.classes == nil {
+		c.classes = map[*utf8Node]int32{}
+	}
+	var rule func(n *utf8Node) int32
+	rule = func(n *utf8Node) int32 {
+		if nt, ok := c.classes[n]; ok {
+			return nt
 		}
-	}
-	if len(multi) == 0 {
-		return c.terminal(ascii)
-	}
-	nt := c.helper("class")
-	if !ascii.Empty() {
-		c.prod(nt, []Symbol{c.terminal(ascii)})
-	}
-	for _, s := range multi {
-		rhs := make([]Symbol, len(s))
-		for i, br := range s {
-			var bs ByteSet
-			bs.Add(br.lo, br.hi)
-			rhs[i] = c.terminal(bs)
+		nt := c.helper("class")
+		c.classes[n] = nt
+		for _, e := range n.edges {
+			t := c.terminal(byteSet(e.ranges))
+			if e.next == nil {
+				c.prod(nt, []Symbol{t})
+			} else {
+				c.prod(nt, []Symbol{t, Symbol(rule(e.next))})
+			}
 		}
-		c.prod(nt, rhs)
+		return nt
 	}
-	return Symbol(nt)
+	return Symbol(rule(root))
 }
 
 // runeSet returns the code points cls matches as sorted, disjoint ranges.

@@ -221,22 +221,27 @@ func (n *prefixNFA) build(e Expr, from int, tail bool) int {
 		}
 		return cur
 	case *Class:
+		// The class's UTF-8 automaton, its root at from and its ends at end.
 		end := n.state()
-		var seqs [][]byteRange
-		for _, r := range runeSet(e) {
-			seqs = utf8Sequences(seqs, r.Lo, r.Hi)
-		}
-		for _, s := range seqs {
-			cur := from
-			for i, br := range s {
-				next := end
-				if i < len(s)-1 {
-					next = n.state()
+		states := map[*utf8Node]int{}
+		var walk func(u *utf8Node, at int)
+		walk = func(u *utf8Node, at int) {
+			for _, ed := range u.edges {
+				to := end
+				if ed.next != nil {
+					var seen bool
+					if to, seen = states[ed.next]; !seen {
+						to = n.state()
+						states[ed.next] = to
+						walk(ed.next, to)
+					}
 				}
-				n.moves[cur] = append(n.moves[cur], prefixMove{br.lo, br.hi, next})
-				cur = next
+				for _, br := range ed.ranges {
+					n.moves[at] = append(n.moves[at], prefixMove{br.lo, br.hi, to})
+				}
 			}
 		}
+		walk(utf8Automaton(runeSet(e)), from)
 		return end
 	case *Repeat:
 		if e.Min == 0 && e.Max == 1 { // optional: its body may end the rule
