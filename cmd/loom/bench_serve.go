@@ -48,6 +48,13 @@ type serveBench struct {
 	KV          string  `json:"kv_type"` // the engine's KV cache element type
 	PromptWords int     `json:"prompt_words"`
 	Round       int     `json:"round"` // 1, 2, … (--rounds)
+	// SteadyTokensPerS is the rate while every stream had a request in flight: the tokens
+	// that arrived from the end of the level's first request (the start burst of prompts
+	// over) to the first moment a stream found no request left to send (the level's tail
+	// begins), over that window's SteadySeconds; 0 when the level has no such window (no
+	// more requests than streams).
+	SteadyTokensPerS float64 `json:"steady_tokens_per_second"`
+	SteadySeconds    float64 `json:"steady_seconds"`
 }
 
 // serveMedian is a line of `loom bench serve --rounds N`'s summary: an engine's medians at a
@@ -63,6 +70,12 @@ type serveMedian struct {
 	Ratio      float64 `json:"median_ratio_to_first_level"`
 	RatioMin   float64 `json:"least_ratio_to_first_level"`
 	RatioMax   float64 `json:"most_ratio_to_first_level"`
+	// The same for the steady rates (serveBench.SteadyTokensPerS), over the rounds where both
+	// levels had one.
+	SteadyTokensPerS float64 `json:"median_steady_tokens_per_second"`
+	SteadyRatio      float64 `json:"median_steady_ratio_to_first_level"`
+	SteadyRatioMin   float64 `json:"least_steady_ratio_to_first_level"`
+	SteadyRatioMax   float64 `json:"most_steady_ratio_to_first_level"`
 }
 
 // medianOf returns the median of xs (the mean of the middle two for an even count).
@@ -87,15 +100,22 @@ func serveMedians(results []serveBench, conc []int, rounds int) []serveMedian {
 			}
 		}
 		for _, c := range conc {
-			var rates, ttft, itl, ratios []float64
+			var rates, ttft, itl, ratios, steady, steadyRatios []float64
 			for round := 1; round <= rounds; round++ {
 				r, ok := at[[2]int{round, c}]
 				if !ok {
 					continue
 				}
 				rates, ttft, itl = append(rates, r.TokensPerS), append(ttft, r.TTFTp50Ms), append(itl, r.ITLp50Ms)
-				if first, ok := at[[2]int{round, conc[0]}]; ok && first.TokensPerS > 0 {
+				if r.SteadyTokensPerS > 0 {
+					steady = append(steady, r.SteadyTokensPerS)
+				}
+				first, ok := at[[2]int{round, conc[0]}]
+				if ok && first.TokensPerS > 0 {
 					ratios = append(ratios, r.TokensPerS/first.TokensPerS)
+				}
+				if ok && first.SteadyTokensPerS > 0 && r.SteadyTokensPerS > 0 {
+					steadyRatios = append(steadyRatios, r.SteadyTokensPerS/first.SteadyTokensPerS)
 				}
 			}
 			if len(rates) == 0 {
@@ -104,6 +124,12 @@ func serveMedians(results []serveBench, conc []int, rounds int) []serveMedian {
 			m := serveMedian{Engine: eng, Streams: c, Rounds: len(rates), TokensPerS: medianOf(rates), TTFTp50Ms: medianOf(ttft), ITLp50Ms: medianOf(itl)}
 			if len(ratios) > 0 {
 				m.Ratio, m.RatioMin, m.RatioMax = medianOf(ratios), slices.Min(ratios), slices.Max(ratios)
+			}
+			if len(steady) > 0 {
+				m.SteadyTokensPerS = medianOf(steady)
+			}
+			if len(steadyRatios) > 0 {
+				m.SteadyRatio, m.SteadyRatioMin, m.SteadyRatioMax = medianOf(steadyRatios), slices.Min(steadyRatios), slices.Max(steadyRatios)
 			}
 			out = append(out, m)
 		}
@@ -214,15 +240,15 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if !*jsonOut {
-		fmt.Fprintf(stdout, "| %-12s | %7s | %9s | %10s | %10s | %10s | %10s | %6s |\n", "engine", "streams", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "errors")
-		fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		fmt.Fprintf(stdout, "| %-12s | %7s | %9s | %9s | %10s | %10s | %10s | %10s | %6s |\n", "engine", "streams", "tok/s", "steady", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "errors")
+		fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	}
 	report := func(r serveBench) error {
 		if *jsonOut {
 			return json.NewEncoder(stdout).Encode(r)
 		}
-		_, err := fmt.Fprintf(stdout, "| %-12s | %7d | %9.1f | %7.1f ms | %7.1f ms | %7.1f ms | %7.1f ms | %6d |\n",
-			r.Engine, r.Streams, r.TokensPerS, r.TTFTp50Ms, r.TTFTp99Ms, r.ITLp50Ms, r.ITLp99Ms, r.Errors)
+		_, err := fmt.Fprintf(stdout, "| %-12s | %7d | %9.1f | %9s | %7.1f ms | %7.1f ms | %7.1f ms | %7.1f ms | %6d |\n",
+			r.Engine, r.Streams, r.TokensPerS, orDash(r.SteadyTokensPerS, "%.1f"), r.TTFTp50Ms, r.TTFTp99Ms, r.ITLp50Ms, r.ITLp99Ms, r.Errors)
 		return err
 	}
 	var results []serveBench
@@ -277,16 +303,28 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(stdout, "\nmedians of %d rounds; rate over the same round's %d-stream rate (median, least–most):\n\n", *rounds, conc[0])
-	fmt.Fprintf(stdout, "| %-12s | %7s | %9s | %10s | %10s | %s |\n", "engine", "streams", "tok/s", "TTFT p50", "ITL p50", "× first level")
-	fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintf(stdout, "\nmedians of %d rounds; rates over the same round's %d-stream rates (median, least–most):\n\n", *rounds, conc[0])
+	fmt.Fprintf(stdout, "| %-12s | %7s | %9s | %9s | %10s | %10s | %s | %s |\n", "engine", "streams", "tok/s", "steady", "TTFT p50", "ITL p50", "× first level", "steady × first level")
+	fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, m := range medians {
-		if _, err := fmt.Fprintf(stdout, "| %-12s | %7d | %9.1f | %7.1f ms | %7.1f ms | %.2f× (%.2f–%.2f) |\n",
-			m.Engine, m.Streams, m.TokensPerS, m.TTFTp50Ms, m.ITLp50Ms, m.Ratio, m.RatioMin, m.RatioMax); err != nil {
+		steadyRatio := "—"
+		if m.SteadyRatio > 0 {
+			steadyRatio = fmt.Sprintf("%.2f× (%.2f–%.2f)", m.SteadyRatio, m.SteadyRatioMin, m.SteadyRatioMax)
+		}
+		if _, err := fmt.Fprintf(stdout, "| %-12s | %7d | %9.1f | %9s | %7.1f ms | %7.1f ms | %.2f× (%.2f–%.2f) | %s |\n",
+			m.Engine, m.Streams, m.TokensPerS, orDash(m.SteadyTokensPerS, "%.1f"), m.TTFTp50Ms, m.ITLp50Ms, m.Ratio, m.RatioMin, m.RatioMax, steadyRatio); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// orDash formats a positive v with format, and anything else as "—" (not measured).
+func orDash(v float64, format string) string {
+	if v <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // freeAddr returns a free loopback address.
@@ -398,15 +436,11 @@ func serveBenchPrompt(i, words int) string {
 // drive sends requests streaming completions, streams at a time, and measures them.
 func drive(ctx context.Context, url, model string, llamaExtras bool, load serveLoad) serveBench {
 	streams, requests := load.streams, load.requests
-	type result struct {
-		tokens int
-		ttft   time.Duration
-		itl    []time.Duration
-		err    error
-	}
-	results := make([]result, requests)
+	results := make([]requestTiming, requests)
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var drained time.Time // the first moment a stream found no request left to send
 	start := time.Now()
 	for w := 0; w < streams; w++ {
 		wg.Add(1)
@@ -417,8 +451,16 @@ func drive(ctx context.Context, url, model string, llamaExtras bool, load serveL
 				if llamaExtras { // greedy, end of sequence ignored, as loom's bench pipeline
 					body["ignore_eos"], body["temperature"] = true, 0
 				}
-				results[i].tokens, results[i].ttft, results[i].itl, results[i].err = streamOne(ctx, url, body)
+				res := &results[i]
+				res.sent = time.Now()
+				res.arrivals, res.err = streamOne(ctx, url, body)
+				res.ended = time.Now()
 			}
+			mu.Lock()
+			if drained.IsZero() {
+				drained = time.Now()
+			}
+			mu.Unlock()
 		}()
 	}
 	for i := 0; i < requests && ctx.Err() == nil; i++ {
@@ -426,9 +468,31 @@ func drive(ctx context.Context, url, model string, llamaExtras bool, load serveL
 	}
 	close(next)
 	wg.Wait()
-	wall := time.Since(start)
-	r := serveBench{Streams: streams, Requests: requests, Seconds: wall.Seconds()}
+	return levelStats(streams, results, drained, time.Since(start))
+}
+
+// requestTiming is one request of a level: when it was sent, when each of its tokens arrived,
+// when its stream ended, and its error if any.
+type requestTiming struct {
+	sent, ended time.Time
+	arrivals    []time.Time
+	err         error
+}
+
+// levelStats summarises a level of streams streams whose requests took wall from the first
+// sent, the first stream to find no request left doing so at drained: the rate over wall, the
+// steady rate (serveBench.SteadyTokensPerS: the tokens that arrived after the first request's
+// end and by drained, over that window), TTFT and inter-token latencies.
+func levelStats(streams int, results []requestTiming, drained time.Time, wall time.Duration) serveBench {
+	r := serveBench{Streams: streams, Requests: len(results), Seconds: wall.Seconds()}
+	var firstEnd time.Time
+	for _, res := range results {
+		if !res.ended.IsZero() && (firstEnd.IsZero() || res.ended.Before(firstEnd)) {
+			firstEnd = res.ended
+		}
+	}
 	var ttfts, itls []float64
+	steady := 0
 	for _, res := range results {
 		if res.err != nil {
 			if r.Errors++; r.FirstError == "" {
@@ -436,13 +500,22 @@ func drive(ctx context.Context, url, model string, llamaExtras bool, load serveL
 			}
 			continue
 		}
-		r.Tokens += res.tokens
-		ttfts = append(ttfts, float64(res.ttft.Microseconds())/1000)
-		for _, d := range res.itl {
-			itls = append(itls, float64(d.Microseconds())/1000)
+		r.Tokens += len(res.arrivals)
+		for k, t := range res.arrivals {
+			if k == 0 {
+				ttfts = append(ttfts, float64(t.Sub(res.sent).Microseconds())/1000)
+			} else {
+				itls = append(itls, float64(t.Sub(res.arrivals[k-1]).Microseconds())/1000)
+			}
+			if t.After(firstEnd) && !t.After(drained) {
+				steady++
+			}
 		}
 	}
 	r.TokensPerS = float64(r.Tokens) / wall.Seconds()
+	if window := drained.Sub(firstEnd); window > 0 && !firstEnd.IsZero() && r.Errors == 0 {
+		r.SteadySeconds, r.SteadyTokensPerS = window.Seconds(), float64(steady)/window.Seconds()
+	}
 	r.TTFTp50Ms, r.TTFTp99Ms = quantile(ttfts, 0.5), quantile(ttfts, 0.99)
 	r.ITLp50Ms, r.ITLp99Ms = quantile(itls, 0.5), quantile(itls, 0.99)
 	return r
@@ -452,28 +525,26 @@ func drive(ctx context.Context, url, model string, llamaExtras bool, load serveL
 // in ways Go's client can race with, and each engine gets the same treatment.
 var benchClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
-// streamOne sends one streaming completion and times its chunks: each chunk with text is a
-// token (both engines stream one token per chunk).
-func streamOne(ctx context.Context, url string, body map[string]any) (tokens int, ttft time.Duration, itl []time.Duration, err error) {
+// streamOne sends one streaming completion and returns when each of its tokens arrived: each
+// chunk with text is a token (both engines stream one token per chunk).
+func streamOne(ctx context.Context, url string, body map[string]any) (arrivals []time.Time, err error) {
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", bytes.NewReader(b))
 	if err != nil {
-		return 0, 0, nil, err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	t0 := time.Now()
 	resp, err := benchClient.Do(req)
 	if err != nil {
-		return 0, 0, nil, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		msg, _ := io.ReadAll(resp.Body)
-		return 0, 0, nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	last := t0
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok || data == "[DONE]" {
@@ -488,24 +559,17 @@ func streamOne(ctx context.Context, url string, body map[string]any) (tokens int
 			} `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			return tokens, ttft, itl, fmt.Errorf("chunk %q: %v", data, err)
+			return arrivals, fmt.Errorf("chunk %q: %v", data, err)
 		}
 		if chunk.Error != nil {
-			return tokens, ttft, itl, errors.New(chunk.Error.Message)
+			return arrivals, errors.New(chunk.Error.Message)
 		}
 		if len(chunk.Choices) == 0 || chunk.Choices[0].Text == "" {
 			continue
 		}
-		now := time.Now()
-		if tokens == 0 {
-			ttft = now.Sub(t0)
-		} else {
-			itl = append(itl, now.Sub(last))
-		}
-		last = now
-		tokens++
+		arrivals = append(arrivals, time.Now())
 	}
-	return tokens, ttft, itl, sc.Err()
+	return arrivals, sc.Err()
 }
 
 func quantile(xs []float64, q float64) float64 {

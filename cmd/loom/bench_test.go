@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBench(t *testing.T) {
@@ -175,6 +178,11 @@ func TestBenchServe(t *testing.T) {
 			r.TokensPerS <= 0 || r.TTFTp50Ms <= 0 || r.TTFTp99Ms < r.TTFTp50Ms || r.ITLp99Ms < r.ITLp50Ms || r.ModelFile != "default.gguf" || r.KV != "f32" {
 			t.Errorf("level %d: %+v", i, r)
 		}
+		// Six requests on one or three streams: a window with every stream busy, within the
+		// level, holding some of its tokens.
+		if r.SteadySeconds <= 0 || r.SteadySeconds >= r.Seconds || r.SteadyTokensPerS <= 0 || r.SteadyTokensPerS*r.SteadySeconds > float64(r.Tokens)+1e-9 {
+			t.Errorf("level %d: steady rate %.1f tok/s over %.3f s of %.3f s, %d tokens", i, r.SteadyTokensPerS, r.SteadySeconds, r.Seconds, r.Tokens)
+		}
 	}
 	for _, c := range []struct {
 		args    []string
@@ -226,9 +234,11 @@ func TestBenchServeRounds(t *testing.T) {
 		}
 		a, b := results[i], results[2+i]
 		ra, rb := a.TokensPerS/results[0].TokensPerS, b.TokensPerS/results[2].TokensPerS
+		sa, sb := a.SteadyTokensPerS/results[0].SteadyTokensPerS, b.SteadyTokensPerS/results[2].SteadyTokensPerS
 		want := serveMedian{Engine: "loom", Streams: a.Streams, Rounds: 2, TokensPerS: (a.TokensPerS + b.TokensPerS) / 2,
 			TTFTp50Ms: (a.TTFTp50Ms + b.TTFTp50Ms) / 2, ITLp50Ms: (a.ITLp50Ms + b.ITLp50Ms) / 2,
-			Ratio: (ra + rb) / 2, RatioMin: min(ra, rb), RatioMax: max(ra, rb)}
+			Ratio: (ra + rb) / 2, RatioMin: min(ra, rb), RatioMax: max(ra, rb),
+			SteadyTokensPerS: (a.SteadyTokensPerS + b.SteadyTokensPerS) / 2, SteadyRatio: (sa + sb) / 2, SteadyRatioMin: min(sa, sb), SteadyRatioMax: max(sa, sb)}
 		if !closeMedian(m, want) {
 			t.Errorf("medians at %d streams: %+v, want %+v", a.Streams, m, want)
 		}
@@ -239,7 +249,8 @@ func TestBenchServeRounds(t *testing.T) {
 func closeMedian(a, b serveMedian) bool {
 	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*(1+math.Abs(y)) }
 	return a.Engine == b.Engine && a.Streams == b.Streams && a.Rounds == b.Rounds && near(a.TokensPerS, b.TokensPerS) &&
-		near(a.TTFTp50Ms, b.TTFTp50Ms) && near(a.ITLp50Ms, b.ITLp50Ms) && near(a.Ratio, b.Ratio) && near(a.RatioMin, b.RatioMin) && near(a.RatioMax, b.RatioMax)
+		near(a.TTFTp50Ms, b.TTFTp50Ms) && near(a.ITLp50Ms, b.ITLp50Ms) && near(a.Ratio, b.Ratio) && near(a.RatioMin, b.RatioMin) && near(a.RatioMax, b.RatioMax) &&
+		near(a.SteadyTokensPerS, b.SteadyTokensPerS) && near(a.SteadyRatio, b.SteadyRatio) && near(a.SteadyRatioMin, b.SteadyRatioMin) && near(a.SteadyRatioMax, b.SteadyRatioMax)
 }
 
 // TestServeMedians checks the summary of rounds: medians of odd and even counts, ratios over
@@ -247,7 +258,11 @@ func closeMedian(a, b serveMedian) bool {
 // start is an error, so this is the summary's own contract).
 func TestServeMedians(t *testing.T) {
 	res := func(eng string, round, streams int, tps float64) serveBench {
-		return serveBench{Engine: eng, Round: round, Streams: streams, TokensPerS: tps, TTFTp50Ms: tps / 10, ITLp50Ms: 1}
+		steady := tps + 10
+		if eng == "llama-server" && round == 2 {
+			steady = 0 // no steady window (no more requests than streams)
+		}
+		return serveBench{Engine: eng, Round: round, Streams: streams, TokensPerS: tps, TTFTp50Ms: tps / 10, ITLp50Ms: 1, SteadyTokensPerS: steady}
 	}
 	results := []serveBench{
 		res("loom", 1, 1, 100), res("llama-server", 1, 1, 50), res("loom", 1, 16, 450), res("llama-server", 1, 16, 100),
@@ -255,11 +270,17 @@ func TestServeMedians(t *testing.T) {
 		res("loom", 3, 1, 120), res("loom", 3, 16, 420),
 	}
 	got := serveMedians(results, []int{1, 16}, 3)
+	// loom's steady rates: 110, 90, 130 at one stream; 460, 410, 430 at 16 (ratios 460/110,
+	// 410/90, 430/130); llama-server's round 2 has none.
 	want := []serveMedian{
-		{Engine: "loom", Streams: 1, Rounds: 3, TokensPerS: 100, TTFTp50Ms: 10, ITLp50Ms: 1, Ratio: 1, RatioMin: 1, RatioMax: 1},
-		{Engine: "loom", Streams: 16, Rounds: 3, TokensPerS: 420, TTFTp50Ms: 42, ITLp50Ms: 1, Ratio: 4.5, RatioMin: 3.5, RatioMax: 5},
-		{Engine: "llama-server", Streams: 1, Rounds: 2, TokensPerS: 55, TTFTp50Ms: 5.5, ITLp50Ms: 1, Ratio: 1, RatioMin: 1, RatioMax: 1},
-		{Engine: "llama-server", Streams: 16, Rounds: 2, TokensPerS: 95, TTFTp50Ms: 9.5, ITLp50Ms: 1, Ratio: 1.75, RatioMin: 1.5, RatioMax: 2},
+		{Engine: "loom", Streams: 1, Rounds: 3, TokensPerS: 100, TTFTp50Ms: 10, ITLp50Ms: 1, Ratio: 1, RatioMin: 1, RatioMax: 1,
+			SteadyTokensPerS: 110, SteadyRatio: 1, SteadyRatioMin: 1, SteadyRatioMax: 1},
+		{Engine: "loom", Streams: 16, Rounds: 3, TokensPerS: 420, TTFTp50Ms: 42, ITLp50Ms: 1, Ratio: 4.5, RatioMin: 3.5, RatioMax: 5,
+			SteadyTokensPerS: 430, SteadyRatio: 460.0 / 110, SteadyRatioMin: 430.0 / 130, SteadyRatioMax: 410.0 / 90},
+		{Engine: "llama-server", Streams: 1, Rounds: 2, TokensPerS: 55, TTFTp50Ms: 5.5, ITLp50Ms: 1, Ratio: 1, RatioMin: 1, RatioMax: 1,
+			SteadyTokensPerS: 60, SteadyRatio: 1, SteadyRatioMin: 1, SteadyRatioMax: 1},
+		{Engine: "llama-server", Streams: 16, Rounds: 2, TokensPerS: 95, TTFTp50Ms: 9.5, ITLp50Ms: 1, Ratio: 1.75, RatioMin: 1.5, RatioMax: 2,
+			SteadyTokensPerS: 110, SteadyRatio: 110.0 / 60, SteadyRatioMin: 110.0 / 60, SteadyRatioMax: 110.0 / 60},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -267,6 +288,51 @@ func TestServeMedians(t *testing.T) {
 	for i := range want {
 		if !closeMedian(got[i], want[i]) {
 			t.Errorf("line %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestLevelStats checks a level's figures from its requests' timings: two streams, four
+// requests (the first stream ending its first request at 30 ms, the second finding none left
+// at 50 ms), then the same with an error, and a level with no more requests than streams.
+func TestLevelStats(t *testing.T) {
+	base := time.Unix(1000, 0)
+	at := func(ms ...int) []time.Time {
+		var ts []time.Time
+		for _, m := range ms {
+			ts = append(ts, base.Add(time.Duration(m)*time.Millisecond))
+		}
+		return ts
+	}
+	req := func(sent int, tokens ...int) requestTiming {
+		a := at(tokens...)
+		return requestTiming{sent: at(sent)[0], arrivals: a, ended: a[len(a)-1]}
+	}
+	four := []requestTiming{req(0, 10, 20, 30), req(0, 15, 25, 35, 45), req(30, 40, 50), req(45, 55, 65, 75)}
+	failed := slices.Clone(four)
+	failed[3].err = errors.New("HTTP 500: boom")
+	for _, c := range []struct {
+		name    string
+		streams int
+		results []requestTiming
+		drained int // ms
+		want    serveBench
+	}{
+		{"two streams", 2, four, 50, serveBench{Streams: 2, Requests: 4, Tokens: 12, Seconds: 0.075, TokensPerS: 160,
+			SteadySeconds: 0.020, SteadyTokensPerS: 200, // 35, 45, 40, 50 ms in (30, 50]
+			TTFTp50Ms: 10, TTFTp99Ms: 15, ITLp50Ms: 10, ITLp99Ms: 10}},
+		{"an error", 2, failed, 50, serveBench{Streams: 2, Requests: 4, Tokens: 9, Seconds: 0.075, TokensPerS: 120,
+			Errors: 1, FirstError: "HTTP 500: boom", TTFTp50Ms: 10, TTFTp99Ms: 15, ITLp50Ms: 10, ITLp99Ms: 10}},
+		{"no more requests than streams", 4, four[:3], 0, serveBench{Streams: 4, Requests: 3, Tokens: 9, Seconds: 0.075, TokensPerS: 120,
+			TTFTp50Ms: 10, TTFTp99Ms: 15, ITLp50Ms: 10, ITLp99Ms: 10}},
+	} {
+		got := levelStats(c.streams, c.results, at(c.drained)[0], 75*time.Millisecond)
+		near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*(1+math.Abs(y)) }
+		if got.Streams != c.want.Streams || got.Requests != c.want.Requests || got.Tokens != c.want.Tokens || got.Errors != c.want.Errors ||
+			got.FirstError != c.want.FirstError || !near(got.Seconds, c.want.Seconds) || !near(got.TokensPerS, c.want.TokensPerS) ||
+			!near(got.SteadySeconds, c.want.SteadySeconds) || !near(got.SteadyTokensPerS, c.want.SteadyTokensPerS) ||
+			got.TTFTp50Ms != c.want.TTFTp50Ms || got.TTFTp99Ms != c.want.TTFTp99Ms || got.ITLp50Ms != c.want.ITLp50Ms || got.ITLp99Ms != c.want.ITLp99Ms {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
 		}
 	}
 }
