@@ -25,7 +25,6 @@ import (
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/models"
 	"github.com/loomlm/loom/pipeline"
-	"github.com/loomlm/loom/server"
 )
 
 // serveBench is one line of `loom bench serve`: an engine at a number of concurrent streams.
@@ -337,32 +336,70 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// benchLoomServe serves the model with loom (greedy, end of sequence ignored, streams
-// running at once) and drives it.
+// benchLoomServe serves the model with `loom serve` in a process of its own (greedy, end of
+// sequence ignored, streams running at once) and drives it. The server runs apart from the
+// clients, as llama-server does: in one process, a client's goroutines waiting on the network
+// saw the tokens late while the server's pool spun through a step (its spinning workers keep
+// the scheduler from polling the network), so that tokens sent apart arrived together.
 func benchLoomServe(ctx context.Context, model string, load serveLoad) (serveBench, error) {
 	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, load.maxTokens())
-	spec, err := pipeline.Parse("bench.toml", []byte(src))
+	if _, err := pipeline.Parse("bench.toml", []byte(src)); err != nil {
+		return serveBench{}, err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return serveBench{}, fmt.Errorf("finding loom's own binary to run loom serve: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "loom-bench-serve-")
 	if err != nil {
 		return serveBench{}, err
 	}
-	s := server.New(server.Options{MaxRunning: load.streams, MaxQueue: load.requests})
-	defer s.Close()
-	if err := s.Add("bench", spec); err != nil {
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "bench.toml")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		return serveBench{}, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return serveBench{}, err
 	}
-	hs := &http.Server{Addr: addr, Handler: s}
-	go hs.ListenAndServe()
-	defer hs.Close()
-	if err := waitReady(ctx, "http://"+addr+"/health"); err != nil {
+	cmd := exec.CommandContext(ctx, bin, "serve", file, "--addr", addr,
+		"--max-running", strconv.Itoa(load.streams), "--max-queue", strconv.Itoa(load.requests))
+	stop, err := startServer(ctx, "loom serve", cmd, "http://"+addr+"/health")
+	if err != nil {
 		return serveBench{}, err
 	}
+	defer stop()
 	r := drive(ctx, "http://"+addr, "bench", false, load)
 	r.Engine = "loom"
 	return r, nil
+}
+
+// startServer starts cmd, a server, and waits until health answers 200; stop ends it
+// (SIGTERM, then a kill after 10 s). A server that does not start is an error holding its
+// output.
+func startServer(ctx context.Context, name string, cmd *exec.Cmd, health string) (stop func(), err error) {
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs // one writer: one goroutine copies both
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	if err := waitReady(ctx, health, exited); err != nil {
+		stop()
+		return nil, fmt.Errorf("%s did not start: %v\n%s", name, err, logs.String())
+	}
+	return stop, nil
 }
 
 // benchLlamaServer runs llama-server on the same file with streams slots (continuous
@@ -379,35 +416,26 @@ func benchLlamaServer(ctx context.Context, bin, model string, load serveLoad) (s
 	if load.kv == cache.Q8_0.String() {
 		cmd.Args = append(cmd.Args, "-fa") // llama.cpp's quantized V cache needs flash attention
 	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+	stop, err := startServer(ctx, "llama-server", cmd, "http://"+addr+"/health")
+	if err != nil {
 		return serveBench{}, err
 	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
-	if err := waitReady(ctx, "http://"+addr+"/health"); err != nil {
-		return serveBench{}, fmt.Errorf("llama-server did not start: %v\n%s", err, logs.String())
-	}
+	defer stop()
 	r := drive(ctx, "http://"+addr, "model", true, load)
 	r.Engine = "llama-server"
 	return r, nil
 }
 
-func waitReady(ctx context.Context, url string) error {
+func waitReady(ctx context.Context, url string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		select {
+		case <-exited:
+			return errors.New("the server exited")
+		default:
 		}
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,7 +156,11 @@ func newDocEnv(t *testing.T) *docEnv {
 			t.Fatal(err)
 		}
 	}
-	e.env = append(os.Environ(), "PATH="+e.gobin+string(os.PathListSeparator)+e.bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOBIN="+e.gobin)
+	// The documented commands run as a user runs them: without the variable that makes this
+	// test binary's children run as loom (a documented `go test` of this package would run
+	// loom instead of its tests).
+	environ := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, asLoomEnv+"=") })
+	e.env = append(environ, "PATH="+e.gobin+string(os.PathListSeparator)+e.bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOBIN="+e.gobin)
 	return e
 }
 

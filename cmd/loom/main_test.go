@@ -14,6 +14,12 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	// The commands that run loom itself in a process of their own (bench serve runs loom
+	// serve) run their os.Executable, which under test is this binary: run as loom there.
+	if os.Getenv(asLoomEnv) == "1" {
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Setenv(asLoomEnv, "1") // for this binary's children, not for itself
 	dir, err := os.MkdirTemp("", "loom-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -24,6 +30,9 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// asLoomEnv, set to 1, makes this test binary run as loom (TestMain).
+const asLoomEnv = "LOOM_TEST_BINARY_AS_LOOM"
 
 var (
 	buildMu sync.Mutex
