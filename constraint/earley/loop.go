@@ -5,11 +5,11 @@ import (
 	"fmt"
 	bits64 "math/bits"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/internal/digest"
 )
 
 // Repetitions. The grammar compiler writes X* as a nonterminal L → ε | L X, and X{m,n} as m
@@ -552,7 +552,7 @@ func newAutomaton(g *grammar.CFG, x grammar.Symbol) *Automaton {
 // JSON schema's string character, say, has the same one, and so shares its vocabulary slices.
 var automata struct {
 	sync.Mutex
-	byNFA map[string]*Automaton // nil: beyond the limits
+	byNFA map[digest.Digest]*Automaton // nil: beyond the limits
 	// byGrammar holds the same automata by the sub-grammar they were built from (see
 	// grammarKey); built counts the position automata built on a miss (tests).
 	byGrammar map[string]*Automaton
@@ -572,49 +572,33 @@ const maxLeadKeyBytes = 32 << 10
 const maxCachedAutomata = 1024
 
 // cached returns the determinized automaton of b's positions, from the cache when an equal
-// position automaton was determinized before.
+// position automaton was determinized before. The cache is keyed by the position automaton's
+// digest: its description grows with the square of the positions (a Unicode class's run has
+// thousands), and kept as a key it was most of what the cache held.
 func (b *glushkov) cached(kind string, within []bits, boundary, first bits) *Automaton {
-	// The key's bytes, counted first: the key grows with the square of the positions (a
-	// Unicode class's run has thousands), and growing it by appends copied it over and over.
-	size := len(kind) + 8*(2+len(boundary)+len(first))
+	h := digest.New()
+	h.String(kind)
+	h.Uint64(uint64(len(b.follow)))
 	for p := range b.follow {
 		if p > 0 {
-			size += 8 * len(b.sets[p-1])
+			h.Uint64s(b.sets[p-1][:])
 		}
-		size += 8 * (2 + len(b.follow[p]) + len(within[p]))
+		h.Uint64s(b.follow[p])
+		h.Uint64s(within[p])
 	}
-	kb := append(make([]byte, 0, size), kind...)
-	list := func(x bits) {
-		kb = binary.LittleEndian.AppendUint64(kb, uint64(len(x)))
-		for _, w := range x {
-			kb = binary.LittleEndian.AppendUint64(kb, w)
-		}
-	}
-	for p := range b.follow {
-		if p > 0 {
-			for _, w := range b.sets[p-1] {
-				kb = binary.LittleEndian.AppendUint64(kb, w)
-			}
-		}
-		list(b.follow[p])
-		list(within[p])
-	}
-	list(boundary)
-	list(first)
-	k := string(kb)
+	h.Uint64s(boundary)
+	h.Uint64s(first)
+	k := h.Sum()
 	automata.Lock()
 	a, ok := automata.byNFA[k]
 	automata.Unlock()
 	if ok {
 		return a
 	}
-	a = b.determinize(within, boundary, first)
-	if a != nil {
-		a.key = kind + ":" + a.key
-	}
+	a = b.determinize(kind, within, boundary, first)
 	automata.Lock()
 	if automata.byNFA == nil || len(automata.byNFA) >= maxCachedAutomata {
-		automata.byNFA = map[string]*Automaton{}
+		automata.byNFA = map[digest.Digest]*Automaton{}
 	}
 	automata.byNFA[k] = a
 	automata.Unlock()
@@ -736,7 +720,7 @@ func (b *glushkov) symbol(s grammar.Symbol) frag {
 
 // determinize builds the deterministic automaton of the positions' follow sets from position
 // 0, marking transitions that start a new copy; nil when it exceeds maxStates.
-func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
+func (b *glushkov) determinize(kind string, within []bits, boundary, first bits) *Automaton {
 	var byByte [256]bits
 	for p, s := range b.sets {
 		for c := range 256 {
@@ -792,7 +776,10 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 	ids := map[string]int{string(key(start)): 1}
 	queue := []bits{start}
 	a := &Automaton{counted: true, id: automatonIDs.Add(1)}
-	var starts []bool
+	// starts bit i: transition i starts a copy (grown with a.trans, a word per 64)
+	var starts []uint64
+	setStart := func(i int) { starts[i>>6] |= 1 << (i & 63) }
+	isStart := func(i int) bool { return starts[i>>6]&(1<<(i&63)) != 0 }
 	var f, w, t bits // scratch: a state's follow and within sets, a move's target
 	for q := 0; q < len(queue); q++ {
 		clear(f)
@@ -814,18 +801,21 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 		base := len(a.trans)
 		if cap(a.trans)-base < 256 { // double: append grows large slices by a quarter, copying often
 			a.trans = append(make([]uint16, 0, max(2*cap(a.trans), 16*256)), a.trans...)
-			starts = append(make([]bool, 0, cap(a.trans)), starts...)
+			starts = append(make([]uint64, 0, cap(a.trans)/64), starts...)
 		}
+		starts = starts[:(base+256)/64] // a state's 256 transitions are four whole words
+		clear(starts[base/64:])
 		for c := range 256 {
 			if r := rep[c]; r != c { // the same positions as an earlier byte: the same move
 				a.trans = append(a.trans, a.trans[base+r])
-				starts = append(starts, starts[base+r])
+				if isStart(base + r) {
+					setStart(base + c)
+				}
 				continue
 			}
 			andInto(&t, f, byByte[c])
 			if t.empty() {
 				a.trans = append(a.trans, 0)
-				starts = append(starts, false)
 				continue
 			}
 			// t lies within byByte[c], so a fresh copy reaches it when t meets fresh.
@@ -844,26 +834,21 @@ func (b *glushkov) determinize(within []bits, boundary, first bits) *Automaton {
 				ids[string(k)] = id
 			}
 			a.trans = append(a.trans, uint16(id))
-			starts = append(starts, newCopy && !inCopy)
+			if newCopy && !inCopy {
+				setStart(base + c)
+			}
 		}
 	}
-	a.start = make([]uint64, (len(starts)+63)/64)
-	var sb strings.Builder
-	sb.Grow(3*len(a.trans) + 1) // keys of large automata run to hundreds of kilobytes
-	for i, t := range a.trans {
-		sb.WriteByte(byte(t))
-		sb.WriteByte(byte(t >> 8))
-		if starts[i] {
-			a.start[i>>6] |= 1 << (i & 63)
-			sb.WriteByte(1)
-		} else {
-			sb.WriteByte(0)
-		}
-	}
+
+	a.start = slices.Clone(starts)
+	h := digest.New()
+	h.Uint16s(a.trans)
+	h.Uint64s(a.start)
 	if a.counted {
-		sb.WriteByte('c')
+		h.Uint64(1)
 	}
-	a.key = sb.String()
+	d := h.Sum()
+	a.key = kind + ":" + string(d[:])
 	return a
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loomlm/loom/constraint/internal/digest"
 )
 
 // Prefix automata. A group of rules whose references to each other are all in tail position
@@ -433,12 +435,8 @@ func (g *prefixGroup) build() {
 			}
 		}
 	}
-	var kb strings.Builder
-	kb.Grow(len("prefix") + 2*len(trans))
-	kb.WriteString("prefix")
-	for _, t := range trans {
-		kb.WriteByte(byte(t))
-		kb.WriteByte(byte(t >> 8))
-	}
-	g.trans, g.starts, g.key = trans, starts, kb.String()
+	h := digest.New()
+	h.Uint16s(trans)
+	d := h.Sum()
+	g.trans, g.starts, g.key = trans, starts, "prefix:"+string(d[:])
 }

@@ -2,7 +2,8 @@ package tokentrie
 
 import (
 	"slices"
-	"strings"
+
+	"github.com/loomlm/loom/constraint/internal/digest"
 )
 
 // maxUnionStates bounds the states of a union automaton.
@@ -88,14 +89,10 @@ func Union(parts ...Automaton) Automaton {
 			return parts[i]
 		}
 	}
-	var sb strings.Builder
-	sb.Grow(len("union") + 2*len(u.trans))
-	sb.WriteString("union")
-	for _, t := range u.trans {
-		sb.WriteByte(byte(t))
-		sb.WriteByte(byte(t >> 8))
-	}
-	u.key = sb.String()
+	h := digest.New()
+	h.Uint16s(u.trans)
+	d := h.Sum()
+	u.key = "union:" + string(d[:])
 	return u
 }
 
