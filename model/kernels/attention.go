@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -29,6 +30,9 @@ import (
 type attnKernels struct {
 	lanes  int                                                             // positions scores computes at a time
 	scores [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32) // F32, F16 keys
+	// scores2 is scores for two queries (AttnScores2), the second qstride bytes after the
+	// first and its scores ostride bytes after the first's.
+	scores2 [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)
 	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
 	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
 	// scoresQ8 is AttnScoresQ8 (bs a multiple of lanes); accumQ8[w] adds 32·(w+1) output
@@ -89,6 +93,29 @@ func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
 		}
 		out[r] = (c[0] + c[1]) + (c[2] + c[3])
 	}
+}
+
+// AttnScores2 is AttnScores for two queries against the same keys, out0 getting q0's scores
+// and out1 q1's, each with AttnScores' bits: under grouped-query attention the query heads
+// of one key/value head score the same keys, and a kernel taking two of them loads each key
+// row once and keeps twice the independent chains busy (F32 and F16 keys; Q8_0 keys are
+// scored one query at a time). It panics on mismatched lengths.
+func AttnScores2(out0, out1, q0, q1 []float32, k []byte, t ggml.Type, hd, bs int) {
+	if t != ggml.Q8_0 {
+		ti, size := attnType(t)
+		if len(out0) < bs || len(out1) < bs || len(q0) < hd || len(q1) < hd || len(k) < hd*bs*size {
+			panic(fmt.Sprintf("kernels: AttnScores2 of %d×%d %v keys: len(q0), len(q1) = %d, %d, len(k) = %d, len(out0), len(out1) = %d, %d",
+				hd, bs, t, len(q0), len(q1), len(k), len(out0), len(out1)))
+		}
+		if a := &currentImpl().attn; a.scores2[ti] != nil && hd > 0 && hd%4 == 0 && bs > 0 && bs%a.lanes == 0 {
+			qstride := int(uintptr(unsafe.Pointer(&q1[0])) - uintptr(unsafe.Pointer(&q0[0])))
+			ostride := int(uintptr(unsafe.Pointer(&out1[0])) - uintptr(unsafe.Pointer(&out0[0])))
+			a.scores2[ti](&q0[0], qstride, &k[0], hd, bs, bs*size, &out0[0], ostride)
+			return
+		}
+	}
+	AttnScores(out0, q0, k, t, hd, bs)
+	AttnScores(out1, q1, k, t, hd, bs)
 }
 
 // AttnAccumulate adds Σ_{j<nr} p[j]·v[j] to acc (hd values), v holding nr rows of hd values of

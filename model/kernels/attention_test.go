@@ -164,7 +164,8 @@ func TestAttention(t *testing.T) {
 }
 
 // BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions);
-// for Q8_0 keys "scores" quantizes the query in every call, "scores/Q8_0/quantized" once.
+// for Q8_0 keys "scores" quantizes the query in every call, "scores/Q8_0/quantized" once;
+// "scores2" scores two queries an op (AttnScores2).
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -176,6 +177,14 @@ func BenchmarkAttention(b *testing.B) {
 				AttnScores(out, q, k, typ, 64, 16)
 			}
 		})
+		if typ != ggml.Q8_0 { // two queries of one key/value head: two scores an op
+			q2, out2 := make([]float32, 64), make([]float32, 16)
+			b.Run(fmt.Sprintf("scores2/%v", typ), func(b *testing.B) {
+				for b.Loop() {
+					AttnScores2(out, out2, q, q2, k, typ, 64, 16)
+				}
+			})
+		}
 		if typ == ggml.Q8_0 { // the query quantized once, as attention does
 			qq := make([]byte, Q8QueryBytes(64))
 			QuantizeQuery(qq, q)
@@ -262,6 +271,56 @@ func TestAttnScoresQ8Extremes(t *testing.T) {
 			}
 			if math.Abs(float64(out[pos])-want) > 1e-6*math.Abs(want) {
 				t.Errorf("%s: key %d score %g, want %g", impl, pos, out[pos], want)
+			}
+		}
+	}
+}
+
+// TestAttnScores2MatchesOneQuery checks AttnScores2 against AttnScores, bit for bit, in every
+// implementation: two queries scored together (the second before or after the first in
+// memory, the outputs likewise) get each the one-query kernel's scores, for F32 and F16 keys
+// of several shapes, and Q8_0 keys too (scored one at a time).
+func TestAttnScores2MatchesOneQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+		for _, sh := range []struct{ hd, bs int }{{64, 16}, {128, 32}, {96, 48}, {256, 16}, {6, 8}, {32, 8}, {160, 24}, {4, 16}} {
+			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
+				continue
+			}
+			var k []byte
+			if typ == ggml.Q8_0 {
+				k, _ = q8Keys(r, sh.hd, sh.bs)
+			} else {
+				k, _ = attnData(r, typ, sh.hd*sh.bs)
+			}
+			qs := make([]float32, 2*sh.hd+3) // the two queries, apart
+			for i := range qs {
+				qs[i] = float32(r.NormFloat64())
+			}
+			qa, qb := qs[:sh.hd], qs[sh.hd+3:]
+			for _, impl := range implNames() {
+				for _, swap := range []bool{false, true} {
+					q0, q1 := qa, qb
+					if swap {
+						q0, q1 = qb, qa
+					}
+					outs := make([]float32, 3*sh.bs)
+					out0, out1 := outs[:sh.bs], outs[2*sh.bs:]
+					if swap {
+						out0, out1 = out1, out0
+					}
+					want0, want1 := make([]float32, sh.bs), make([]float32, sh.bs)
+					withImpl(t, impl, func() {
+						AttnScores(want0, q0, k, typ, sh.hd, sh.bs)
+						AttnScores(want1, q1, k, typ, sh.hd, sh.bs)
+						AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs)
+					})
+					for pos := range sh.bs {
+						if math.Float32bits(out0[pos]) != math.Float32bits(want0[pos]) || math.Float32bits(out1[pos]) != math.Float32bits(want1[pos]) {
+							t.Fatalf("%s %v %+v swap=%v: key %d scores %g, %g, one at a time %g, %g", impl, typ, sh, swap, pos, out0[pos], out1[pos], want0[pos], want1[pos])
+						}
+					}
+				}
 			}
 		}
 	}

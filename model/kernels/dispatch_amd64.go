@@ -39,6 +39,9 @@ func init() {
 		attn: attnKernels{
 			lanes:  8,
 			scores: [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32){attnScoresF32AVX2, attnScoresF16AVX2},
+			scores2: [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int){
+				attnScoresF32AVX2x2, attnScoresF16AVX2x2,
+			},
 			accum: [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32){
 				{attnAccumF32x1AVX2, attnAccumF32x2AVX2, attnAccumF32x4AVX2},
 				{attnAccumF16x1AVX2, attnAccumF16x2AVX2, attnAccumF16x4AVX2},
@@ -95,6 +98,9 @@ func init() {
 	avx512.attn = attnKernels{
 		lanes:  16,
 		scores: [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32){attnScoresF32AVX512, attnScoresF16AVX512},
+		scores2: [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int){
+			attnScoresF32AVX512x2, attnScoresF16AVX512x2,
+		},
 		accum: [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32){
 			{attnAccumF32x1AVX512, attnAccumF32x2AVX512, attnAccumF32x4AVX512},
 			{attnAccumF16x1AVX512, attnAccumF16x2AVX512, attnAccumF16x4AVX512},

@@ -373,6 +373,12 @@ func attnScoresF32AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *
 // attnScoresF16AVX512 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 16 lanes at a time; hd a multiple of 4, bs of 16.
 func attnScoresF16AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 
+// attnScoresF32AVX512x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F32), 16 lanes at a time, each query's scores with attnScoresF32AVX512's bits; hd a multiple of 4, bs of 16.
+func attnScoresF32AVX512x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+
+// attnScoresF16AVX512x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F16), 16 lanes at a time, each query's scores with attnScoresF16AVX512's bits; hd a multiple of 4, bs of 16.
+func attnScoresF16AVX512x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+
 // attnAccumF32x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
 func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
@@ -405,6 +411,12 @@ func attnScoresF32AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *fl
 
 // attnScoresF16AVX2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 8 lanes at a time; hd a multiple of 4, bs of 8.
 func attnScoresF16AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
+
+// attnScoresF32AVX2x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F32), 8 lanes at a time, each query's scores with attnScoresF32AVX2's bits; hd a multiple of 4, bs of 8.
+func attnScoresF32AVX2x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+
+// attnScoresF16AVX2x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F16), 8 lanes at a time, each query's scores with attnScoresF16AVX2's bits; hd a multiple of 4, bs of 8.
+func attnScoresF16AVX2x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
 
 // attnAccumF32x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
 func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)

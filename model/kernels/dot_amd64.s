@@ -25742,6 +25742,134 @@ attnScoresF16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func attnScoresF32AVX512x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresF32AVX512x2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qstride+8(FP), CX
+	ADDQ AX, CX
+	MOVQ k+16(FP), DX
+	MOVQ bs+32(FP), BX
+	MOVQ bstride+40(FP), SI
+	MOVQ out+48(FP), DI
+	MOVQ ostride+56(FP), R8
+
+attnScoresF32AVX512x2_lanes:
+	TESTQ  BX, BX
+	JZ     attnScoresF32AVX512x2_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   DX, R9
+	XORQ   R10, R10
+	MOVQ   hd+24(FP), R11
+
+attnScoresF32AVX512x2_d:
+	VMOVUPS          (R9), Z8
+	VFMADD231PS.BCST (AX)(R10*1), Z8, Z0
+	VFMADD231PS.BCST (CX)(R10*1), Z8, Z4
+	ADDQ             SI, R9
+	VMOVUPS          (R9), Z8
+	VFMADD231PS.BCST 4(AX)(R10*1), Z8, Z1
+	VFMADD231PS.BCST 4(CX)(R10*1), Z8, Z5
+	ADDQ             SI, R9
+	VMOVUPS          (R9), Z8
+	VFMADD231PS.BCST 8(AX)(R10*1), Z8, Z2
+	VFMADD231PS.BCST 8(CX)(R10*1), Z8, Z6
+	ADDQ             SI, R9
+	VMOVUPS          (R9), Z8
+	VFMADD231PS.BCST 12(AX)(R10*1), Z8, Z3
+	VFMADD231PS.BCST 12(CX)(R10*1), Z8, Z7
+	ADDQ             SI, R9
+	ADDQ             $0x10, R10
+	SUBQ             $0x04, R11
+	JNZ              attnScoresF32AVX512x2_d
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z6, Z4, Z4
+	VMOVUPS          Z0, (DI)
+	VMOVUPS          Z4, (DI)(R8*1)
+	ADDQ             $0x40, DI
+	ADDQ             $0x40, DX
+	SUBQ             $0x10, BX
+	JMP              attnScoresF32AVX512x2_lanes
+
+attnScoresF32AVX512x2_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF16AVX512x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresF16AVX512x2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qstride+8(FP), CX
+	ADDQ AX, CX
+	MOVQ k+16(FP), DX
+	MOVQ bs+32(FP), BX
+	MOVQ bstride+40(FP), SI
+	MOVQ out+48(FP), DI
+	MOVQ ostride+56(FP), R8
+
+attnScoresF16AVX512x2_lanes:
+	TESTQ  BX, BX
+	JZ     attnScoresF16AVX512x2_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   DX, R9
+	XORQ   R10, R10
+	MOVQ   hd+24(FP), R11
+
+attnScoresF16AVX512x2_d:
+	VCVTPH2PS        (R9), Z8
+	VFMADD231PS.BCST (AX)(R10*1), Z8, Z0
+	VFMADD231PS.BCST (CX)(R10*1), Z8, Z4
+	ADDQ             SI, R9
+	VCVTPH2PS        (R9), Z8
+	VFMADD231PS.BCST 4(AX)(R10*1), Z8, Z1
+	VFMADD231PS.BCST 4(CX)(R10*1), Z8, Z5
+	ADDQ             SI, R9
+	VCVTPH2PS        (R9), Z8
+	VFMADD231PS.BCST 8(AX)(R10*1), Z8, Z2
+	VFMADD231PS.BCST 8(CX)(R10*1), Z8, Z6
+	ADDQ             SI, R9
+	VCVTPH2PS        (R9), Z8
+	VFMADD231PS.BCST 12(AX)(R10*1), Z8, Z3
+	VFMADD231PS.BCST 12(CX)(R10*1), Z8, Z7
+	ADDQ             SI, R9
+	ADDQ             $0x10, R10
+	SUBQ             $0x04, R11
+	JNZ              attnScoresF16AVX512x2_d
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z6, Z4, Z4
+	VMOVUPS          Z0, (DI)
+	VMOVUPS          Z4, (DI)(R8*1)
+	ADDQ             $0x40, DI
+	ADDQ             $0x20, DX
+	SUBQ             $0x10, BX
+	JMP              attnScoresF16AVX512x2_lanes
+
+attnScoresF16AVX512x2_done:
+	VZEROUPPER
+	RET
+
 // func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 // Requires: AVX, AVX512F
 TEXT ·attnAccumF32x1AVX512(SB), NOSPLIT, $0-40
@@ -26192,6 +26320,150 @@ attnScoresF16AVX2_d:
 	JMP          attnScoresF16AVX2_lanes
 
 attnScoresF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF32AVX2x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+// Requires: AVX, FMA3
+TEXT ·attnScoresF32AVX2x2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qstride+8(FP), CX
+	ADDQ AX, CX
+	MOVQ k+16(FP), DX
+	MOVQ bs+32(FP), BX
+	MOVQ bstride+40(FP), SI
+	MOVQ out+48(FP), DI
+	MOVQ ostride+56(FP), R8
+
+attnScoresF32AVX2x2_lanes:
+	TESTQ  BX, BX
+	JZ     attnScoresF32AVX2x2_done
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R9
+	XORQ   R10, R10
+	MOVQ   hd+24(FP), R11
+
+attnScoresF32AVX2x2_d:
+	VMOVUPS      (R9), Y8
+	VBROADCASTSS (AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VBROADCASTSS (CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         SI, R9
+	VMOVUPS      (R9), Y8
+	VBROADCASTSS 4(AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VBROADCASTSS 4(CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         SI, R9
+	VMOVUPS      (R9), Y8
+	VBROADCASTSS 8(AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS 8(CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	ADDQ         SI, R9
+	VMOVUPS      (R9), Y8
+	VBROADCASTSS 12(AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VBROADCASTSS 12(CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         SI, R9
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	JNZ          attnScoresF32AVX2x2_d
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y4, (DI)(R8*1)
+	ADDQ         $0x20, DI
+	ADDQ         $0x20, DX
+	SUBQ         $0x08, BX
+	JMP          attnScoresF32AVX2x2_lanes
+
+attnScoresF32AVX2x2_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF16AVX2x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·attnScoresF16AVX2x2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qstride+8(FP), CX
+	ADDQ AX, CX
+	MOVQ k+16(FP), DX
+	MOVQ bs+32(FP), BX
+	MOVQ bstride+40(FP), SI
+	MOVQ out+48(FP), DI
+	MOVQ ostride+56(FP), R8
+
+attnScoresF16AVX2x2_lanes:
+	TESTQ  BX, BX
+	JZ     attnScoresF16AVX2x2_done
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R9
+	XORQ   R10, R10
+	MOVQ   hd+24(FP), R11
+
+attnScoresF16AVX2x2_d:
+	VCVTPH2PS    (R9), Y8
+	VBROADCASTSS (AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VBROADCASTSS (CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         SI, R9
+	VCVTPH2PS    (R9), Y8
+	VBROADCASTSS 4(AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VBROADCASTSS 4(CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         SI, R9
+	VCVTPH2PS    (R9), Y8
+	VBROADCASTSS 8(AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS 8(CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	ADDQ         SI, R9
+	VCVTPH2PS    (R9), Y8
+	VBROADCASTSS 12(AX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VBROADCASTSS 12(CX)(R10*1), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         SI, R9
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	JNZ          attnScoresF16AVX2x2_d
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y4, (DI)(R8*1)
+	ADDQ         $0x20, DI
+	ADDQ         $0x10, DX
+	SUBQ         $0x08, BX
+	JMP          attnScoresF16AVX2x2_lanes
+
+attnScoresF16AVX2x2_done:
 	VZEROUPPER
 	RET
 

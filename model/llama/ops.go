@@ -175,7 +175,8 @@ type attnTask struct{ li, seg, g0, g1, a, b int }
 // attendTask computes the attention output of the query heads of key/value heads
 // [task.g0, task.g1) for rows [task.a, task.b) of a segment, in two passes over the
 // sequence's blocks: per block and query, kernels.AttnScores gives the query's scores against
-// the block's keys of its head (stored transposed); each query's row of scores becomes its
+// the block's keys of its head (stored transposed; kernels.AttnScores2 for two consecutive
+// queries of one key/value head, with the same bits); each query's row of scores becomes its
 // softmax (one vectorised exp-sum over the row); per block and query, kernels.AttnAccumulate
 // then adds the block's values of its head weighted by their probabilities. Each pass takes
 // the blocks in order and, in each, every query of the task, so that the keys (values) of
@@ -228,7 +229,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 		}
 	}
 	qc := max(perRow, min(nq, maxAttnScores/end/perRow*perRow))
-	sc.tmp = grow(sc.tmp, bs)
+	sc.tmp = grow(sc.tmp, 2*bs) // a block's scores of two queries
 	sc.acc = grow(sc.acc, qc*hd)
 	sc.sum = grow(sc.sum, qc)
 
@@ -253,14 +254,23 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			}
 			q0 := seen(sp.Start)
 			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
-			out := sc.tmp[:bs]
+			out, out2 := sc.tmp[:bs], sc.tmp[bs:2*bs]
 			for i := q0; i < c1; i++ {
+				o := (i - c0) * cEnd
+				if qb == 0 && i+1 < c1 && kvOf(i+1) == kvOf(i) {
+					// Two queries of one key/value head (grouped-query attention): each key
+					// row loaded once, each query's scores as AttnScores gives them.
+					kernels.AttnScores2(out, out2, sc.q[i*hd:(i+1)*hd], sc.q[(i+1)*hd:(i+2)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
+					copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
+					copy(scores[o+cEnd+sp.Start:o+cEnd+sp.Start+nr], out2[:nr])
+					i++
+					continue
+				}
 				if qb > 0 {
 					kernels.AttnScoresQ8(out, sc.qq[i*qb:(i+1)*qb], sp.KHead(kvOf(i)), hd, bs)
 				} else {
 					kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
 				}
-				o := (i - c0) * cEnd
 				copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
 			}
 		}

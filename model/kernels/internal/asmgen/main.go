@@ -110,6 +110,8 @@ func main() {
 	for _, lanes := range []int{16, 8} { // AVX-512, AVX2
 		attnScores("F32", lanes, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 		attnScores("F16", lanes, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		attnScores2("F32", lanes, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+		attnScores2("F16", lanes, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 		for _, w := range []int{1, 2, 4} {
 			attnAccum("F32", lanes, w, nil)
 			attnAccum("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
@@ -2299,6 +2301,88 @@ func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
 	VADDPS(c[3], c[2], c[2])
 	VADDPS(c[2], c[0], c[0])
 	VMOVUPS(c[0], Mem{Base: out})
+	ADDQ(U8(4*lanes), out)
+	elem := 4
+	if typ == "F16" {
+		elem = 2
+	}
+	ADDQ(U8(lanes*elem), k)
+	SUBQ(U8(lanes), bs)
+	JMP(LabelRef(name + "_lanes"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnScores2 is attnScores for two queries against the same keys (the query heads of one
+// key/value head under grouped-query attention): each key row is loaded once for both, and
+// each query keeps attnScores' four chains, in its order, so that its scores have the
+// one-query kernel's bits. Eight independent chains keep the multiply-adds busy where four
+// wait on each other. The second query is qstride bytes after the first, its scores ostride
+// bytes after the first's.
+func attnScores2(typ string, lanes int, load func(Mem, VecVirtual)) {
+	isa, vec := "AVX512", ZMM
+	if lanes == 8 {
+		isa, vec = "AVX2", YMM
+	}
+	name := fmt.Sprintf("attnScores%s%sx2", typ, isa)
+	TEXT(name, NOSPLIT, "func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)")
+	Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, %s), %d lanes at a time, each query's scores with attnScores%s%s's bits; hd a multiple of 4, bs of %d.", name, typ, lanes, typ, isa, lanes))
+	q0 := Load(Param("q"), GP64())
+	q1 := Load(Param("qstride"), GP64())
+	ADDQ(q0, q1)
+	k := Load(Param("k"), GP64())
+	bs := Load(Param("bs"), GP64())
+	bstride := Load(Param("bstride"), GP64())
+	out := Load(Param("out"), GP64())
+	ostride := Load(Param("ostride"), GP64())
+	var c [2][4]VecVirtual
+	for j := range c {
+		for i := range c[j] {
+			c[j][i] = vec()
+		}
+	}
+	w, qb := vec(), vec()
+	p, qo, d := GP64(), GP64(), GP64()
+	Label(name + "_lanes")
+	TESTQ(bs, bs)
+	JZ(LabelRef(name + "_done"))
+	for j := range c {
+		for i := range c[j] {
+			if lanes == 16 {
+				VPXORD(c[j][i], c[j][i], c[j][i])
+			} else {
+				VXORPS(c[j][i], c[j][i], c[j][i])
+			}
+		}
+	}
+	MOVQ(k, p)
+	XORQ(qo, qo)
+	Load(Param("hd"), d)
+	Label(name + "_d")
+	for i := range 4 {
+		load(Mem{Base: p}, w)
+		for j, qj := range []Register{q0, q1} {
+			qm := Mem{Base: qj, Index: qo, Scale: 1, Disp: 4 * i}
+			if lanes == 16 {
+				VFMADD231PS_BCST(qm, w, c[j][i])
+			} else {
+				VBROADCASTSS(qm, qb)
+				VFMADD231PS(qb, w, c[j][i])
+			}
+		}
+		ADDQ(bstride, p)
+	}
+	ADDQ(U8(16), qo)
+	SUBQ(U8(4), d)
+	JNZ(LabelRef(name + "_d"))
+	for j := range c {
+		VADDPS(c[j][1], c[j][0], c[j][0])
+		VADDPS(c[j][3], c[j][2], c[j][2])
+		VADDPS(c[j][2], c[j][0], c[j][0])
+	}
+	VMOVUPS(c[0][0], Mem{Base: out})
+	VMOVUPS(c[1][0], Mem{Base: out, Index: ostride, Scale: 1})
 	ADDQ(U8(4*lanes), out)
 	elem := 4
 	if typ == "F16" {
