@@ -35,6 +35,9 @@ type attnKernels struct {
 	scores2 [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)
 	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
 	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
+	// accum2[t][w], where not nil, is accum[t][w] for two queries (AttnAccumulate2), the
+	// second's probabilities pstride bytes after the first's and its output astride bytes.
+	accum2 [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)
 	// scoresQ8 is AttnScoresQ8 (bs a multiple of lanes); accumQ8[w] adds 32·(w+1) output
 	// elements of Q8_0 values (rows of vstride bytes; s points at the scales of the first
 	// group, in row 0).
@@ -149,6 +152,54 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 			a = fma32(p[j], attnElem(v, ti, j*hd+d), a)
 		}
 		acc[d] = a
+	}
+}
+
+// AttnAccumulate2 is AttnAccumulate for two queries over the same values, acc0 getting p0's
+// weighted sum and acc1 p1's, each with AttnAccumulate's bits: the query heads of one
+// key/value head weigh the same values, and a kernel taking two of them loads each value
+// vector once and keeps twice the independent chains busy (F32 and F16 values; Q8_0 values
+// are taken one query at a time). It panics on mismatched lengths.
+func AttnAccumulate2(acc0, acc1, p0, p1 []float32, v []byte, t ggml.Type, hd, nr int) {
+	if t == ggml.Q8_0 {
+		AttnAccumulate(acc0, p0, v, t, hd, nr)
+		AttnAccumulate(acc1, p1, v, t, hd, nr)
+		return
+	}
+	ti, size := attnType(t)
+	if len(acc0) < hd || len(acc1) < hd || len(p0) < nr || len(p1) < nr || len(v) < nr*hd*size {
+		panic(fmt.Sprintf("kernels: AttnAccumulate2 of %d×%d %v values: len(p0), len(p1) = %d, %d, len(v) = %d, len(acc0), len(acc1) = %d, %d",
+			nr, hd, t, len(p0), len(p1), len(v), len(acc0), len(acc1)))
+	}
+	if nr == 0 || hd == 0 {
+		return
+	}
+	a := &currentImpl().attn
+	pstride := int(uintptr(unsafe.Pointer(&p1[0])) - uintptr(unsafe.Pointer(&p0[0])))
+	astride := int(uintptr(unsafe.Pointer(&acc1[0])) - uintptr(unsafe.Pointer(&acc0[0])))
+	d := 0
+	if a.accum[ti][0] != nil {
+		for _, w := range []int{2, 1, 0} {
+			for cols := 16 << w; hd-d >= cols; d += cols {
+				if k2 := a.accum2[ti][w]; k2 != nil {
+					k2(&p0[0], pstride, &v[d*size], hd*size, nr, &acc0[d], astride)
+				} else {
+					a.accum[ti][w](&p0[0], &v[d*size], hd*size, nr, &acc0[d])
+					a.accum[ti][w](&p1[0], &v[d*size], hd*size, nr, &acc1[d])
+				}
+			}
+		}
+	}
+	if d < hd { // the columns no kernel takes, as AttnAccumulate takes them
+		for _, q := range []struct{ acc, p []float32 }{{acc0, p0}, {acc1, p1}} {
+			for c := d; c < hd; c++ {
+				x := q.acc[c]
+				for j := range nr {
+					x = fma32(q.p[j], attnElem(v, ti, j*hd+c), x)
+				}
+				q.acc[c] = x
+			}
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,7 +166,7 @@ func TestAttention(t *testing.T) {
 
 // BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions);
 // for Q8_0 keys "scores" quantizes the query in every call, "scores/Q8_0/quantized" once;
-// "scores2" scores two queries an op (AttnScores2).
+// "scores2" and "accumulate2" take two queries an op (AttnScores2, AttnAccumulate2).
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -200,6 +201,14 @@ func BenchmarkAttention(b *testing.B) {
 				AttnAccumulate(acc, out, k, typ, 64, 16)
 			}
 		})
+		if typ != ggml.Q8_0 {
+			acc2, p2 := make([]float32, 64), make([]float32, 16)
+			b.Run(fmt.Sprintf("accumulate2/%v", typ), func(b *testing.B) {
+				for b.Loop() {
+					AttnAccumulate2(acc, acc2, out, p2, k, typ, 64, 16)
+				}
+			})
+		}
 	}
 }
 
@@ -318,6 +327,62 @@ func TestAttnScores2MatchesOneQuery(t *testing.T) {
 					for pos := range sh.bs {
 						if math.Float32bits(out0[pos]) != math.Float32bits(want0[pos]) || math.Float32bits(out1[pos]) != math.Float32bits(want1[pos]) {
 							t.Fatalf("%s %v %+v swap=%v: key %d scores %g, %g, one at a time %g, %g", impl, typ, sh, swap, pos, out0[pos], out1[pos], want0[pos], want1[pos])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAttnAccumulate2MatchesOneQuery checks AttnAccumulate2 against AttnAccumulate, bit for
+// bit, in every implementation: two queries' outputs over the same values (their
+// probabilities and outputs before or after each other in memory) are each the one-query
+// kernel's, for F32, F16 and Q8_0 values of widths every kernel and the tail take.
+func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(43, 44))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+		for _, sh := range []struct{ hd, nr int }{{64, 16}, {128, 31}, {96, 48}, {256, 3}, {6, 7}, {32, 8}, {160, 24}, {80, 1}, {112, 5}} {
+			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
+				continue
+			}
+			var v []byte
+			if typ == ggml.Q8_0 {
+				v, _ = q8Values(r, sh.nr, sh.hd)
+			} else {
+				v, _ = attnData(r, typ, sh.nr*sh.hd)
+			}
+			ps := make([]float32, 2*sh.nr+5)
+			for i := range ps {
+				ps[i] = r.Float32()
+			}
+			pa, pb := ps[:sh.nr], ps[sh.nr+5:]
+			start := make([]float32, 2*sh.hd) // the outputs' values before the block
+			for i := range start {
+				start[i] = float32(r.NormFloat64())
+			}
+			for _, impl := range implNames() {
+				for _, swap := range []bool{false, true} {
+					p0, p1 := pa, pb
+					if swap {
+						p0, p1 = pb, pa
+					}
+					accs := make([]float32, 3*sh.hd)
+					acc0, acc1 := accs[:sh.hd], accs[2*sh.hd:]
+					if swap {
+						acc0, acc1 = acc1, acc0
+					}
+					copy(acc0, start[:sh.hd])
+					copy(acc1, start[sh.hd:])
+					want0, want1 := slices.Clone(acc0), slices.Clone(acc1)
+					withImpl(t, impl, func() {
+						AttnAccumulate(want0, p0, v, typ, sh.hd, sh.nr)
+						AttnAccumulate(want1, p1, v, typ, sh.hd, sh.nr)
+						AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr)
+					})
+					for d := range sh.hd {
+						if math.Float32bits(acc0[d]) != math.Float32bits(want0[d]) || math.Float32bits(acc1[d]) != math.Float32bits(want1[d]) {
+							t.Fatalf("%s %v %+v swap=%v: element %d: %g, %g, one at a time %g, %g", impl, typ, sh, swap, d, acc0[d], acc1[d], want0[d], want1[d])
 						}
 					}
 				}

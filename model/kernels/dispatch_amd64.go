@@ -46,6 +46,10 @@ func init() {
 				{attnAccumF32x1AVX2, attnAccumF32x2AVX2, attnAccumF32x4AVX2},
 				{attnAccumF16x1AVX2, attnAccumF16x2AVX2, attnAccumF16x4AVX2},
 			},
+			accum2: [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int){
+				{attnAccumF32x1AVX2x2, attnAccumF32x2AVX2x2, nil}, // 64 outputs twice pass AVX2's 16 registers
+				{attnAccumF16x1AVX2x2, attnAccumF16x2AVX2x2, nil},
+			},
 			scoresQ8: attnScoresQ8_0AVX2,
 			accumQ8:  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32){attnAccumQ8_0x1AVX2, attnAccumQ8_0x2AVX2},
 		},
@@ -104,6 +108,10 @@ func init() {
 		accum: [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32){
 			{attnAccumF32x1AVX512, attnAccumF32x2AVX512, attnAccumF32x4AVX512},
 			{attnAccumF16x1AVX512, attnAccumF16x2AVX512, attnAccumF16x4AVX512},
+		},
+		accum2: [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int){
+			{attnAccumF32x1AVX512x2, attnAccumF32x2AVX512x2, attnAccumF32x4AVX512x2},
+			{attnAccumF16x1AVX512x2, attnAccumF16x2AVX512x2, attnAccumF16x4AVX512x2},
 		},
 		scoresQ8: attnScoresQ8_0AVX2, // in lane groups of 8 (with VNNI, below: 16)
 		accumQ8:  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32){attnAccumQ8_0x1AVX512, attnAccumQ8_0x2AVX512},

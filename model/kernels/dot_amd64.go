@@ -385,17 +385,35 @@ func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
 func attnAccumF16x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
+// attnAccumF32x1AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x1AVX512's bits.
+func attnAccumF32x1AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x1AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x1AVX512's bits.
+func attnAccumF16x1AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
 // attnAccumF32x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
 func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
 // attnAccumF16x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
 func attnAccumF16x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
+// attnAccumF32x2AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x2AVX512's bits.
+func attnAccumF32x2AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x2AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x2AVX512's bits.
+func attnAccumF16x2AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
 // attnAccumF32x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
 func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
 // attnAccumF16x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF32x4AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x4AVX512's bits.
+func attnAccumF32x4AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x4AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x4AVX512's bits.
+func attnAccumF16x4AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnScoresQ8_0VNNI writes out[r] = Σ_g (s_k[g][r]·s_q[g])·Σ_{d∈g} q[d]·k[d][r] for r < bs (a query quantized by QuantizeQuery; Q8_0 keys in groups of 8 rows of 4 bytes a key, +128, and a row of scales), 16 keys at a time; hd a multiple of 32, bs of 16.
 func attnScoresQ8_0VNNI(q *byte, k *byte, hd int, bs int, out *float32)
@@ -424,11 +442,23 @@ func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 // attnAccumF16x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
 func attnAccumF16x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
+// attnAccumF32x1AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x1AVX2's bits.
+func attnAccumF32x1AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x1AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x1AVX2's bits.
+func attnAccumF16x1AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
 // attnAccumF32x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
 func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
 // attnAccumF16x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
 func attnAccumF16x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
+
+// attnAccumF32x2AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x2AVX2's bits.
+func attnAccumF32x2AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x2AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x2AVX2's bits.
+func attnAccumF16x2AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnAccumF32x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
 func attnAccumF32x4AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)

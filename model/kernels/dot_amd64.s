@@ -25921,6 +25921,76 @@ attnAccumF16x1AVX512_store:
 	VZEROUPPER
 	RET
 
+// func attnAccumF32x1AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x1AVX512x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS (R8), Z1
+
+attnAccumF32x1AVX512x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF32x1AVX512x2_store
+	VBROADCASTSS (AX), Z2
+	VBROADCASTSS (CX), Z3
+	VMOVUPS      (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF32x1AVX512x2_t
+
+attnAccumF32x1AVX512x2_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x1AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x1AVX512x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS (R8), Z1
+
+attnAccumF16x1AVX512x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF16x1AVX512x2_store
+	VBROADCASTSS (AX), Z2
+	VBROADCASTSS (CX), Z3
+	VCVTPH2PS    (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF16x1AVX512x2_t
+
+attnAccumF16x1AVX512x2_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (R8)
+	VZEROUPPER
+	RET
+
 // func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 // Requires: AVX, AVX512F
 TEXT ·attnAccumF32x2AVX512(SB), NOSPLIT, $0-40
@@ -25976,6 +26046,90 @@ attnAccumF16x2AVX512_t:
 attnAccumF16x2AVX512_store:
 	VMOVUPS Z0, (SI)
 	VMOVUPS Z1, 64(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x2AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x2AVX512x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (R8), Z2
+	VMOVUPS 64(R8), Z3
+
+attnAccumF32x2AVX512x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF32x2AVX512x2_store
+	VBROADCASTSS (AX), Z4
+	VBROADCASTSS (CX), Z5
+	VMOVUPS      (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z2
+	VMOVUPS      64(DX), Z6
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF32x2AVX512x2_t
+
+attnAccumF32x2AVX512x2_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (R8)
+	VMOVUPS Z3, 64(R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x2AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x2AVX512x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (R8), Z2
+	VMOVUPS 64(R8), Z3
+
+attnAccumF16x2AVX512x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF16x2AVX512x2_store
+	VBROADCASTSS (AX), Z4
+	VBROADCASTSS (CX), Z5
+	VCVTPH2PS    (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z2
+	VCVTPH2PS    32(DX), Z6
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF16x2AVX512x2_t
+
+attnAccumF16x2AVX512x2_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (R8)
+	VMOVUPS Z3, 64(R8)
 	VZEROUPPER
 	RET
 
@@ -26048,6 +26202,118 @@ attnAccumF16x4AVX512_store:
 	VMOVUPS Z1, 64(SI)
 	VMOVUPS Z2, 128(SI)
 	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x4AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x4AVX512x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (R8), Z4
+	VMOVUPS 64(R8), Z5
+	VMOVUPS 128(R8), Z6
+	VMOVUPS 192(R8), Z7
+
+attnAccumF32x4AVX512x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF32x4AVX512x2_store
+	VBROADCASTSS (AX), Z8
+	VBROADCASTSS (CX), Z9
+	VMOVUPS      (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VMOVUPS      64(DX), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      128(DX), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      192(DX), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF32x4AVX512x2_t
+
+attnAccumF32x4AVX512x2_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (R8)
+	VMOVUPS Z5, 64(R8)
+	VMOVUPS Z6, 128(R8)
+	VMOVUPS Z7, 192(R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x4AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x4AVX512x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (R8), Z4
+	VMOVUPS 64(R8), Z5
+	VMOVUPS 128(R8), Z6
+	VMOVUPS 192(R8), Z7
+
+attnAccumF16x4AVX512x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF16x4AVX512x2_store
+	VBROADCASTSS (AX), Z8
+	VBROADCASTSS (CX), Z9
+	VCVTPH2PS    (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VCVTPH2PS    32(DX), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    64(DX), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    96(DX), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF16x4AVX512x2_t
+
+attnAccumF16x4AVX512x2_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (R8)
+	VMOVUPS Z5, 64(R8)
+	VMOVUPS Z6, 128(R8)
+	VMOVUPS Z7, 192(R8)
 	VZEROUPPER
 	RET
 
@@ -26525,6 +26791,90 @@ attnAccumF16x1AVX2_store:
 	VZEROUPPER
 	RET
 
+// func attnAccumF32x1AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, FMA3
+TEXT ·attnAccumF32x1AVX2x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS (R8), Y2
+	VMOVUPS 32(R8), Y3
+
+attnAccumF32x1AVX2x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF32x1AVX2x2_store
+	VBROADCASTSS (AX), Y4
+	VBROADCASTSS (CX), Y5
+	VMOVUPS      (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y2
+	VMOVUPS      32(DX), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF32x1AVX2x2_t
+
+attnAccumF32x1AVX2x2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, (R8)
+	VMOVUPS Y3, 32(R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x1AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·attnAccumF16x1AVX2x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS (R8), Y2
+	VMOVUPS 32(R8), Y3
+
+attnAccumF16x1AVX2x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF16x1AVX2x2_store
+	VBROADCASTSS (AX), Y4
+	VBROADCASTSS (CX), Y5
+	VCVTPH2PS    (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y2
+	VCVTPH2PS    16(DX), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF16x1AVX2x2_t
+
+attnAccumF16x1AVX2x2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, (R8)
+	VMOVUPS Y3, 32(R8)
+	VZEROUPPER
+	RET
+
 // func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 // Requires: AVX, FMA3
 TEXT ·attnAccumF32x2AVX2(SB), NOSPLIT, $0-40
@@ -26594,6 +26944,118 @@ attnAccumF16x2AVX2_store:
 	VMOVUPS Y1, 32(SI)
 	VMOVUPS Y2, 64(SI)
 	VMOVUPS Y3, 96(SI)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x2AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, FMA3
+TEXT ·attnAccumF32x2AVX2x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS 64(R8), Y6
+	VMOVUPS 96(R8), Y7
+
+attnAccumF32x2AVX2x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF32x2AVX2x2_store
+	VBROADCASTSS (AX), Y8
+	VBROADCASTSS (CX), Y9
+	VMOVUPS      (DX), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(DX), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(DX), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(DX), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF32x2AVX2x2_t
+
+attnAccumF32x2AVX2x2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, (R8)
+	VMOVUPS Y5, 32(R8)
+	VMOVUPS Y6, 64(R8)
+	VMOVUPS Y7, 96(R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x2AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, F16C, FMA3
+TEXT ·attnAccumF16x2AVX2x2(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	ADDQ    AX, CX
+	MOVQ    v+16(FP), DX
+	MOVQ    vstride+24(FP), BX
+	MOVQ    nr+32(FP), SI
+	MOVQ    acc+40(FP), DI
+	MOVQ    astride+48(FP), R8
+	ADDQ    DI, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS 64(R8), Y6
+	VMOVUPS 96(R8), Y7
+
+attnAccumF16x2AVX2x2_t:
+	TESTQ        SI, SI
+	JZ           attnAccumF16x2AVX2x2_store
+	VBROADCASTSS (AX), Y8
+	VBROADCASTSS (CX), Y9
+	VCVTPH2PS    (DX), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(DX), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(DX), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(DX), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, CX
+	ADDQ         BX, DX
+	DECQ         SI
+	JMP          attnAccumF16x2AVX2x2_t
+
+attnAccumF16x2AVX2x2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, (R8)
+	VMOVUPS Y5, 32(R8)
+	VMOVUPS Y6, 64(R8)
+	VMOVUPS Y7, 96(R8)
 	VZEROUPPER
 	RET
 

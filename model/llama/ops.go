@@ -175,8 +175,9 @@ type attnTask struct{ li, seg, g0, g1, a, b int }
 // attendTask computes the attention output of the query heads of key/value heads
 // [task.g0, task.g1) for rows [task.a, task.b) of a segment, in two passes over the
 // sequence's blocks: per block and query, kernels.AttnScores gives the query's scores against
-// the block's keys of its head (stored transposed; kernels.AttnScores2 for two consecutive
-// queries of one key/value head, with the same bits); each query's row of scores becomes its
+// the block's keys of its head (stored transposed; kernels.AttnScores2, and below
+// kernels.AttnAccumulate2, for two consecutive queries of one key/value head, with the same
+// bits); each query's row of scores becomes its
 // softmax (one vectorised exp-sum over the row); per block and query, kernels.AttnAccumulate
 // then adds the block's values of its head weighted by their probabilities. Each pass takes
 // the blocks in order and, in each, every query of the task, so that the keys (values) of
@@ -319,6 +320,12 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			for i := q0; i < c1; i++ {
 				o := (i - c0) * cEnd
 				values := sp.VHead(kvOf(i))[:vBytes]
+				if dt != ggml.Q8_0 && i+1 < c1 && kvOf(i+1) == kvOf(i) { // two queries of one head
+					kernels.AttnAccumulate2(acc[(i-c0)*hd:(i-c0+1)*hd], acc[(i-c0+1)*hd:(i-c0+2)*hd],
+						scores[o+sp.Start:o+sp.Start+nr], scores[o+cEnd+sp.Start:o+cEnd+sp.Start+nr], values, dt, hd, nr)
+					i++
+					continue
+				}
 				kernels.AttnAccumulate(acc[(i-c0)*hd:(i-c0+1)*hd], scores[o+sp.Start:o+sp.Start+nr], values, dt, hd, nr)
 			}
 		}

@@ -115,6 +115,10 @@ func main() {
 		for _, w := range []int{1, 2, 4} {
 			attnAccum("F32", lanes, w, nil)
 			attnAccum("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+			if 2*(16*w/lanes)+3 <= 16 || lanes == 16 { // two queries' outputs in registers
+				attnAccum2("F32", lanes, w, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+				attnAccum2("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+			}
 		}
 		attnScoresQ8(lanes)
 		attnAccumQ8(lanes, 1)
@@ -2630,6 +2634,67 @@ func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
 	ADDQ(U8(4), p)
 	ADDQ(vstride, v)
 	accumEnd(name, nr, accp, a, lanes)
+}
+
+// attnAccum2 is attnAccum for two queries of one key/value head over the same values, with
+// their own probabilities and outputs (the second's pstride and astride bytes after the
+// first's): each value vector is loaded once for both, and each output element keeps its
+// chain over t in order, so that each query's output has attnAccum's bits, with twice the
+// independent chains in flight.
+func attnAccum2(typ string, lanes, width int, load func(Mem, VecVirtual)) {
+	isa, vec := "AVX512", ZMM
+	if lanes == 8 {
+		isa, vec = "AVX2", YMM
+	}
+	name := fmt.Sprintf("attnAccum%sx%d%sx2", typ, width, isa)
+	TEXT(name, NOSPLIT, "func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)")
+	Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccum%sx%d%s's bits.", name, 16*width, typ, typ, width, isa))
+	nv := 16 * width / lanes // vectors of output a query
+	p0 := Load(Param("p"), GP64())
+	p1 := Load(Param("pstride"), GP64())
+	ADDQ(p0, p1)
+	v := Load(Param("v"), GP64())
+	vstride := Load(Param("vstride"), GP64())
+	nr := Load(Param("nr"), GP64())
+	acc0 := Load(Param("acc"), GP64())
+	acc1 := Load(Param("astride"), GP64())
+	ADDQ(acc0, acc1)
+	var a [2][]VecVirtual
+	for j, accp := range []Register{acc0, acc1} {
+		a[j] = make([]VecVirtual, nv)
+		for i := range a[j] {
+			a[j][i] = vec()
+			VMOVUPS(Mem{Base: accp, Disp: 4 * lanes * i}, a[j][i])
+		}
+	}
+	pb0, pb1, x := vec(), vec(), vec()
+	elem := 4
+	if typ == "F16" {
+		elem = 2
+	}
+	Label(name + "_t")
+	TESTQ(nr, nr)
+	JZ(LabelRef(name + "_store"))
+	VBROADCASTSS(Mem{Base: p0}, pb0)
+	VBROADCASTSS(Mem{Base: p1}, pb1)
+	for i := range nv {
+		load(Mem{Base: v, Disp: lanes * elem * i}, x)
+		VFMADD231PS(x, pb0, a[0][i])
+		VFMADD231PS(x, pb1, a[1][i])
+	}
+	ADDQ(U8(4), p0)
+	ADDQ(U8(4), p1)
+	ADDQ(vstride, v)
+	DECQ(nr)
+	JMP(LabelRef(name + "_t"))
+	Label(name + "_store")
+	for j, accp := range []Register{acc0, acc1} {
+		for i := range a[j] {
+			VMOVUPS(a[j][i], Mem{Base: accp, Disp: 4 * lanes * i})
+		}
+	}
+	VZEROUPPER()
+	RET()
 }
 
 // prefetch issues PREFETCHT0 (PREFETCHT1 for the L2 variant) for every 64-byte line of n bytes
