@@ -108,16 +108,16 @@ func main() {
 	}
 	pairQ8()
 	for _, lanes := range []int{16, 8} { // AVX-512, AVX2
-		attnScores("F32", lanes, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
-		attnScores("F16", lanes, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
-		attnScores2("F32", lanes, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
-		attnScores2("F16", lanes, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		for nq := 1; nq <= 2; nq++ {
+			attnScores("F32", lanes, nq, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+			attnScores("F16", lanes, nq, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+		}
 		for _, w := range []int{1, 2, 4} {
-			attnAccum("F32", lanes, w, nil)
-			attnAccum("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+			attnAccum("F32", lanes, w, 1, nil)
+			attnAccum("F16", lanes, w, 1, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 			if 2*(16*w/lanes)+3 <= 16 || lanes == 16 { // two queries' outputs in registers
-				attnAccum2("F32", lanes, w, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
-				attnAccum2("F16", lanes, w, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+				attnAccum("F32", lanes, w, 2, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+				attnAccum("F16", lanes, w, 2, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 			}
 		}
 		attnScoresQ8(lanes)
@@ -2252,95 +2252,46 @@ func packed16(typ string, nx int) {
 	packedStore(name, name+"_group", rows, w, groups, out, o, ostride, groupBytes)
 }
 
-// attnScores writes the attention scores of one query against a block of keys stored
-// transposed (cache.Span.KHead: HeadDim rows of BlockSize values): out[r] = Σ_d q[d]·k[d][r]
-// for r < bs, lanes keys at a time (16: AVX-512, 8: AVX2), each key in its own lane, q[d]
-// broadcast. Four chains take d by d mod 4 and are summed as (c0+c1)+(c2+c3): no horizontal
-// sums at all. hd must be a multiple of 4, bs of lanes; bstride is the bytes of one row.
-func attnScores(typ string, lanes int, load func(Mem, VecVirtual)) {
+// attnScores writes the attention scores of nq queries (1 or 2) against a block of keys
+// stored transposed (cache.Span.KHead: HeadDim rows of BlockSize values): out[r] = Σ_d
+// q[d]·k[d][r] for r < bs, lanes keys at a time (16: AVX-512, 8: AVX2), each key in its own
+// lane, q[d] broadcast. Four chains a query take d by d mod 4 and are summed as
+// (c0+c1)+(c2+c3): no horizontal sums at all. hd must be a multiple of 4, bs of lanes; bstride
+// is the bytes of one row. Two queries are the query heads of one key/value head under
+// grouped-query attention: each key row is loaded once for both, each query keeps its four
+// chains in the one-query order (the same bits), and eight independent chains keep the
+// multiply-adds busy where four wait on each other; the second query is qstride bytes after
+// the first, its scores ostride bytes after the first's.
+func attnScores(typ string, lanes, nq int, load func(Mem, VecVirtual)) {
 	isa, vec := "AVX512", ZMM
 	if lanes == 8 {
 		isa, vec = "AVX2", YMM
 	}
 	name := fmt.Sprintf("attnScores%s%s", typ, isa)
-	TEXT(name, NOSPLIT, "func(q *float32, k *byte, hd, bs, bstride int, out *float32)")
-	Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, %s), %d lanes at a time; hd a multiple of 4, bs of %d.", name, typ, lanes, lanes))
-	q := Load(Param("q"), GP64())
+	if nq == 1 {
+		TEXT(name, NOSPLIT, "func(q *float32, k *byte, hd, bs, bstride int, out *float32)")
+		Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, %s), %d lanes at a time; hd a multiple of 4, bs of %d.", name, typ, lanes, lanes))
+	} else {
+		one := name
+		name += "x2"
+		TEXT(name, NOSPLIT, "func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)")
+		Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, %s), %d lanes at a time, each query's scores with %s's bits; hd a multiple of 4, bs of %d.", name, typ, lanes, one, lanes))
+	}
+	qs := []Register{Load(Param("q"), GP64())}
+	if nq == 2 {
+		q1 := Load(Param("qstride"), GP64())
+		ADDQ(qs[0], q1)
+		qs = append(qs, q1)
+	}
 	k := Load(Param("k"), GP64())
 	bs := Load(Param("bs"), GP64())
 	bstride := Load(Param("bstride"), GP64())
 	out := Load(Param("out"), GP64())
-	c := [4]VecVirtual{vec(), vec(), vec(), vec()}
-	w, qb := vec(), vec()
-	p, qo, d := GP64(), GP64(), GP64()
-	Label(name + "_lanes")
-	TESTQ(bs, bs)
-	JZ(LabelRef(name + "_done"))
-	for i := range c {
-		if lanes == 16 {
-			VPXORD(c[i], c[i], c[i])
-		} else {
-			VXORPS(c[i], c[i], c[i])
-		}
+	var ostride Register
+	if nq == 2 {
+		ostride = Load(Param("ostride"), GP64())
 	}
-	MOVQ(k, p)
-	XORQ(qo, qo)
-	Load(Param("hd"), d)
-	Label(name + "_d")
-	for i := range c {
-		load(Mem{Base: p}, w)
-		qm := Mem{Base: q, Index: qo, Scale: 1, Disp: 4 * i}
-		if lanes == 16 {
-			VFMADD231PS_BCST(qm, w, c[i])
-		} else {
-			VBROADCASTSS(qm, qb)
-			VFMADD231PS(qb, w, c[i])
-		}
-		ADDQ(bstride, p)
-	}
-	ADDQ(U8(16), qo)
-	SUBQ(U8(4), d)
-	JNZ(LabelRef(name + "_d"))
-	VADDPS(c[1], c[0], c[0])
-	VADDPS(c[3], c[2], c[2])
-	VADDPS(c[2], c[0], c[0])
-	VMOVUPS(c[0], Mem{Base: out})
-	ADDQ(U8(4*lanes), out)
-	elem := 4
-	if typ == "F16" {
-		elem = 2
-	}
-	ADDQ(U8(lanes*elem), k)
-	SUBQ(U8(lanes), bs)
-	JMP(LabelRef(name + "_lanes"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
-}
-
-// attnScores2 is attnScores for two queries against the same keys (the query heads of one
-// key/value head under grouped-query attention): each key row is loaded once for both, and
-// each query keeps attnScores' four chains, in its order, so that its scores have the
-// one-query kernel's bits. Eight independent chains keep the multiply-adds busy where four
-// wait on each other. The second query is qstride bytes after the first, its scores ostride
-// bytes after the first's.
-func attnScores2(typ string, lanes int, load func(Mem, VecVirtual)) {
-	isa, vec := "AVX512", ZMM
-	if lanes == 8 {
-		isa, vec = "AVX2", YMM
-	}
-	name := fmt.Sprintf("attnScores%s%sx2", typ, isa)
-	TEXT(name, NOSPLIT, "func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)")
-	Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, %s), %d lanes at a time, each query's scores with attnScores%s%s's bits; hd a multiple of 4, bs of %d.", name, typ, lanes, typ, isa, lanes))
-	q0 := Load(Param("q"), GP64())
-	q1 := Load(Param("qstride"), GP64())
-	ADDQ(q0, q1)
-	k := Load(Param("k"), GP64())
-	bs := Load(Param("bs"), GP64())
-	bstride := Load(Param("bstride"), GP64())
-	out := Load(Param("out"), GP64())
-	ostride := Load(Param("ostride"), GP64())
-	var c [2][4]VecVirtual
+	c := make([][4]VecVirtual, nq)
 	for j := range c {
 		for i := range c[j] {
 			c[j][i] = vec()
@@ -2366,7 +2317,7 @@ func attnScores2(typ string, lanes int, load func(Mem, VecVirtual)) {
 	Label(name + "_d")
 	for i := range 4 {
 		load(Mem{Base: p}, w)
-		for j, qj := range []Register{q0, q1} {
+		for j, qj := range qs {
 			qm := Mem{Base: qj, Index: qo, Scale: 1, Disp: 4 * i}
 			if lanes == 16 {
 				VFMADD231PS_BCST(qm, w, c[j][i])
@@ -2386,7 +2337,9 @@ func attnScores2(typ string, lanes int, load func(Mem, VecVirtual)) {
 		VADDPS(c[j][2], c[j][0], c[j][0])
 	}
 	VMOVUPS(c[0][0], Mem{Base: out})
-	VMOVUPS(c[1][0], Mem{Base: out, Index: ostride, Scale: 1})
+	if nq == 2 {
+		VMOVUPS(c[1][0], Mem{Base: out, Index: ostride, Scale: 1})
+	}
 	ADDQ(U8(4*lanes), out)
 	elem := 4
 	if typ == "F16" {
@@ -2585,33 +2538,59 @@ func accumEnd(name string, nr, accp Register, a []VecVirtual, lanes int) {
 	RET()
 }
 
-// attnAccum adds a block of values weighted by the probabilities to a query's output:
-// acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
+// attnAccum adds a block of values weighted by the probabilities to the outputs of nq queries
+// (1 or 2): acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
 // (cache.Span.VHead, rows of vstride bytes), each output element a chain over t in order, on
 // vectors of lanes floats (16: AVX-512, 8: AVX2, which takes two vectors for each of
-// AVX-512's).
-func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
+// AVX-512's). Two queries are the query heads of one key/value head: each value vector is
+// loaded once for both and each output element keeps its chain (the one-query kernel's bits),
+// with twice the independent chains in flight; the second query's probabilities are pstride
+// bytes after the first's, its output astride bytes after the first's.
+func attnAccum(typ string, lanes, width, nq int, load func(Mem, VecVirtual)) {
 	isa, vec := "AVX512", ZMM
 	if lanes == 8 {
 		isa, vec = "AVX2", YMM
 	}
 	name := fmt.Sprintf("attnAccum%sx%d%s", typ, width, isa)
-	TEXT(name, NOSPLIT, "func(p *float32, v *byte, vstride, nr int, acc *float32)")
-	Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major).", name, 16*width, typ))
-	nv := 16 * width / lanes // vectors of output
-	p := Load(Param("p"), GP64())
+	if nq == 1 {
+		TEXT(name, NOSPLIT, "func(p *float32, v *byte, vstride, nr int, acc *float32)")
+		Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major).", name, 16*width, typ))
+	} else {
+		one := name
+		name += "x2"
+		TEXT(name, NOSPLIT, "func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)")
+		Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with %s's bits.", name, 16*width, typ, one))
+	}
+	nv := 16 * width / lanes // vectors of output a query
+	ps := []Register{Load(Param("p"), GP64())}
+	if nq == 2 {
+		p1 := Load(Param("pstride"), GP64())
+		ADDQ(ps[0], p1)
+		ps = append(ps, p1)
+	}
 	v := Load(Param("v"), GP64())
 	vstride := Load(Param("vstride"), GP64())
 	nr := Load(Param("nr"), GP64())
-	accp := Load(Param("acc"), GP64())
-	a := make([]VecVirtual, nv)
-	for i := range a {
-		a[i] = vec()
-		VMOVUPS(Mem{Base: accp, Disp: 4 * lanes * i}, a[i])
+	accs := []Register{Load(Param("acc"), GP64())}
+	if nq == 2 {
+		acc1 := Load(Param("astride"), GP64())
+		ADDQ(accs[0], acc1)
+		accs = append(accs, acc1)
 	}
-	pb := vec()
+	a := make([][]VecVirtual, nq)
+	for j, accp := range accs {
+		a[j] = make([]VecVirtual, nv)
+		for i := range a[j] {
+			a[j][i] = vec()
+			VMOVUPS(Mem{Base: accp, Disp: 4 * lanes * i}, a[j][i])
+		}
+	}
+	pb := make([]VecVirtual, nq)
+	for j := range pb {
+		pb[j] = vec()
+	}
 	var x VecVirtual
-	if typ != "F32" {
+	if typ != "F32" || nq == 2 {
 		x = vec()
 	}
 	elem := 4
@@ -2621,74 +2600,28 @@ func attnAccum(typ string, lanes, width int, load func(Mem, VecVirtual)) {
 	Label(name + "_t")
 	TESTQ(nr, nr)
 	JZ(LabelRef(name + "_store"))
-	VBROADCASTSS(Mem{Base: p}, pb)
-	for i := range a {
+	for j, pj := range ps {
+		VBROADCASTSS(Mem{Base: pj}, pb[j])
+	}
+	for i := range nv {
 		m := Mem{Base: v, Disp: lanes * elem * i}
-		if typ == "F32" {
-			VFMADD231PS(m, pb, a[i])
+		if typ == "F32" && nq == 1 {
+			VFMADD231PS(m, pb[0], a[0][i])
 			continue
 		}
 		load(m, x)
-		VFMADD231PS(x, pb, a[i])
-	}
-	ADDQ(U8(4), p)
-	ADDQ(vstride, v)
-	accumEnd(name, nr, accp, a, lanes)
-}
-
-// attnAccum2 is attnAccum for two queries of one key/value head over the same values, with
-// their own probabilities and outputs (the second's pstride and astride bytes after the
-// first's): each value vector is loaded once for both, and each output element keeps its
-// chain over t in order, so that each query's output has attnAccum's bits, with twice the
-// independent chains in flight.
-func attnAccum2(typ string, lanes, width int, load func(Mem, VecVirtual)) {
-	isa, vec := "AVX512", ZMM
-	if lanes == 8 {
-		isa, vec = "AVX2", YMM
-	}
-	name := fmt.Sprintf("attnAccum%sx%d%sx2", typ, width, isa)
-	TEXT(name, NOSPLIT, "func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)")
-	Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccum%sx%d%s's bits.", name, 16*width, typ, typ, width, isa))
-	nv := 16 * width / lanes // vectors of output a query
-	p0 := Load(Param("p"), GP64())
-	p1 := Load(Param("pstride"), GP64())
-	ADDQ(p0, p1)
-	v := Load(Param("v"), GP64())
-	vstride := Load(Param("vstride"), GP64())
-	nr := Load(Param("nr"), GP64())
-	acc0 := Load(Param("acc"), GP64())
-	acc1 := Load(Param("astride"), GP64())
-	ADDQ(acc0, acc1)
-	var a [2][]VecVirtual
-	for j, accp := range []Register{acc0, acc1} {
-		a[j] = make([]VecVirtual, nv)
-		for i := range a[j] {
-			a[j][i] = vec()
-			VMOVUPS(Mem{Base: accp, Disp: 4 * lanes * i}, a[j][i])
+		for j := range a {
+			VFMADD231PS(x, pb[j], a[j][i])
 		}
 	}
-	pb0, pb1, x := vec(), vec(), vec()
-	elem := 4
-	if typ == "F16" {
-		elem = 2
+	for _, pj := range ps {
+		ADDQ(U8(4), pj)
 	}
-	Label(name + "_t")
-	TESTQ(nr, nr)
-	JZ(LabelRef(name + "_store"))
-	VBROADCASTSS(Mem{Base: p0}, pb0)
-	VBROADCASTSS(Mem{Base: p1}, pb1)
-	for i := range nv {
-		load(Mem{Base: v, Disp: lanes * elem * i}, x)
-		VFMADD231PS(x, pb0, a[0][i])
-		VFMADD231PS(x, pb1, a[1][i])
-	}
-	ADDQ(U8(4), p0)
-	ADDQ(U8(4), p1)
 	ADDQ(vstride, v)
 	DECQ(nr)
 	JMP(LabelRef(name + "_t"))
 	Label(name + "_store")
-	for j, accp := range []Register{acc0, acc1} {
+	for j, accp := range accs {
 		for i := range a[j] {
 			VMOVUPS(a[j][i], Mem{Base: accp, Disp: 4 * lanes * i})
 		}
