@@ -161,7 +161,15 @@ func (l serveLoad) maxTokens() int {
 const defaultLlamaServer = "../shared/tools/llama.cpp/bin/llama-server"
 
 func runBenchServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench serve", "[flags]", stderr)
+	fs := newFlagSet("bench serve", `[flags]
+
+Serves a GGUF file with loom serve and, where found, llama-server, each in a process of its
+own, and drives each with N concurrent streaming clients per level (--concurrency). A line per
+engine and level: tok/s is the level's generated tokens over its wall time; steady is the rate
+while every stream was busy (from the end of the level's first request to the first moment a
+stream found no request left; "—" without more requests than streams); TTFT and inter-token
+latency are per request and per token.
+`, stderr)
 	modelFile := fs.String("model", "", "GGUF model to serve (default: the embedded default model, written to a temporary file)")
 	levels := fs.String("concurrency", "1,4,16", "concurrent streams, comma-separated")
 	requests := fs.Int("requests", 0, "requests per level (default: 4 × streams, at least 8)")
