@@ -10355,16 +10355,16 @@ dotF32x1AVX512_single:
 
 dotF32x1AVX512_eight:
 	TESTQ   R8, R8
-	JZ      dotF32x1AVX512_store
+	JZ      dotF32x1AVX512_sum
 	VMOVUPS (BX), Y2
 	VMULPS  (DI)(SI*1), Y2, Y3
 	VADDPS  Z3, Z0, Z0
 
-dotF32x1AVX512_store:
+dotF32x1AVX512_sum:
+	VADDPS        Z1, Z0, Z0
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, BX
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y0, Y2, Y2
 	VEXTRACTF128  $0x01, Y2, X3
@@ -10424,16 +10424,16 @@ dotF16x1AVX512_single:
 
 dotF16x1AVX512_eight:
 	TESTQ     R8, R8
-	JZ        dotF16x1AVX512_store
+	JZ        dotF16x1AVX512_sum
 	VCVTPH2PS (BX), Y2
 	VMULPS    (DI)(SI*1), Y2, Y3
 	VADDPS    Z3, Z0, Z0
 
-dotF16x1AVX512_store:
+dotF16x1AVX512_sum:
+	VADDPS        Z1, Z0, Z0
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, BX
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y0, Y2, Y2
 	VEXTRACTF128  $0x01, Y2, X3
@@ -10496,17 +10496,17 @@ dotBF16x1AVX512_single:
 
 dotBF16x1AVX512_eight:
 	TESTQ     R8, R8
-	JZ        dotBF16x1AVX512_store
+	JZ        dotBF16x1AVX512_sum
 	VPMOVZXWD (BX), Y2
 	VPSLLD    $0x10, Y2, Y2
 	VMULPS    (DI)(SI*1), Y2, Y3
 	VADDPS    Z3, Z0, Z0
 
-dotBF16x1AVX512_store:
+dotBF16x1AVX512_sum:
+	VADDPS        Z1, Z0, Z0
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, BX
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y0, Y2, Y2
 	VEXTRACTF128  $0x01, Y2, X3
@@ -10575,18 +10575,19 @@ dotF32x2AVX512_single:
 
 dotF32x2AVX512_eight:
 	TESTQ   R9, R9
-	JZ      dotF32x2AVX512_store
+	JZ      dotF32x2AVX512_sum
 	VMOVUPS (BX), Y4
 	VMULPS  (DI)(SI*1), Y4, Y5
 	VADDPS  Z5, Z0, Z0
 	VMULPS  (R8)(SI*1), Y4, Y5
 	VADDPS  Z5, Z2, Z2
 
-dotF32x2AVX512_store:
+dotF32x2AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y4
 	VADDPS        Y0, Y4, Y4
 	VEXTRACTF128  $0x01, Y4, X5
@@ -10597,7 +10598,6 @@ dotF32x2AVX512_store:
 	VADDSS        X4, X5, X5
 	VMOVSS        X5, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y4
 	VADDPS        Y2, Y4, Y4
 	VEXTRACTF128  $0x01, Y4, X5
@@ -10665,18 +10665,19 @@ dotF16x2AVX512_single:
 
 dotF16x2AVX512_eight:
 	TESTQ     R9, R9
-	JZ        dotF16x2AVX512_store
+	JZ        dotF16x2AVX512_sum
 	VCVTPH2PS (BX), Y4
 	VMULPS    (DI)(SI*1), Y4, Y5
 	VADDPS    Z5, Z0, Z0
 	VMULPS    (R8)(SI*1), Y4, Y5
 	VADDPS    Z5, Z2, Z2
 
-dotF16x2AVX512_store:
+dotF16x2AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y4
 	VADDPS        Y0, Y4, Y4
 	VEXTRACTF128  $0x01, Y4, X5
@@ -10687,7 +10688,6 @@ dotF16x2AVX512_store:
 	VADDSS        X4, X5, X5
 	VMOVSS        X5, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y4
 	VADDPS        Y2, Y4, Y4
 	VEXTRACTF128  $0x01, Y4, X5
@@ -10758,7 +10758,7 @@ dotBF16x2AVX512_single:
 
 dotBF16x2AVX512_eight:
 	TESTQ     R9, R9
-	JZ        dotBF16x2AVX512_store
+	JZ        dotBF16x2AVX512_sum
 	VPMOVZXWD (BX), Y4
 	VPSLLD    $0x10, Y4, Y4
 	VMULPS    (DI)(SI*1), Y4, Y5
@@ -10766,11 +10766,12 @@ dotBF16x2AVX512_eight:
 	VMULPS    (R8)(SI*1), Y4, Y5
 	VADDPS    Z5, Z2, Z2
 
-dotBF16x2AVX512_store:
+dotBF16x2AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y4
 	VADDPS        Y0, Y4, Y4
 	VEXTRACTF128  $0x01, Y4, X5
@@ -10781,7 +10782,6 @@ dotBF16x2AVX512_store:
 	VADDSS        X4, X5, X5
 	VMOVSS        X5, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y4
 	VADDPS        Y2, Y4, Y4
 	VEXTRACTF128  $0x01, Y4, X5
@@ -10856,7 +10856,7 @@ dotF32x3AVX512_single:
 
 dotF32x3AVX512_eight:
 	TESTQ   R10, R10
-	JZ      dotF32x3AVX512_store
+	JZ      dotF32x3AVX512_sum
 	VMOVUPS (BX), Y6
 	VMULPS  (DI)(SI*1), Y6, Y7
 	VADDPS  Z7, Z0, Z0
@@ -10865,11 +10865,13 @@ dotF32x3AVX512_eight:
 	VMULPS  (R9)(SI*1), Y6, Y7
 	VADDPS  Z7, Z4, Z4
 
-dotF32x3AVX512_store:
+dotF32x3AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y6
 	VADDPS        Y0, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -10880,7 +10882,6 @@ dotF32x3AVX512_store:
 	VADDSS        X6, X7, X7
 	VMOVSS        X7, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y6
 	VADDPS        Y2, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -10891,7 +10892,6 @@ dotF32x3AVX512_store:
 	VADDSS        X6, X7, X7
 	VMOVSS        X7, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y6
 	VADDPS        Y4, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -10965,7 +10965,7 @@ dotF16x3AVX512_single:
 
 dotF16x3AVX512_eight:
 	TESTQ     R10, R10
-	JZ        dotF16x3AVX512_store
+	JZ        dotF16x3AVX512_sum
 	VCVTPH2PS (BX), Y6
 	VMULPS    (DI)(SI*1), Y6, Y7
 	VADDPS    Z7, Z0, Z0
@@ -10974,11 +10974,13 @@ dotF16x3AVX512_eight:
 	VMULPS    (R9)(SI*1), Y6, Y7
 	VADDPS    Z7, Z4, Z4
 
-dotF16x3AVX512_store:
+dotF16x3AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y6
 	VADDPS        Y0, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -10989,7 +10991,6 @@ dotF16x3AVX512_store:
 	VADDSS        X6, X7, X7
 	VMOVSS        X7, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y6
 	VADDPS        Y2, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -11000,7 +11001,6 @@ dotF16x3AVX512_store:
 	VADDSS        X6, X7, X7
 	VMOVSS        X7, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y6
 	VADDPS        Y4, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -11077,7 +11077,7 @@ dotBF16x3AVX512_single:
 
 dotBF16x3AVX512_eight:
 	TESTQ     R10, R10
-	JZ        dotBF16x3AVX512_store
+	JZ        dotBF16x3AVX512_sum
 	VPMOVZXWD (BX), Y6
 	VPSLLD    $0x10, Y6, Y6
 	VMULPS    (DI)(SI*1), Y6, Y7
@@ -11087,11 +11087,13 @@ dotBF16x3AVX512_eight:
 	VMULPS    (R9)(SI*1), Y6, Y7
 	VADDPS    Z7, Z4, Z4
 
-dotBF16x3AVX512_store:
+dotBF16x3AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y6
 	VADDPS        Y0, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -11102,7 +11104,6 @@ dotBF16x3AVX512_store:
 	VADDSS        X6, X7, X7
 	VMOVSS        X7, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y6
 	VADDPS        Y2, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -11113,7 +11114,6 @@ dotBF16x3AVX512_store:
 	VADDSS        X6, X7, X7
 	VMOVSS        X7, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y6
 	VADDPS        Y4, Y6, Y6
 	VEXTRACTF128  $0x01, Y6, X7
@@ -11194,7 +11194,7 @@ dotF32x4AVX512_single:
 
 dotF32x4AVX512_eight:
 	TESTQ   R11, R11
-	JZ      dotF32x4AVX512_store
+	JZ      dotF32x4AVX512_sum
 	VMOVUPS (BX), Y8
 	VMULPS  (DI)(SI*1), Y8, Y9
 	VADDPS  Z9, Z0, Z0
@@ -11205,11 +11205,14 @@ dotF32x4AVX512_eight:
 	VMULPS  (R10)(SI*1), Y8, Y9
 	VADDPS  Z9, Z6, Z6
 
-dotF32x4AVX512_store:
+dotF32x4AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y8
 	VADDPS        Y0, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11220,7 +11223,6 @@ dotF32x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y8
 	VADDPS        Y2, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11231,7 +11233,6 @@ dotF32x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y8
 	VADDPS        Y4, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11242,7 +11243,6 @@ dotF32x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y8
 	VADDPS        Y6, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11322,7 +11322,7 @@ dotF16x4AVX512_single:
 
 dotF16x4AVX512_eight:
 	TESTQ     R11, R11
-	JZ        dotF16x4AVX512_store
+	JZ        dotF16x4AVX512_sum
 	VCVTPH2PS (BX), Y8
 	VMULPS    (DI)(SI*1), Y8, Y9
 	VADDPS    Z9, Z0, Z0
@@ -11333,11 +11333,14 @@ dotF16x4AVX512_eight:
 	VMULPS    (R10)(SI*1), Y8, Y9
 	VADDPS    Z9, Z6, Z6
 
-dotF16x4AVX512_store:
+dotF16x4AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y8
 	VADDPS        Y0, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11348,7 +11351,6 @@ dotF16x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y8
 	VADDPS        Y2, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11359,7 +11361,6 @@ dotF16x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y8
 	VADDPS        Y4, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11370,7 +11371,6 @@ dotF16x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y8
 	VADDPS        Y6, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11453,7 +11453,7 @@ dotBF16x4AVX512_single:
 
 dotBF16x4AVX512_eight:
 	TESTQ     R11, R11
-	JZ        dotBF16x4AVX512_store
+	JZ        dotBF16x4AVX512_sum
 	VPMOVZXWD (BX), Y8
 	VPSLLD    $0x10, Y8, Y8
 	VMULPS    (DI)(SI*1), Y8, Y9
@@ -11465,11 +11465,14 @@ dotBF16x4AVX512_eight:
 	VMULPS    (R10)(SI*1), Y8, Y9
 	VADDPS    Z9, Z6, Z6
 
-dotBF16x4AVX512_store:
+dotBF16x4AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
 	MOVQ          ostride+56(FP), BX
 	SHLQ          $0x02, BX
 	MOVQ          DX, SI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y8
 	VADDPS        Y0, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11480,7 +11483,6 @@ dotBF16x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y8
 	VADDPS        Y2, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11491,7 +11493,6 @@ dotBF16x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y8
 	VADDPS        Y4, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9
@@ -11502,7 +11503,6 @@ dotBF16x4AVX512_store:
 	VADDSS        X8, X9, X9
 	VMOVSS        X9, (SI)
 	ADDQ          BX, SI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y8
 	VADDPS        Y6, Y8, Y8
 	VEXTRACTF128  $0x01, Y8, X9

@@ -469,65 +469,17 @@ func floatKernel512(typ string, nx, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	Label(name + "_row")
 	TESTQ(nrows, nrows)
 	JZ(LabelRef(name + "_done"))
-	MOVQ(w, s.p)
-	XORQ(s.xo, s.xo)
 	chain := make([][2]VecVirtual, nx)
 	for i := range chain {
-		for k := range chain[i] {
-			chain[i][k] = ZMM()
-			VPXORD(chain[i][k], chain[i][k], chain[i][k])
-		}
+		chain[i] = [2]VecVirtual{ZMM(), ZMM()}
 	}
-	cnt := Load(Param("n"), GP64())
-	// block16 adds 16-block k (0 or 1 of a pair) at offset k into chain k.
-	block16 := func(k int) {
-		wz := ZMM()
-		load16(Mem{Base: s.p, Disp: 2 * k * wBytes8}, wz)
-		for i := 0; i < nx; i++ {
-			VFMADD231PS(s.xm(i, 64*k), wz, chain[i][k])
-		}
-	}
-	Label(name + "_pairs")
-	CMPQ(cnt, U8(4))
-	JB(LabelRef(name + "_single"))
-	if nx >= 2 {
-		for off := 0; off < 4*wBytes8; off += 64 {
-			PREFETCHT0(Mem{Base: s.p, Disp: floatPrefetchDistance + off})
-		}
-	}
-	block16(0)
-	block16(1)
-	ADDQ(U32(4*wBytes8), s.p)
-	ADDQ(U32(128), s.xo)
-	SUBQ(U8(4), cnt)
-	JMP(LabelRef(name + "_pairs"))
-
-	Label(name + "_single")
-	CMPQ(cnt, U8(2))
-	JB(LabelRef(name + "_eight"))
-	block16(0)
-	ADDQ(U32(2*wBytes8), s.p)
-	ADDQ(U8(64), s.xo)
-	SUBQ(U8(2), cnt)
-
-	Label(name + "_eight")
-	TESTQ(cnt, cnt)
-	JZ(LabelRef(name + "_store"))
-	wy := YMM()
-	load8(Mem{Base: s.p}, wy)
-	for i := 0; i < nx; i++ {
-		t := YMM()
-		VMULPS(s.xm(i, 0), wy, t)
-		VADDPS(t.AsZ(), chain[i][0], chain[i][0])
-	}
-
-	Label(name + "_store")
+	// The row's products, prefetching the weights ahead for several activation rows.
+	floatRow(name, 0, w, nil, s.p, s.xo, GP64(), s.x, chain, ZMM(), YMM(), YMM(), wBytes8, nx >= 2, load16, load8)
 	ost := Load(Param("ostride"), GP64())
 	SHLQ(U8(2), ost)
 	o := GP64()
 	MOVQ(out, o)
 	for i := 0; i < nx; i++ {
-		VADDPS(chain[i][1], chain[i][0], chain[i][0])
 		hi := YMM()
 		VEXTRACTF64X4(U8(1), chain[i][0], hi)
 		VADDPS(chain[i][0].AsY(), hi, hi)
