@@ -102,7 +102,9 @@ func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
 // and out1 q1's, each with AttnScores' bits: under grouped-query attention the query heads
 // of one key/value head score the same keys, and a kernel taking two of them loads each key
 // row once and keeps twice the independent chains busy (F32 and F16 keys; Q8_0 keys are
-// scored one query at a time). It panics on mismatched lengths.
+// scored one query at a time). Whatever the slices, the result is that of AttnScores for q0
+// and then for q1: outputs that overlap are scored one query at a time. It panics on
+// mismatched lengths.
 func AttnScores2(out0, out1, q0, q1 []float32, k []byte, t ggml.Type, hd, bs int) {
 	if t != ggml.Q8_0 {
 		ti, size := attnType(t)
@@ -110,7 +112,7 @@ func AttnScores2(out0, out1, q0, q1 []float32, k []byte, t ggml.Type, hd, bs int
 			panic(fmt.Sprintf("kernels: AttnScores2 of %d×%d %v keys: len(q0), len(q1) = %d, %d, len(k) = %d, len(out0), len(out1) = %d, %d",
 				hd, bs, t, len(q0), len(q1), len(k), len(out0), len(out1)))
 		}
-		if a := &currentImpl().attn; a.scores2[ti] != nil && hd > 0 && hd%4 == 0 && bs > 0 && bs%a.lanes == 0 {
+		if a := &currentImpl().attn; a.scores2[ti] != nil && hd > 0 && hd%4 == 0 && bs > 0 && bs%a.lanes == 0 && disjoint(out0, out1, bs) {
 			qstride := int(uintptr(unsafe.Pointer(&q1[0])) - uintptr(unsafe.Pointer(&q0[0])))
 			ostride := int(uintptr(unsafe.Pointer(&out1[0])) - uintptr(unsafe.Pointer(&out0[0])))
 			a.scores2[ti](&q0[0], qstride, &k[0], hd, bs, bs*size, &out0[0], ostride)
@@ -146,6 +148,12 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 			}
 		}
 	}
+	accumulateFrom(acc, p, v, ti, hd, nr, d)
+}
+
+// accumulateFrom adds AttnAccumulate's sums to the elements of acc from d on, in Go: the
+// columns past the last whole kernel's (all of them without assembly kernels).
+func accumulateFrom(acc, p []float32, v []byte, ti, hd, nr, d int) {
 	for ; d < hd; d++ {
 		a := acc[d]
 		for j := range nr {
@@ -155,13 +163,24 @@ func AttnAccumulate(acc, p []float32, v []byte, t ggml.Type, hd, nr int) {
 	}
 }
 
+// disjoint reports whether a[:n] and b[:n] share no element.
+func disjoint(a, b []float32, n int) bool {
+	if n == 0 {
+		return true
+	}
+	pa, pb, size := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0])), uintptr(n)*4
+	return pa+size <= pb || pb+size <= pa
+}
+
 // AttnAccumulate2 is AttnAccumulate for two queries over the same values, acc0 getting p0's
 // weighted sum and acc1 p1's, each with AttnAccumulate's bits: the query heads of one
 // key/value head weigh the same values, and a kernel taking two of them loads each value
 // vector once and keeps twice the independent chains busy (F32 and F16 values; Q8_0 values
-// are taken one query at a time). It panics on mismatched lengths.
+// are taken one query at a time). Whatever the slices, the result is that of AttnAccumulate
+// for p0 into acc0 and then for p1 into acc1: outputs that overlap are taken one query at a
+// time. It panics on mismatched lengths.
 func AttnAccumulate2(acc0, acc1, p0, p1 []float32, v []byte, t ggml.Type, hd, nr int) {
-	if t == ggml.Q8_0 {
+	if t == ggml.Q8_0 || len(acc0) >= hd && len(acc1) >= hd && !disjoint(acc0, acc1, hd) {
 		AttnAccumulate(acc0, p0, v, t, hd, nr)
 		AttnAccumulate(acc1, p1, v, t, hd, nr)
 		return
@@ -190,17 +209,8 @@ func AttnAccumulate2(acc0, acc1, p0, p1 []float32, v []byte, t ggml.Type, hd, nr
 			}
 		}
 	}
-	if d < hd { // the columns no kernel takes, as AttnAccumulate takes them
-		for _, q := range []struct{ acc, p []float32 }{{acc0, p0}, {acc1, p1}} {
-			for c := d; c < hd; c++ {
-				x := q.acc[c]
-				for j := range nr {
-					x = fma32(q.p[j], attnElem(v, ti, j*hd+c), x)
-				}
-				q.acc[c] = x
-			}
-		}
-	}
+	accumulateFrom(acc0, p0, v, ti, hd, nr, d)
+	accumulateFrom(acc1, p1, v, ti, hd, nr, d)
 }
 
 // Q8KeyByte returns where element j (< 32) of the key at position pos lies within a group of

@@ -285,10 +285,60 @@ func TestAttnScoresQ8Extremes(t *testing.T) {
 	}
 }
 
-// TestAttnScores2MatchesOneQuery checks AttnScores2 against AttnScores, bit for bit, in every
-// implementation: two queries scored together (the second before or after the first in
-// memory, the outputs likewise) get each the one-query kernel's scores, for F32 and F16 keys
-// of several shapes, and Q8_0 keys too (scored one at a time).
+// pairLayout places two outputs of n elements in one buffer: apart in either order, on the
+// same elements, or half overlapping.
+type pairLayout struct {
+	name         string
+	size, o0, o1 int
+}
+
+func pairLayouts(n int) []pairLayout {
+	return []pairLayout{
+		{"apart", 3 * n, 0, 2 * n},
+		{"apart, second first", 3 * n, 2 * n, 0},
+		{"the same", n, 0, 0},
+		{"half overlapping", n + n/2, 0, n / 2},
+	}
+}
+
+// checkPairs runs pair (the two-query call) and one (the one-query call, for query 0 and
+// then query 1) in every implementation, for the two inputs in either order in memory and
+// every output layout of n elements, on buffers of the same starting values, and requires the
+// same bits everywhere in the buffer.
+func checkPairs(t *testing.T, name string, r *rand.Rand, n int, inA, inB []float32,
+	pair func(out0, out1, in0, in1 []float32), one func(out, in []float32)) {
+	t.Helper()
+	for _, impl := range implNames() {
+		for _, swap := range []bool{false, true} {
+			in0, in1 := inA, inB
+			if swap {
+				in0, in1 = inB, inA
+			}
+			for _, l := range pairLayouts(n) {
+				got := make([]float32, l.size)
+				for i := range got {
+					got[i] = float32(r.NormFloat64())
+				}
+				want := slices.Clone(got)
+				withImpl(t, impl, func() {
+					one(want[l.o0:l.o0+n], in0)
+					one(want[l.o1:l.o1+n], in1)
+					pair(got[l.o0:l.o0+n], got[l.o1:l.o1+n], in0, in1)
+				})
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s, %s, swap=%v, outputs %s: element %d is %g, one query at a time %g", name, impl, swap, l.name, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAttnScores2MatchesOneQuery checks AttnScores2 against AttnScores for q0 and then q1, bit
+// for bit, in every implementation, for the queries in either order in memory and outputs
+// apart, the same or overlapping: F32 and F16 keys of several shapes, and Q8_0 keys (scored
+// one at a time).
 func TestAttnScores2MatchesOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -306,39 +356,17 @@ func TestAttnScores2MatchesOneQuery(t *testing.T) {
 			for i := range qs {
 				qs[i] = float32(r.NormFloat64())
 			}
-			qa, qb := qs[:sh.hd], qs[sh.hd+3:]
-			for _, impl := range implNames() {
-				for _, swap := range []bool{false, true} {
-					q0, q1 := qa, qb
-					if swap {
-						q0, q1 = qb, qa
-					}
-					outs := make([]float32, 3*sh.bs)
-					out0, out1 := outs[:sh.bs], outs[2*sh.bs:]
-					if swap {
-						out0, out1 = out1, out0
-					}
-					want0, want1 := make([]float32, sh.bs), make([]float32, sh.bs)
-					withImpl(t, impl, func() {
-						AttnScores(want0, q0, k, typ, sh.hd, sh.bs)
-						AttnScores(want1, q1, k, typ, sh.hd, sh.bs)
-						AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs)
-					})
-					for pos := range sh.bs {
-						if math.Float32bits(out0[pos]) != math.Float32bits(want0[pos]) || math.Float32bits(out1[pos]) != math.Float32bits(want1[pos]) {
-							t.Fatalf("%s %v %+v swap=%v: key %d scores %g, %g, one at a time %g, %g", impl, typ, sh, swap, pos, out0[pos], out1[pos], want0[pos], want1[pos])
-						}
-					}
-				}
-			}
+			checkPairs(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.bs, qs[:sh.hd], qs[sh.hd+3:],
+				func(out0, out1, q0, q1 []float32) { AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs) },
+				func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) })
 		}
 	}
 }
 
-// TestAttnAccumulate2MatchesOneQuery checks AttnAccumulate2 against AttnAccumulate, bit for
-// bit, in every implementation: two queries' outputs over the same values (their
-// probabilities and outputs before or after each other in memory) are each the one-query
-// kernel's, for F32, F16 and Q8_0 values of widths every kernel and the tail take.
+// TestAttnAccumulate2MatchesOneQuery checks AttnAccumulate2 against AttnAccumulate for p0 into
+// acc0 and then p1 into acc1, bit for bit, in every implementation, for the probabilities in
+// either order in memory and outputs apart, the same or overlapping: F32, F16 and Q8_0 values
+// of widths every kernel and the tail take.
 func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -356,37 +384,9 @@ func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
 			for i := range ps {
 				ps[i] = r.Float32()
 			}
-			pa, pb := ps[:sh.nr], ps[sh.nr+5:]
-			start := make([]float32, 2*sh.hd) // the outputs' values before the block
-			for i := range start {
-				start[i] = float32(r.NormFloat64())
-			}
-			for _, impl := range implNames() {
-				for _, swap := range []bool{false, true} {
-					p0, p1 := pa, pb
-					if swap {
-						p0, p1 = pb, pa
-					}
-					accs := make([]float32, 3*sh.hd)
-					acc0, acc1 := accs[:sh.hd], accs[2*sh.hd:]
-					if swap {
-						acc0, acc1 = acc1, acc0
-					}
-					copy(acc0, start[:sh.hd])
-					copy(acc1, start[sh.hd:])
-					want0, want1 := slices.Clone(acc0), slices.Clone(acc1)
-					withImpl(t, impl, func() {
-						AttnAccumulate(want0, p0, v, typ, sh.hd, sh.nr)
-						AttnAccumulate(want1, p1, v, typ, sh.hd, sh.nr)
-						AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr)
-					})
-					for d := range sh.hd {
-						if math.Float32bits(acc0[d]) != math.Float32bits(want0[d]) || math.Float32bits(acc1[d]) != math.Float32bits(want1[d]) {
-							t.Fatalf("%s %v %+v swap=%v: element %d: %g, %g, one at a time %g, %g", impl, typ, sh, swap, d, acc0[d], acc1[d], want0[d], want1[d])
-						}
-					}
-				}
-			}
+			checkPairs(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.hd, ps[:sh.nr], ps[sh.nr+5:],
+				func(acc0, acc1, p0, p1 []float32) { AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr) },
+				func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) })
 		}
 	}
 }
