@@ -839,7 +839,6 @@ func (b *glushkov) determinize(kind string, within []bits, boundary, first bits)
 			}
 		}
 	}
-
 	a.start = slices.Clone(starts)
 	h := digest.New()
 	h.Uint16s(a.trans)
@@ -847,8 +846,7 @@ func (b *glushkov) determinize(kind string, within []bits, boundary, first bits)
 	if a.counted {
 		h.Uint64(1)
 	}
-	d := h.Sum()
-	a.key = kind + ":" + string(d[:])
+	a.key = h.Key(kind)
 	return a
 }
 

@@ -437,6 +437,5 @@ func (g *prefixGroup) build() {
 	}
 	h := digest.New()
 	h.Uint16s(trans)
-	d := h.Sum()
-	g.trans, g.starts, g.key = trans, starts, "prefix:"+string(d[:])
+	g.trans, g.starts, g.key = trans, starts, h.Key("prefix")
 }

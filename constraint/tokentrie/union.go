@@ -91,8 +91,7 @@ func Union(parts ...Automaton) Automaton {
 	}
 	h := digest.New()
 	h.Uint16s(u.trans)
-	d := h.Sum()
-	u.key = "union:" + string(d[:])
+	u.key = h.Key("union")
 	return u
 }
 

@@ -91,3 +91,10 @@ func (h *Hasher) Sum() Digest {
 	binary.LittleEndian.PutUint64(d[8:], h.h[1].Sum64())
 	return d
 }
+
+// Key returns the digest of everything written as a cache key of the given kind: the kind, a
+// colon and the digest's 16 bytes.
+func (h *Hasher) Key(kind string) string {
+	d := h.Sum()
+	return kind + ":" + string(d[:])
+}

@@ -89,3 +89,16 @@ func TestDigestSeparatesWrites(t *testing.T) {
 		t.Error("equal tables have different digests")
 	}
 }
+
+// TestKey checks that a key is its kind, a colon and the digest, so that kinds keep equal
+// tables of different automata apart.
+func TestKey(t *testing.T) {
+	h := New()
+	h.Uint16s([]uint16{1, 2, 3})
+	d := h.Sum()
+	h2 := New()
+	h2.Uint16s([]uint16{1, 2, 3})
+	if got, want := h2.Key("union"), "union:"+string(d[:]); got != want {
+		t.Errorf("Key = %q, want %q", got, want)
+	}
+}
