@@ -10350,7 +10350,7 @@ dotF32x1AVX512_single:
 	VMOVUPS     (BX), Z2
 	VFMADD231PS (DI)(SI*1), Z2, Z0
 	ADDQ        $0x00000040, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R8
 
 dotF32x1AVX512_eight:
@@ -10419,7 +10419,7 @@ dotF16x1AVX512_single:
 	VCVTPH2PS   (BX), Z2
 	VFMADD231PS (DI)(SI*1), Z2, Z0
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R8
 
 dotF16x1AVX512_eight:
@@ -10491,7 +10491,7 @@ dotBF16x1AVX512_single:
 	VPSLLD      $0x10, Z2, Z2
 	VFMADD231PS (DI)(SI*1), Z2, Z0
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R8
 
 dotBF16x1AVX512_eight:
@@ -10570,7 +10570,7 @@ dotF32x2AVX512_single:
 	VFMADD231PS (DI)(SI*1), Z4, Z0
 	VFMADD231PS (R8)(SI*1), Z4, Z2
 	ADDQ        $0x00000040, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R9
 
 dotF32x2AVX512_eight:
@@ -10660,7 +10660,7 @@ dotF16x2AVX512_single:
 	VFMADD231PS (DI)(SI*1), Z4, Z0
 	VFMADD231PS (R8)(SI*1), Z4, Z2
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R9
 
 dotF16x2AVX512_eight:
@@ -10753,7 +10753,7 @@ dotBF16x2AVX512_single:
 	VFMADD231PS (DI)(SI*1), Z4, Z0
 	VFMADD231PS (R8)(SI*1), Z4, Z2
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R9
 
 dotBF16x2AVX512_eight:
@@ -10851,7 +10851,7 @@ dotF32x3AVX512_single:
 	VFMADD231PS (R8)(SI*1), Z6, Z2
 	VFMADD231PS (R9)(SI*1), Z6, Z4
 	ADDQ        $0x00000040, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R10
 
 dotF32x3AVX512_eight:
@@ -10960,7 +10960,7 @@ dotF16x3AVX512_single:
 	VFMADD231PS (R8)(SI*1), Z6, Z2
 	VFMADD231PS (R9)(SI*1), Z6, Z4
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R10
 
 dotF16x3AVX512_eight:
@@ -11072,7 +11072,7 @@ dotBF16x3AVX512_single:
 	VFMADD231PS (R8)(SI*1), Z6, Z2
 	VFMADD231PS (R9)(SI*1), Z6, Z4
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R10
 
 dotBF16x3AVX512_eight:
@@ -11189,7 +11189,7 @@ dotF32x4AVX512_single:
 	VFMADD231PS (R9)(SI*1), Z8, Z4
 	VFMADD231PS (R10)(SI*1), Z8, Z6
 	ADDQ        $0x00000040, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R11
 
 dotF32x4AVX512_eight:
@@ -11317,7 +11317,7 @@ dotF16x4AVX512_single:
 	VFMADD231PS (R9)(SI*1), Z8, Z4
 	VFMADD231PS (R10)(SI*1), Z8, Z6
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R11
 
 dotF16x4AVX512_eight:
@@ -11448,7 +11448,7 @@ dotBF16x4AVX512_single:
 	VFMADD231PS (R9)(SI*1), Z8, Z4
 	VFMADD231PS (R10)(SI*1), Z8, Z6
 	ADDQ        $0x00000020, BX
-	ADDQ        $0x40, SI
+	ADDQ        $0x00000040, SI
 	SUBQ        $0x02, R11
 
 dotBF16x4AVX512_eight:
@@ -12896,7 +12896,7 @@ dotF32x1Rows16AVX512_r0_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r0_eight:
@@ -12933,7 +12933,7 @@ dotF32x1Rows16AVX512_r1_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r1_eight:
@@ -12973,7 +12973,7 @@ dotF32x1Rows16AVX512_r2_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r2_eight:
@@ -13010,7 +13010,7 @@ dotF32x1Rows16AVX512_r3_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r3_eight:
@@ -13053,7 +13053,7 @@ dotF32x1Rows16AVX512_r4_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r4_eight:
@@ -13090,7 +13090,7 @@ dotF32x1Rows16AVX512_r5_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r5_eight:
@@ -13130,7 +13130,7 @@ dotF32x1Rows16AVX512_r6_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r6_eight:
@@ -13167,7 +13167,7 @@ dotF32x1Rows16AVX512_r7_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r7_eight:
@@ -13213,7 +13213,7 @@ dotF32x1Rows16AVX512_r8_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r8_eight:
@@ -13250,7 +13250,7 @@ dotF32x1Rows16AVX512_r9_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r9_eight:
@@ -13290,7 +13290,7 @@ dotF32x1Rows16AVX512_r10_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r10_eight:
@@ -13327,7 +13327,7 @@ dotF32x1Rows16AVX512_r11_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r11_eight:
@@ -13370,7 +13370,7 @@ dotF32x1Rows16AVX512_r12_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r12_eight:
@@ -13407,7 +13407,7 @@ dotF32x1Rows16AVX512_r13_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r13_eight:
@@ -13447,7 +13447,7 @@ dotF32x1Rows16AVX512_r14_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r14_eight:
@@ -13484,7 +13484,7 @@ dotF32x1Rows16AVX512_r15_single:
 	VMOVUPS     (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000040, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF32x1Rows16AVX512_r15_eight:
@@ -13558,7 +13558,7 @@ dotF16x1Rows16AVX512_r0_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r0_eight:
@@ -13595,7 +13595,7 @@ dotF16x1Rows16AVX512_r1_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r1_eight:
@@ -13635,7 +13635,7 @@ dotF16x1Rows16AVX512_r2_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r2_eight:
@@ -13672,7 +13672,7 @@ dotF16x1Rows16AVX512_r3_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r3_eight:
@@ -13715,7 +13715,7 @@ dotF16x1Rows16AVX512_r4_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r4_eight:
@@ -13752,7 +13752,7 @@ dotF16x1Rows16AVX512_r5_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r5_eight:
@@ -13792,7 +13792,7 @@ dotF16x1Rows16AVX512_r6_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r6_eight:
@@ -13829,7 +13829,7 @@ dotF16x1Rows16AVX512_r7_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r7_eight:
@@ -13875,7 +13875,7 @@ dotF16x1Rows16AVX512_r8_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r8_eight:
@@ -13912,7 +13912,7 @@ dotF16x1Rows16AVX512_r9_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r9_eight:
@@ -13952,7 +13952,7 @@ dotF16x1Rows16AVX512_r10_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r10_eight:
@@ -13989,7 +13989,7 @@ dotF16x1Rows16AVX512_r11_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r11_eight:
@@ -14032,7 +14032,7 @@ dotF16x1Rows16AVX512_r12_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r12_eight:
@@ -14069,7 +14069,7 @@ dotF16x1Rows16AVX512_r13_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r13_eight:
@@ -14109,7 +14109,7 @@ dotF16x1Rows16AVX512_r14_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r14_eight:
@@ -14146,7 +14146,7 @@ dotF16x1Rows16AVX512_r15_single:
 	VCVTPH2PS   (DI), Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotF16x1Rows16AVX512_r15_eight:
@@ -14223,7 +14223,7 @@ dotBF16x1Rows16AVX512_r0_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r0_eight:
@@ -14264,7 +14264,7 @@ dotBF16x1Rows16AVX512_r1_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r1_eight:
@@ -14308,7 +14308,7 @@ dotBF16x1Rows16AVX512_r2_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r2_eight:
@@ -14349,7 +14349,7 @@ dotBF16x1Rows16AVX512_r3_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r3_eight:
@@ -14396,7 +14396,7 @@ dotBF16x1Rows16AVX512_r4_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r4_eight:
@@ -14437,7 +14437,7 @@ dotBF16x1Rows16AVX512_r5_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r5_eight:
@@ -14481,7 +14481,7 @@ dotBF16x1Rows16AVX512_r6_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r6_eight:
@@ -14522,7 +14522,7 @@ dotBF16x1Rows16AVX512_r7_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r7_eight:
@@ -14572,7 +14572,7 @@ dotBF16x1Rows16AVX512_r8_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r8_eight:
@@ -14613,7 +14613,7 @@ dotBF16x1Rows16AVX512_r9_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r9_eight:
@@ -14657,7 +14657,7 @@ dotBF16x1Rows16AVX512_r10_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r10_eight:
@@ -14698,7 +14698,7 @@ dotBF16x1Rows16AVX512_r11_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r11_eight:
@@ -14745,7 +14745,7 @@ dotBF16x1Rows16AVX512_r12_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r12_eight:
@@ -14786,7 +14786,7 @@ dotBF16x1Rows16AVX512_r13_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r13_eight:
@@ -14830,7 +14830,7 @@ dotBF16x1Rows16AVX512_r14_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z2
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r14_eight:
@@ -14871,7 +14871,7 @@ dotBF16x1Rows16AVX512_r15_single:
 	VPSLLD      $0x10, Z0, Z0
 	VFMADD231PS (SI)(R8*1), Z0, Z4
 	ADDQ        $0x00000020, DI
-	ADDQ        $0x40, R8
+	ADDQ        $0x00000040, R8
 	SUBQ        $0x02, R9
 
 dotBF16x1Rows16AVX512_r15_eight:
@@ -14969,7 +14969,7 @@ dotF32x4Rows4AVX512_r0_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000040, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF32x4Rows4AVX512_r0_eight:
@@ -15041,7 +15041,7 @@ dotF32x4Rows4AVX512_r1_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000040, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF32x4Rows4AVX512_r1_eight:
@@ -15116,7 +15116,7 @@ dotF32x4Rows4AVX512_r2_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000040, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF32x4Rows4AVX512_r2_eight:
@@ -15188,7 +15188,7 @@ dotF32x4Rows4AVX512_r3_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000040, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF32x4Rows4AVX512_r3_eight:
@@ -15301,7 +15301,7 @@ dotF16x4Rows4AVX512_r0_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF16x4Rows4AVX512_r0_eight:
@@ -15372,7 +15372,7 @@ dotF16x4Rows4AVX512_r1_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF16x4Rows4AVX512_r1_eight:
@@ -15446,7 +15446,7 @@ dotF16x4Rows4AVX512_r2_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF16x4Rows4AVX512_r2_eight:
@@ -15517,7 +15517,7 @@ dotF16x4Rows4AVX512_r3_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotF16x4Rows4AVX512_r3_eight:
@@ -15633,7 +15633,7 @@ dotBF16x4Rows4AVX512_r0_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotBF16x4Rows4AVX512_r0_eight:
@@ -15708,7 +15708,7 @@ dotBF16x4Rows4AVX512_r1_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotBF16x4Rows4AVX512_r1_eight:
@@ -15786,7 +15786,7 @@ dotBF16x4Rows4AVX512_r2_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotBF16x4Rows4AVX512_r2_eight:
@@ -15861,7 +15861,7 @@ dotBF16x4Rows4AVX512_r3_single:
 	VFMADD231PS (R9)(R12*1), Z0, Z6
 	VFMADD231PS (DI)(R12*1), Z0, Z8
 	ADDQ        $0x00000020, R11
-	ADDQ        $0x40, R12
+	ADDQ        $0x00000040, R12
 	SUBQ        $0x02, R13
 
 dotBF16x4Rows4AVX512_r3_eight:

@@ -564,44 +564,15 @@ func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem
 			VFMADD231PS(xa[i], wz[1], chain[1][i][k])
 		}
 	}
-	advance := func(blocks int) {
-		ADDQ(U32(blocks*wBytes8), s.p)
-		ADDQ(U32(blocks*wBytes8), p1)
-		ADDQ(U32(blocks*32), s.xo)
-	}
-	Label(name + "_pairs")
-	CMPQ(cnt, U8(4))
-	JB(LabelRef(name + "_single"))
-	for _, p := range []Register{s.p, p1} {
-		for off := 0; prefetch && off < 4*wBytes8; off += 64 {
-			PREFETCHT0(Mem{Base: p, Disp: floatPrefetchDistance + off})
+	blocks16Loop(name, "_store", cnt, []Register{s.p, p1}, s.xo, wBytes8, prefetch, block16, func() {
+		for r, p := range []Register{s.p, p1} {
+			load8(Mem{Base: p}, wy)
+			for i := 0; i < nx; i++ {
+				VMULPS(s.xm(i, 0), wy, t)
+				VADDPS(t.AsZ(), chain[r][i][0], chain[r][i][0])
+			}
 		}
-	}
-	block16(0)
-	block16(1)
-	advance(4)
-	SUBQ(U8(4), cnt)
-	JMP(LabelRef(name + "_pairs"))
-
-	Label(name + "_single")
-	CMPQ(cnt, U8(2))
-	JB(LabelRef(name + "_eight"))
-	block16(0)
-	advance(2)
-	SUBQ(U8(2), cnt)
-
-	Label(name + "_eight")
-	TESTQ(cnt, cnt)
-	JZ(LabelRef(name + "_store"))
-	for r, p := range []Register{s.p, p1} {
-		load8(Mem{Base: p}, wy)
-		for i := 0; i < nx; i++ {
-			VMULPS(s.xm(i, 0), wy, t)
-			VADDPS(t.AsZ(), chain[r][i][0], chain[r][i][0])
-		}
-	}
-
-	Label(name + "_store")
+	})
 	ost := Load(Param("ostride"), GP64())
 	SHLQ(U8(2), ost)
 	o := GP64()
@@ -673,18 +644,41 @@ func floatRow(lbl string, r int, w, ws, p, xo, cnt Register, xs []Register, chai
 			VFMADD231PS(xm(i, 64*k), wz, chains[i][k])
 		}
 	}
+	blocks16Loop(lbl, "_sum", cnt, []Register{p}, xo, wBytes8, prefetch, block16, func() {
+		load8(Mem{Base: p}, wy)
+		for i := range chains {
+			VMULPS(xm(i, 0), wy, t)
+			VADDPS(t.AsZ(), chains[i][0], chains[i][0])
+		}
+	})
+	for i := range chains {
+		VADDPS(chains[i][1], chains[i][0], chains[i][0])
+	}
+}
+
+// blocks16Loop emits the float kernels' loop over a row's cnt 8-blocks of weights: 16-blocks in
+// pairs (block16(0), block16(1), prefetching each weight pointer of ps floatPrefetchDistance
+// ahead when prefetch), then a last 16-block, then a last 8-block (eight), advancing ps by the
+// blocks' wBytes8 each and the activations' offset xo by 32 bytes a block; it ends at the
+// label lbl+end.
+func blocks16Loop(lbl, end string, cnt Register, ps []Register, xo Register, wBytes8 int, prefetch bool, block16 func(k int), eight func()) {
+	advance := func(blocks int) {
+		for _, p := range ps {
+			ADDQ(U32(blocks*wBytes8), p)
+		}
+		ADDQ(U32(blocks*32), xo)
+	}
 	Label(lbl + "_pairs")
 	CMPQ(cnt, U8(4))
 	JB(LabelRef(lbl + "_single"))
-	if prefetch {
-		for off := 0; off < 4*wBytes8; off += 64 {
+	for _, p := range ps {
+		for off := 0; prefetch && off < 4*wBytes8; off += 64 {
 			PREFETCHT0(Mem{Base: p, Disp: floatPrefetchDistance + off})
 		}
 	}
 	block16(0)
 	block16(1)
-	ADDQ(U32(4*wBytes8), p)
-	ADDQ(U32(128), xo)
+	advance(4)
 	SUBQ(U8(4), cnt)
 	JMP(LabelRef(lbl + "_pairs"))
 
@@ -692,23 +686,15 @@ func floatRow(lbl string, r int, w, ws, p, xo, cnt Register, xs []Register, chai
 	CMPQ(cnt, U8(2))
 	JB(LabelRef(lbl + "_eight"))
 	block16(0)
-	ADDQ(U32(2*wBytes8), p)
-	ADDQ(U8(64), xo)
+	advance(2)
 	SUBQ(U8(2), cnt)
 
 	Label(lbl + "_eight")
 	TESTQ(cnt, cnt)
-	JZ(LabelRef(lbl + "_sum"))
-	load8(Mem{Base: p}, wy)
-	for i := range chains {
-		VMULPS(xm(i, 0), wy, t)
-		VADDPS(t.AsZ(), chains[i][0], chains[i][0])
-	}
+	JZ(LabelRef(lbl + end))
+	eight()
 
-	Label(lbl + "_sum")
-	for i := range chains {
-		VADDPS(chains[i][1], chains[i][0], chains[i][0])
-	}
+	Label(lbl + end)
 }
 
 // rowGroupEnd emits the end of a loop over groups of rows weight rows (a power of two) with one
