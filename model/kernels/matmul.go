@@ -286,12 +286,19 @@ func newProduct(im *impl, out []float32, m Matrix, a acts) product {
 // against 37).
 const rows16MaxCols = 256
 
-// rows4MaxCols is the longest row a product of four activation rows hands to the kernel of
-// four weight rows at a time: on 256-wide rows it took 10–15 % less time (F16 and BF16, 704
-// and 4 096 rows), on 704- and 768-wide ones it was level, and on 32 000 768-wide rows streamed
-// from memory it was the slower (`go test ./model/kernels -run '^$' -bench 'MatMul/F16/.*/n=4$'`
-// over those shapes, three rounds alternating).
-const rows4MaxCols = 256
+// rows4MaxCols is the longest row of kind k that a product of four activation rows hands to
+// the kernel of four weight rows at a time (weight rows in pairs, each activation block
+// loaded once for two of them). `go test ./model/kernels -run '^$' -bench
+// 'MatMul/(F32|F16)/.*/n=4$'`, three rounds alternating, 2026-11-29: F32 768-wide rows took
+// 10–18 % less time than with the one-weight-row kernel, the 32 000 × 768 output matrix
+// streamed from memory included, and 2 048-wide ones 5–28 % more; F16 and BF16 256-wide rows
+// 6–18 % less, and the 32 000 × 768 matrix streamed from memory 8 % more.
+func rows4MaxCols(k kind) int {
+	if k == kF32 {
+		return 1024
+	}
+	return 256
+}
 
 // rows computes rows [r0, r1) of the product for all n activation rows.
 func (p *product) rows(n, r0, r1 int) {
@@ -351,7 +358,7 @@ func (p *product) rows(n, r0, r1 int) {
 				}
 				// A single group of four (beams, a small batch) on short rows: four weight
 				// rows at a time, their sums reduced together.
-				if nx == 4 && n == 4 && p.rows4 != nil && m.Cols <= rows4MaxCols {
+				if nx == 4 && n == 4 && p.rows4 != nil && m.Cols <= rows4MaxCols(p.tk.kind) {
 					if full := (hi - r) &^ 3; full > 0 {
 						p.rows4(&m.Data[r*rb], rb, full, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
 						r += full

@@ -791,15 +791,17 @@ func floatKernel512Rows16(typ string, wBytes8 int, load16 func(Mem, VecVirtual))
 }
 
 // floatKernel512Rows4 is floatKernel512 with four activation rows for four weight rows at a
-// time (rows must be a multiple of 4): each 16-block of a weight row is loaded once for the
-// four activation rows, every (weight row, activation row) pair is summed in its two chains
-// exactly as floatKernel512 sums it, and the 16 horizontal sums that end the four weight rows
-// are done together by floatKernel512Rows16's transposition tree over the 16 pairs, weight
-// row r and activation row i as the tree's row 4·r + i. The tree leaves that pair's sum in
-// lane 4·i + r: activation row i's four results are lanes 4·i…4·i+3, stored as they are.
-// Every result has the same bits as floatKernel512's; the sums cost 15 shuffle-and-add steps
-// for four weight rows where floatKernel512 spends a reduction on each of the 16 results,
-// which on short rows (the 256-wide products of a small model) cost as much as the products.
+// time (rows must be a multiple of 4): the weight rows go in pairs, each 16-block of the two
+// rows loaded once and each activation 16-block loaded once for both (six loads for eight
+// multiply-adds, where a row at a time takes ten), every (weight row, activation row) pair
+// summed in its two chains exactly as floatKernel512 sums it; and the 16 horizontal sums that
+// end the four weight rows are done together by floatKernel512Rows16's transposition tree
+// over the 16 pairs, weight row r and activation row i as the tree's row 4·r + i. The tree
+// leaves that pair's sum in lane 4·i + r: activation row i's four results are lanes
+// 4·i…4·i+3, stored as they are. Every result has the same bits as floatKernel512's; the sums
+// cost 15 shuffle-and-add steps for four weight rows where floatKernel512 spends a reduction
+// on each of the 16 results, which on short rows (the 256-wide products of a small model)
+// cost as much as the products.
 func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) {
 	const nx = 4
 	load8 := load8Of[typ]
@@ -814,21 +816,65 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 	}
 	ost := Load(Param("ostride"), GP64())
 	SHLQ(U8(2), ost)
-	p, xo, cnt, o := GP64(), GP64(), GP64(), GP64()
-	// Registers named once and reused (see floatKernel512Rows16): the chains of the weight row
-	// being summed, a scratch for the shuffles, two results per level of the tree.
-	wz, wy, t, h := ZMM(), YMM(), YMM(), ZMM()
-	var chains [nx][2]VecVirtual
-	for i := range chains {
-		chains[i] = [2]VecVirtual{ZMM(), ZMM()}
+	p0, p1, xo, cnt, o := GP64(), GP64(), GP64(), GP64(), GP64()
+	// Registers named once and reused (see floatKernel512Rows16): the chains of the two weight
+	// rows being summed, their weights, an activation block, a scratch for the shuffles, two
+	// results per level of the tree.
+	var chains [2][nx][2]VecVirtual
+	for r := range chains {
+		for i := range chains[r] {
+			chains[r][i] = [2]VecVirtual{ZMM(), ZMM()}
+		}
 	}
+	wz := [2]VecVirtual{ZMM(), ZMM()}
+	xa, wy, t, h := ZMM(), YMM(), YMM(), ZMM()
 	levels := [3][2]VecVirtual{{ZMM(), ZMM()}, {ZMM(), ZMM()}, {ZMM(), ZMM()}}
 	sum := ZMM()
+	xm := func(i, disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
 
-	// row emits weight row r's products with the four activation rows, activation row i's
-	// two chains summed into chains[i][0]: the vector floatKernel512 reduces for that pair.
-	row := func(r int) {
-		floatRow(fmt.Sprintf("%s_r%d", name, r), r, w, ws, p, xo, cnt, xs, chains[:], wz, wy, t, wBytes8, true, load16, load8)
+	// pair emits weight rows r and r+1's products with the four activation rows, the pair of
+	// weight row r+j and activation row i summed into chains[j][i][0]: the vector
+	// floatKernel512 reduces for that pair.
+	pair := func(r int) {
+		if r == 0 {
+			MOVQ(w, p0)
+		} else {
+			IMUL3Q(U32(r), ws, p0)
+			ADDQ(w, p0)
+		}
+		LEAQ(Mem{Base: p0, Index: ws, Scale: 1}, p1)
+		XORQ(xo, xo)
+		for j := range chains {
+			for i := range chains[j] {
+				VPXORD(chains[j][i][0], chains[j][i][0], chains[j][i][0])
+				VPXORD(chains[j][i][1], chains[j][i][1], chains[j][i][1])
+			}
+		}
+		Load(Param("n"), cnt)
+		block16 := func(k int) {
+			load16(Mem{Base: p0, Disp: 2 * k * wBytes8}, wz[0])
+			load16(Mem{Base: p1, Disp: 2 * k * wBytes8}, wz[1])
+			for i := 0; i < nx; i++ {
+				VMOVUPS(xm(i, 64*k), xa)
+				VFMADD231PS(xa, wz[0], chains[0][i][k])
+				VFMADD231PS(xa, wz[1], chains[1][i][k])
+			}
+		}
+		lbl := fmt.Sprintf("%s_r%d", name, r)
+		blocks16Loop(lbl, "_sum", cnt, []Register{p0, p1}, xo, wBytes8, true, block16, func() {
+			for j, p := range []Register{p0, p1} {
+				load8(Mem{Base: p}, wy)
+				for i := 0; i < nx; i++ {
+					VMULPS(xm(i, 0), wy, t)
+					VADDPS(t.AsZ(), chains[j][i][0], chains[j][i][0])
+				}
+			}
+		})
+		for j := range chains {
+			for i := range chains[j] {
+				VADDPS(chains[j][i][1], chains[j][i][0], chains[j][i][0])
+			}
+		}
 	}
 	combine := func(a, b, l VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
 		return shuffleAdd(a, b, l, h, lo, hi, lanes128)
@@ -840,14 +886,14 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 	// The tree depth first, as floatKernel512Rows16 walks it: tree rows 4r…4r+3 are weight
 	// row r's four pairs, so level 1 pairs activation rows 0, 1 and 2, 3 of one weight row,
 	// level 2 ends each weight row, level 3 takes weight rows 0, 1 and 2, 3.
-	for r := 0; r < 4; r++ {
-		row(r)
-		l1a := combine(chains[0][0], chains[1][0], levels[0][0], 0x44, 0xee, true)
-		l1b := combine(chains[2][0], chains[3][0], levels[0][1], 0x44, 0xee, true)
-		combine(l1a, l1b, levels[1][r%2], 0x88, 0xdd, true)
-		if r%2 == 1 {
-			combine(levels[1][0], levels[1][1], levels[2][r/2], 0x44, 0xee, false)
+	for r := 0; r < 4; r += 2 {
+		pair(r)
+		for j := range chains {
+			l1a := combine(chains[j][0][0], chains[j][1][0], levels[0][0], 0x44, 0xee, true)
+			l1b := combine(chains[j][2][0], chains[j][3][0], levels[0][1], 0x44, 0xee, true)
+			combine(l1a, l1b, levels[1][j], 0x88, 0xdd, true)
 		}
+		combine(levels[1][0], levels[1][1], levels[2][r/2], 0x44, 0xee, false)
 	}
 	combine(levels[2][0], levels[2][1], sum, 0x88, 0xdd, false)
 	MOVQ(out, o)
