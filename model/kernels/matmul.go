@@ -291,7 +291,8 @@ const rows16MaxCols = 256
 // loaded once for two of them). `go test ./model/kernels -run '^$' -bench
 // 'MatMul/(F32|F16)/.*/n=4$'`, three rounds alternating, 2026-11-29: F32 768-wide rows took
 // 10–18 % less time than with the one-weight-row kernel, the 32 000 × 768 output matrix
-// streamed from memory included, and 2 048-wide ones 5–28 % more; F16 and BF16 256-wide rows
+// streamed from memory included, and 2 048-wide ones 5–28 % more (two weight rows and the
+// four activation rows, 48 KB, no longer fit in L1 together); F16 and BF16 256-wide rows
 // 6–18 % less, and the 32 000 × 768 matrix streamed from memory 8 % more.
 func rows4MaxCols(k kind) int {
 	if k == kF32 {
