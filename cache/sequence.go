@@ -136,7 +136,7 @@ func (s *Sequence) Grow(tokens []int32) error {
 	if partial {
 		switch {
 		case cow:
-			nb := p.take()
+			nb := p.takeBlock(false) // overwritten whole by the copy
 			p.copyBlock(nb, last)
 			p.release(last)
 			s.blocks[len(s.blocks)-1] = nb
@@ -455,7 +455,7 @@ func (s *Sequence) Copy() (*Sequence, error) {
 		committed: s.committed,
 	}
 	for i, b := range s.blocks {
-		c.blocks[i] = p.take()
+		c.blocks[i] = p.takeBlock(false) // overwritten whole by the copy
 		p.copyBlock(c.blocks[i], b)
 	}
 	return c, nil

@@ -85,6 +85,12 @@ type Session struct {
 	cachedPrompt int
 	stats        Stats
 
+	// spare holds the steps of discarded sequences, their buffers (a vocabulary's candidates,
+	// softmax scratch, a fork's row) kept for the next new sequence: beam search forks and
+	// discards sequences at every step, and a fresh vocabulary-sized buffer per fork costs
+	// page faults and garbage collection (docs/BENCHMARKS.md).
+	spare []step
+
 	items     []ForwardItem
 	fwd       []*Sequence
 	batch     []*Candidates
@@ -274,6 +280,11 @@ func (s *Session) Start(n int) ([]*Sequence, error) {
 
 func (s *Session) newSequence(state State) *Sequence {
 	q := &Sequence{session: s, index: s.nextIndex, state: state, textEnd: -1}
+	if n := len(s.spare); n > 0 {
+		q.next = s.spare[n-1]
+		s.spare[n-1] = step{}
+		s.spare = s.spare[:n-1]
+	}
 	q.rng = NewRand(s.seed, q.index)
 	s.revisions++
 	q.revision = s.revisions
@@ -292,7 +303,15 @@ func (s *Session) Discard(q *Sequence) {
 	q.discarded = true
 	q.dropStep()
 	q.state.Close()
+	if len(s.spare) < maxSpareSteps {
+		q.next.cands.Reset(nil) // the set may view the closed state's row
+		s.spare = append(s.spare, q.next)
+	}
+	q.next = step{}
 }
+
+// maxSpareSteps bounds the discarded sequences' steps a session keeps for reuse.
+const maxSpareSteps = 16
 
 // SetOutputs fixes which sequences the Result returns, in order (beam search returns its best
 // beams). Without it, every sequence not discarded is returned in index order.

@@ -199,6 +199,12 @@ type Model struct {
 	// sharePuts is whether a forward's rows are written to the cache on the workers (see
 	// layer): for weights of putShareBytes or more.
 	sharePuts bool
+	// spareLogits are the logits buffers of closed states, kept for new ones (see
+	// state.setRows).
+	spareLogits struct {
+		sync.Mutex
+		bufs [][]float32
+	}
 }
 
 // putShareBytes is the size of weights from which a forward of two rows or more shares its

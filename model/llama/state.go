@@ -60,14 +60,17 @@ func (s *state) Close() {
 	if !s.closed {
 		s.seq.Close()
 		s.closed = true
+		s.m.putLogits(s.logits)
 		s.logits, s.rows = nil, nil
 	}
 }
 
-// setRows makes n logits rows of vocab values, reusing the state's buffer.
+// setRows makes n logits rows of vocab values, reusing the state's buffer, else a closed
+// state's.
 func (s *state) setRows(n, vocab int) [][]float32 {
 	if cap(s.logits) < n*vocab {
-		s.logits = make([]float32, n*vocab)
+		s.m.putLogits(s.logits)
+		s.logits = s.m.takeLogits(n * vocab)
 	}
 	s.logits = s.logits[:n*vocab]
 	s.rows = s.rows[:0]
@@ -75,4 +78,40 @@ func (s *state) setRows(n, vocab int) [][]float32 {
 		s.rows = append(s.rows, s.logits[i*vocab:(i+1)*vocab:(i+1)*vocab])
 	}
 	return s.rows
+}
+
+// maxSpareLogits bounds the closed states' logits buffers a model keeps.
+const maxSpareLogits = 16
+
+// putLogits keeps a closed state's logits buffer for a new state. Beam search forks and
+// closes states at every step, and a fresh vocabulary-sized buffer for each fork cost page
+// faults and garbage collection: 0.5–0.6 ms a step of four beams on a 32 000-token
+// vocabulary (docs/BENCHMARKS.md).
+func (m *Model) putLogits(buf []float32) {
+	if cap(buf) == 0 {
+		return
+	}
+	m.spareLogits.Lock()
+	if len(m.spareLogits.bufs) < maxSpareLogits {
+		m.spareLogits.bufs = append(m.spareLogits.bufs, buf[:0])
+	}
+	m.spareLogits.Unlock()
+}
+
+// takeLogits returns a buffer of n values: a kept one that holds them, else a new one. Its
+// contents are undefined; a forward writes every value of the rows it returns.
+func (m *Model) takeLogits(n int) []float32 {
+	m.spareLogits.Lock()
+	defer m.spareLogits.Unlock()
+	bufs := m.spareLogits.bufs
+	for i := len(bufs) - 1; i >= 0; i-- {
+		if cap(bufs[i]) >= n {
+			b := bufs[i][:n]
+			bufs[i] = bufs[len(bufs)-1]
+			bufs[len(bufs)-1] = nil
+			m.spareLogits.bufs = bufs[:len(bufs)-1]
+			return b
+		}
+	}
+	return make([]float32, n)
 }
