@@ -11,7 +11,7 @@ import (
 
 // Shapes of the rand110M model of shared/baselines.md (rows×cols): attention projections,
 // FFN gate/up, FFN down, output.
-var benchShapes = []struct{ rows, cols int }{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}, {4096, 256}, {704, 256}}
+var benchShapes = []struct{ rows, cols int }{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}, {4096, 256}, {704, 256}, {256, 704}}
 
 // BenchmarkMatMul reports the weights streamed per second (MB/s is weight bytes, once per
 // call, whatever the batch), comparable with tokens/s × model size for generation.
