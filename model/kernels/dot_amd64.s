@@ -11539,7 +11539,7 @@ dotF32x4PairsAVX512_row:
 	CMPQ   CX, $0x02
 	JB     dotF32x4PairsAVX512_done
 	MOVQ   AX, SI
-	LEAQ   (AX)(BX*1), R12
+	LEAQ   (SI)(BX*1), R12
 	XORQ   DI, DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -11624,7 +11624,7 @@ dotF32x4PairsAVX512_single:
 
 dotF32x4PairsAVX512_eight:
 	TESTQ   R13, R13
-	JZ      dotF32x4PairsAVX512_store
+	JZ      dotF32x4PairsAVX512_sum
 	VMOVUPS (SI), Y16
 	VMULPS  (R8)(DI*1), Y16, Y19
 	VADDPS  Z19, Z0, Z0
@@ -11644,11 +11644,18 @@ dotF32x4PairsAVX512_eight:
 	VMULPS  (R11)(DI*1), Y16, Y19
 	VADDPS  Z19, Z14, Z14
 
-dotF32x4PairsAVX512_store:
+dotF32x4PairsAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
 	MOVQ          ostride+56(FP), SI
 	SHLQ          $0x02, SI
 	MOVQ          DX, DI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y16
 	VADDPS        Y0, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11659,7 +11666,6 @@ dotF32x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y16
 	VADDPS        Y2, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11670,7 +11676,6 @@ dotF32x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y16
 	VADDPS        Y4, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11681,7 +11686,6 @@ dotF32x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y16
 	VADDPS        Y6, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11693,7 +11697,6 @@ dotF32x4PairsAVX512_store:
 	VMOVSS        X17, (DI)
 	MOVQ          DX, DI
 	ADDQ          $0x04, DI
-	VADDPS        Z9, Z8, Z8
 	VEXTRACTF64X4 $0x01, Z8, Y16
 	VADDPS        Y8, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11704,7 +11707,6 @@ dotF32x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z11, Z10, Z10
 	VEXTRACTF64X4 $0x01, Z10, Y16
 	VADDPS        Y10, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11715,7 +11717,6 @@ dotF32x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z13, Z12, Z12
 	VEXTRACTF64X4 $0x01, Z12, Y16
 	VADDPS        Y12, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11726,7 +11727,6 @@ dotF32x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z15, Z14, Z14
 	VEXTRACTF64X4 $0x01, Z14, Y16
 	VADDPS        Y14, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11762,7 +11762,7 @@ dotF16x4PairsAVX512_row:
 	CMPQ   CX, $0x02
 	JB     dotF16x4PairsAVX512_done
 	MOVQ   AX, SI
-	LEAQ   (AX)(BX*1), R12
+	LEAQ   (SI)(BX*1), R12
 	XORQ   DI, DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -11845,7 +11845,7 @@ dotF16x4PairsAVX512_single:
 
 dotF16x4PairsAVX512_eight:
 	TESTQ     R13, R13
-	JZ        dotF16x4PairsAVX512_store
+	JZ        dotF16x4PairsAVX512_sum
 	VCVTPH2PS (SI), Y16
 	VMULPS    (R8)(DI*1), Y16, Y19
 	VADDPS    Z19, Z0, Z0
@@ -11865,11 +11865,18 @@ dotF16x4PairsAVX512_eight:
 	VMULPS    (R11)(DI*1), Y16, Y19
 	VADDPS    Z19, Z14, Z14
 
-dotF16x4PairsAVX512_store:
+dotF16x4PairsAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
 	MOVQ          ostride+56(FP), SI
 	SHLQ          $0x02, SI
 	MOVQ          DX, DI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y16
 	VADDPS        Y0, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11880,7 +11887,6 @@ dotF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y16
 	VADDPS        Y2, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11891,7 +11897,6 @@ dotF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y16
 	VADDPS        Y4, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11902,7 +11907,6 @@ dotF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y16
 	VADDPS        Y6, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11914,7 +11918,6 @@ dotF16x4PairsAVX512_store:
 	VMOVSS        X17, (DI)
 	MOVQ          DX, DI
 	ADDQ          $0x04, DI
-	VADDPS        Z9, Z8, Z8
 	VEXTRACTF64X4 $0x01, Z8, Y16
 	VADDPS        Y8, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11925,7 +11928,6 @@ dotF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z11, Z10, Z10
 	VEXTRACTF64X4 $0x01, Z10, Y16
 	VADDPS        Y10, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11936,7 +11938,6 @@ dotF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z13, Z12, Z12
 	VEXTRACTF64X4 $0x01, Z12, Y16
 	VADDPS        Y12, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11947,7 +11948,6 @@ dotF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z15, Z14, Z14
 	VEXTRACTF64X4 $0x01, Z14, Y16
 	VADDPS        Y14, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -11983,7 +11983,7 @@ dotBF16x4PairsAVX512_row:
 	CMPQ   CX, $0x02
 	JB     dotBF16x4PairsAVX512_done
 	MOVQ   AX, SI
-	LEAQ   (AX)(BX*1), R12
+	LEAQ   (SI)(BX*1), R12
 	XORQ   DI, DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12072,7 +12072,7 @@ dotBF16x4PairsAVX512_single:
 
 dotBF16x4PairsAVX512_eight:
 	TESTQ     R13, R13
-	JZ        dotBF16x4PairsAVX512_store
+	JZ        dotBF16x4PairsAVX512_sum
 	VPMOVZXWD (SI), Y16
 	VPSLLD    $0x10, Y16, Y16
 	VMULPS    (R8)(DI*1), Y16, Y19
@@ -12094,11 +12094,18 @@ dotBF16x4PairsAVX512_eight:
 	VMULPS    (R11)(DI*1), Y16, Y19
 	VADDPS    Z19, Z14, Z14
 
-dotBF16x4PairsAVX512_store:
+dotBF16x4PairsAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
 	MOVQ          ostride+56(FP), SI
 	SHLQ          $0x02, SI
 	MOVQ          DX, DI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y16
 	VADDPS        Y0, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12109,7 +12116,6 @@ dotBF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y16
 	VADDPS        Y2, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12120,7 +12126,6 @@ dotBF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y16
 	VADDPS        Y4, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12131,7 +12136,6 @@ dotBF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y16
 	VADDPS        Y6, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12143,7 +12147,6 @@ dotBF16x4PairsAVX512_store:
 	VMOVSS        X17, (DI)
 	MOVQ          DX, DI
 	ADDQ          $0x04, DI
-	VADDPS        Z9, Z8, Z8
 	VEXTRACTF64X4 $0x01, Z8, Y16
 	VADDPS        Y8, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12154,7 +12157,6 @@ dotBF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z11, Z10, Z10
 	VEXTRACTF64X4 $0x01, Z10, Y16
 	VADDPS        Y10, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12165,7 +12167,6 @@ dotBF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z13, Z12, Z12
 	VEXTRACTF64X4 $0x01, Z12, Y16
 	VADDPS        Y12, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12176,7 +12177,6 @@ dotBF16x4PairsAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z15, Z14, Z14
 	VEXTRACTF64X4 $0x01, Z14, Y16
 	VADDPS        Y14, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12212,7 +12212,7 @@ dotF32x4PairsCachedAVX512_row:
 	CMPQ   CX, $0x02
 	JB     dotF32x4PairsCachedAVX512_done
 	MOVQ   AX, SI
-	LEAQ   (AX)(BX*1), R12
+	LEAQ   (SI)(BX*1), R12
 	XORQ   DI, DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12293,7 +12293,7 @@ dotF32x4PairsCachedAVX512_single:
 
 dotF32x4PairsCachedAVX512_eight:
 	TESTQ   R13, R13
-	JZ      dotF32x4PairsCachedAVX512_store
+	JZ      dotF32x4PairsCachedAVX512_sum
 	VMOVUPS (SI), Y16
 	VMULPS  (R8)(DI*1), Y16, Y19
 	VADDPS  Z19, Z0, Z0
@@ -12313,11 +12313,18 @@ dotF32x4PairsCachedAVX512_eight:
 	VMULPS  (R11)(DI*1), Y16, Y19
 	VADDPS  Z19, Z14, Z14
 
-dotF32x4PairsCachedAVX512_store:
+dotF32x4PairsCachedAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
 	MOVQ          ostride+56(FP), SI
 	SHLQ          $0x02, SI
 	MOVQ          DX, DI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y16
 	VADDPS        Y0, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12328,7 +12335,6 @@ dotF32x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y16
 	VADDPS        Y2, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12339,7 +12345,6 @@ dotF32x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y16
 	VADDPS        Y4, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12350,7 +12355,6 @@ dotF32x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y16
 	VADDPS        Y6, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12362,7 +12366,6 @@ dotF32x4PairsCachedAVX512_store:
 	VMOVSS        X17, (DI)
 	MOVQ          DX, DI
 	ADDQ          $0x04, DI
-	VADDPS        Z9, Z8, Z8
 	VEXTRACTF64X4 $0x01, Z8, Y16
 	VADDPS        Y8, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12373,7 +12376,6 @@ dotF32x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z11, Z10, Z10
 	VEXTRACTF64X4 $0x01, Z10, Y16
 	VADDPS        Y10, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12384,7 +12386,6 @@ dotF32x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z13, Z12, Z12
 	VEXTRACTF64X4 $0x01, Z12, Y16
 	VADDPS        Y12, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12395,7 +12396,6 @@ dotF32x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z15, Z14, Z14
 	VEXTRACTF64X4 $0x01, Z14, Y16
 	VADDPS        Y14, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12431,7 +12431,7 @@ dotF16x4PairsCachedAVX512_row:
 	CMPQ   CX, $0x02
 	JB     dotF16x4PairsCachedAVX512_done
 	MOVQ   AX, SI
-	LEAQ   (AX)(BX*1), R12
+	LEAQ   (SI)(BX*1), R12
 	XORQ   DI, DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12512,7 +12512,7 @@ dotF16x4PairsCachedAVX512_single:
 
 dotF16x4PairsCachedAVX512_eight:
 	TESTQ     R13, R13
-	JZ        dotF16x4PairsCachedAVX512_store
+	JZ        dotF16x4PairsCachedAVX512_sum
 	VCVTPH2PS (SI), Y16
 	VMULPS    (R8)(DI*1), Y16, Y19
 	VADDPS    Z19, Z0, Z0
@@ -12532,11 +12532,18 @@ dotF16x4PairsCachedAVX512_eight:
 	VMULPS    (R11)(DI*1), Y16, Y19
 	VADDPS    Z19, Z14, Z14
 
-dotF16x4PairsCachedAVX512_store:
+dotF16x4PairsCachedAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
 	MOVQ          ostride+56(FP), SI
 	SHLQ          $0x02, SI
 	MOVQ          DX, DI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y16
 	VADDPS        Y0, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12547,7 +12554,6 @@ dotF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y16
 	VADDPS        Y2, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12558,7 +12564,6 @@ dotF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y16
 	VADDPS        Y4, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12569,7 +12574,6 @@ dotF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y16
 	VADDPS        Y6, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12581,7 +12585,6 @@ dotF16x4PairsCachedAVX512_store:
 	VMOVSS        X17, (DI)
 	MOVQ          DX, DI
 	ADDQ          $0x04, DI
-	VADDPS        Z9, Z8, Z8
 	VEXTRACTF64X4 $0x01, Z8, Y16
 	VADDPS        Y8, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12592,7 +12595,6 @@ dotF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z11, Z10, Z10
 	VEXTRACTF64X4 $0x01, Z10, Y16
 	VADDPS        Y10, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12603,7 +12605,6 @@ dotF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z13, Z12, Z12
 	VEXTRACTF64X4 $0x01, Z12, Y16
 	VADDPS        Y12, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12614,7 +12615,6 @@ dotF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z15, Z14, Z14
 	VEXTRACTF64X4 $0x01, Z14, Y16
 	VADDPS        Y14, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12650,7 +12650,7 @@ dotBF16x4PairsCachedAVX512_row:
 	CMPQ   CX, $0x02
 	JB     dotBF16x4PairsCachedAVX512_done
 	MOVQ   AX, SI
-	LEAQ   (AX)(BX*1), R12
+	LEAQ   (SI)(BX*1), R12
 	XORQ   DI, DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12737,7 +12737,7 @@ dotBF16x4PairsCachedAVX512_single:
 
 dotBF16x4PairsCachedAVX512_eight:
 	TESTQ     R13, R13
-	JZ        dotBF16x4PairsCachedAVX512_store
+	JZ        dotBF16x4PairsCachedAVX512_sum
 	VPMOVZXWD (SI), Y16
 	VPSLLD    $0x10, Y16, Y16
 	VMULPS    (R8)(DI*1), Y16, Y19
@@ -12759,11 +12759,18 @@ dotBF16x4PairsCachedAVX512_eight:
 	VMULPS    (R11)(DI*1), Y16, Y19
 	VADDPS    Z19, Z14, Z14
 
-dotBF16x4PairsCachedAVX512_store:
+dotBF16x4PairsCachedAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
 	MOVQ          ostride+56(FP), SI
 	SHLQ          $0x02, SI
 	MOVQ          DX, DI
-	VADDPS        Z1, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y16
 	VADDPS        Y0, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12774,7 +12781,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y16
 	VADDPS        Y2, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12785,7 +12791,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z5, Z4, Z4
 	VEXTRACTF64X4 $0x01, Z4, Y16
 	VADDPS        Y4, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12796,7 +12801,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z7, Z6, Z6
 	VEXTRACTF64X4 $0x01, Z6, Y16
 	VADDPS        Y6, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12808,7 +12812,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VMOVSS        X17, (DI)
 	MOVQ          DX, DI
 	ADDQ          $0x04, DI
-	VADDPS        Z9, Z8, Z8
 	VEXTRACTF64X4 $0x01, Z8, Y16
 	VADDPS        Y8, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12819,7 +12822,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z11, Z10, Z10
 	VEXTRACTF64X4 $0x01, Z10, Y16
 	VADDPS        Y10, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12830,7 +12832,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z13, Z12, Z12
 	VEXTRACTF64X4 $0x01, Z12, Y16
 	VADDPS        Y12, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17
@@ -12841,7 +12842,6 @@ dotBF16x4PairsCachedAVX512_store:
 	VADDSS        X16, X17, X17
 	VMOVSS        X17, (DI)
 	ADDQ          SI, DI
-	VADDPS        Z15, Z14, Z14
 	VEXTRACTF64X4 $0x01, Z14, Y16
 	VADDPS        Y14, Y16, Y16
 	VEXTRACTF32X4 $0x01, Y16, X17

@@ -544,35 +544,7 @@ func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem
 	CMPQ(nrows, U8(2))
 	JB(LabelRef(name + "_done"))
 	MOVQ(w, s.p)
-	LEAQ(Mem{Base: w, Index: ws, Scale: 1}, p1)
-	XORQ(s.xo, s.xo)
-	for r := range chain {
-		for i := range chain[r] {
-			for k := range chain[r][i] {
-				VPXORD(chain[r][i][k], chain[r][i][k], chain[r][i][k])
-			}
-		}
-	}
-	Load(Param("n"), cnt)
-	// block16 adds 16-block k (0 or 1 of a pair) of both weight rows into chain k.
-	block16 := func(k int) {
-		load16(Mem{Base: s.p, Disp: 2 * k * wBytes8}, wz[0])
-		load16(Mem{Base: p1, Disp: 2 * k * wBytes8}, wz[1])
-		for i := 0; i < nx; i++ {
-			VMOVUPS(s.xm(i, 64*k), xa[i])
-			VFMADD231PS(xa[i], wz[0], chain[0][i][k])
-			VFMADD231PS(xa[i], wz[1], chain[1][i][k])
-		}
-	}
-	blocks16Loop(name, "_store", cnt, []Register{s.p, p1}, s.xo, wBytes8, prefetch, block16, func() {
-		for r, p := range []Register{s.p, p1} {
-			load8(Mem{Base: p}, wy)
-			for i := 0; i < nx; i++ {
-				VMULPS(s.xm(i, 0), wy, t)
-				VADDPS(t.AsZ(), chain[r][i][0], chain[r][i][0])
-			}
-		}
-	})
+	floatRowPair(name, s.p, p1, ws, s.xo, cnt, s.x, [2][][2]VecVirtual{chain[0][:], chain[1][:]}, wz, xa[:], wy, t, wBytes8, prefetch, load16, load8)
 	ost := Load(Param("ostride"), GP64())
 	SHLQ(U8(2), ost)
 	o := GP64()
@@ -583,7 +555,6 @@ func floatKernel512Pairs(typ string, wBytes8 int, prefetch bool, load16 func(Mem
 		}
 		for i := 0; i < nx; i++ {
 			acc := chain[r][i][0]
-			VADDPS(chain[r][i][1], acc, acc)
 			VEXTRACTF64X4(U8(1), acc, hi)
 			VADDPS(acc.AsY(), hi, hi)
 			// hsumStore's steps, with the EVEX extract: the registers here may be past X15.
@@ -653,6 +624,51 @@ func floatRow(lbl string, r int, w, ws, p, xo, cnt Register, xs []Register, chai
 	})
 	for i := range chains {
 		VADDPS(chains[i][1], chains[i][0], chains[i][0])
+	}
+}
+
+// floatRowPair emits two weight rows' products (from p0 and p1 = p0 + ws, the parameter n's
+// 8-blocks) with the activation rows xs at offset xo: weight row j and activation row i in
+// the two chains chains[j][i], summed exactly as floatRow sums one row's (each 16-block of
+// the two rows loaded once into wz, each activation 16-block once into xa[i % len(xa)] for
+// both rows), the two added into chains[j][i][0] at the end. With prefetch it asks for both
+// rows' weights floatPrefetchDistance ahead. xo, cnt, wy and t are scratch; lbl prefixes its
+// labels.
+func floatRowPair(lbl string, p0, p1, ws, xo, cnt Register, xs []Register, chains [2][][2]VecVirtual, wz [2]VecVirtual, xa []VecVirtual, wy, t VecVirtual,
+	wBytes8 int, prefetch bool, load16, load8 func(Mem, VecVirtual)) {
+	LEAQ(Mem{Base: p0, Index: ws, Scale: 1}, p1)
+	XORQ(xo, xo)
+	for j := range chains {
+		for i := range chains[j] {
+			VPXORD(chains[j][i][0], chains[j][i][0], chains[j][i][0])
+			VPXORD(chains[j][i][1], chains[j][i][1], chains[j][i][1])
+		}
+	}
+	Load(Param("n"), cnt)
+	xm := func(i, disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
+	block16 := func(k int) {
+		load16(Mem{Base: p0, Disp: 2 * k * wBytes8}, wz[0])
+		load16(Mem{Base: p1, Disp: 2 * k * wBytes8}, wz[1])
+		for i := range xs {
+			x := xa[i%len(xa)]
+			VMOVUPS(xm(i, 64*k), x)
+			VFMADD231PS(x, wz[0], chains[0][i][k])
+			VFMADD231PS(x, wz[1], chains[1][i][k])
+		}
+	}
+	blocks16Loop(lbl, "_sum", cnt, []Register{p0, p1}, xo, wBytes8, prefetch, block16, func() {
+		for j, p := range []Register{p0, p1} {
+			load8(Mem{Base: p}, wy)
+			for i := range xs {
+				VMULPS(xm(i, 0), wy, t)
+				VADDPS(t.AsZ(), chains[j][i][0], chains[j][i][0])
+			}
+		}
+	})
+	for j := range chains {
+		for i := range chains[j] {
+			VADDPS(chains[j][i][1], chains[j][i][0], chains[j][i][0])
+		}
 	}
 }
 
@@ -830,7 +846,6 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 	xa, wy, t, h := ZMM(), YMM(), YMM(), ZMM()
 	levels := [3][2]VecVirtual{{ZMM(), ZMM()}, {ZMM(), ZMM()}, {ZMM(), ZMM()}}
 	sum := ZMM()
-	xm := func(i, disp int) Mem { return Mem{Base: xs[i], Index: xo, Scale: 1, Disp: disp} }
 
 	// pair emits weight rows r and r+1's products with the four activation rows, the pair of
 	// weight row r+j and activation row i summed into chains[j][i][0]: the vector
@@ -842,39 +857,8 @@ func floatKernel512Rows4(typ string, wBytes8 int, load16 func(Mem, VecVirtual)) 
 			IMUL3Q(U32(r), ws, p0)
 			ADDQ(w, p0)
 		}
-		LEAQ(Mem{Base: p0, Index: ws, Scale: 1}, p1)
-		XORQ(xo, xo)
-		for j := range chains {
-			for i := range chains[j] {
-				VPXORD(chains[j][i][0], chains[j][i][0], chains[j][i][0])
-				VPXORD(chains[j][i][1], chains[j][i][1], chains[j][i][1])
-			}
-		}
-		Load(Param("n"), cnt)
-		block16 := func(k int) {
-			load16(Mem{Base: p0, Disp: 2 * k * wBytes8}, wz[0])
-			load16(Mem{Base: p1, Disp: 2 * k * wBytes8}, wz[1])
-			for i := 0; i < nx; i++ {
-				VMOVUPS(xm(i, 64*k), xa)
-				VFMADD231PS(xa, wz[0], chains[0][i][k])
-				VFMADD231PS(xa, wz[1], chains[1][i][k])
-			}
-		}
-		lbl := fmt.Sprintf("%s_r%d", name, r)
-		blocks16Loop(lbl, "_sum", cnt, []Register{p0, p1}, xo, wBytes8, true, block16, func() {
-			for j, p := range []Register{p0, p1} {
-				load8(Mem{Base: p}, wy)
-				for i := 0; i < nx; i++ {
-					VMULPS(xm(i, 0), wy, t)
-					VADDPS(t.AsZ(), chains[j][i][0], chains[j][i][0])
-				}
-			}
-		})
-		for j := range chains {
-			for i := range chains[j] {
-				VADDPS(chains[j][i][1], chains[j][i][0], chains[j][i][0])
-			}
-		}
+		cs := [2][][2]VecVirtual{chains[0][:], chains[1][:]}
+		floatRowPair(fmt.Sprintf("%s_r%d", name, r), p0, p1, ws, xo, cnt, xs, cs, wz, []VecVirtual{xa}, wy, t, wBytes8, true, load16, load8)
 	}
 	combine := func(a, b, l VecVirtual, lo, hi uint8, lanes128 bool) VecVirtual {
 		return shuffleAdd(a, b, l, h, lo, hi, lanes128)
