@@ -320,7 +320,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			for i := q0; i < c1; i++ {
 				o := (i - c0) * cEnd
 				values := sp.VHead(kvOf(i))[:vBytes]
-				if dt != ggml.Q8_0 && i+1 < c1 && kvOf(i+1) == kvOf(i) { // two queries of one head
+				if i+1 < c1 && kvOf(i+1) == kvOf(i) { // two queries of one head (Q8_0 values one at a time)
 					kernels.AttnAccumulate2(acc[(i-c0)*hd:(i-c0+1)*hd], acc[(i-c0+1)*hd:(i-c0+2)*hd],
 						scores[o+sp.Start:o+sp.Start+nr], scores[o+cEnd+sp.Start:o+cEnd+sp.Start+nr], values, dt, hd, nr)
 					i++
