@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/earley"
+	"github.com/loomlm/loom/constraint/internal/bounded"
 	"github.com/loomlm/loom/constraint/tokentrie"
 	"github.com/loomlm/loom/core"
 )
@@ -57,15 +57,9 @@ type unionKey struct {
 	child bool
 }
 
-// unions caches the slices of unions: unionKey → *tokentrie.Slice or *tokentrie.ChildSlice
-// (nil when the union is too large); unionCount bounds it.
-var (
-	unions     sync.Map
-	unionCount atomic.Int64
-)
-
-// maxCachedUnions bounds the union cache; past it, it starts over.
-const maxCachedUnions = 4096
+// unions caches the slices of unions: *tokentrie.Slice or *tokentrie.ChildSlice (nil when the
+// union is too large), at most 4 096, then it starts over.
+var unions = bounded.New[unionKey, any](4096)
 
 // union returns the cached slice of parts' union under key, computing it with build (from the
 // union automaton, or from the single part) on first use.
@@ -93,10 +87,6 @@ func union(trie *tokentrie.Trie, parts []*earley.Automaton, child bool, build fu
 	}
 	if u := tokentrie.Union(as...); u != nil {
 		v = build(u)
-	}
-	if unionCount.Add(1) > maxCachedUnions {
-		unions.Clear()
-		unionCount.Store(1)
 	}
 	unions.Store(k, v)
 	return v

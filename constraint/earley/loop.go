@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/constraint/internal/bounded"
 	"github.com/loomlm/loom/constraint/internal/digest"
 )
 
@@ -376,12 +377,9 @@ func grammarKey(dst []byte, g *grammar.CFG, syms ...grammar.Symbol) []byte {
 }
 
 // prefixAutomata holds one Automaton per prefix automaton's transitions and start, so that
-// every compile of a grammar gets the same one (and the slices kept with it); prefixCount
-// bounds it (past maxCachedAutomata it starts over).
-var (
-	prefixAutomata sync.Map // prefixKey → *Automaton
-	prefixCount    atomic.Int64
-)
+// every compile of a grammar gets the same one (and the slices kept with it); past
+// maxCachedAutomata it starts over.
+var prefixAutomata = bounded.New[prefixKey, *Automaton](maxCachedAutomata)
 
 type prefixKey struct {
 	trans *uint16
@@ -422,15 +420,11 @@ func prefixAutomaton(p *grammar.PrefixAutomaton) *Automaton {
 	}
 	k := prefixKey{&trans[0], start}
 	if a, ok := prefixAutomata.Load(k); ok {
-		return a.(*Automaton)
+		return a
 	}
 	a := &Automaton{key: fmt.Sprintf("%s@%d", key, start), trans: trans, start: make([]uint64, (len(trans)+63)/64), first: start, id: automatonIDs.Add(1)}
-	if prefixCount.Add(1) > maxCachedAutomata {
-		prefixAutomata.Clear()
-		prefixCount.Store(1)
-	}
-	v, _ := prefixAutomata.LoadOrStore(k, a)
-	return v.(*Automaton)
+	a, _ = prefixAutomata.LoadOrStore(k, a)
+	return a
 }
 
 // budget returns how many copies of X = RHS[dot] the item (prod, dot) may consume from here.

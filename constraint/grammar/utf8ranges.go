@@ -2,9 +2,9 @@ package grammar
 
 import (
 	"encoding/binary"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/loomlm/loom/constraint/internal/bounded"
 )
 
 // byteRange is an inclusive range of byte values.
@@ -86,7 +86,7 @@ func utf8Automaton(rs []RuneRange) *utf8Node {
 		key = binary.LittleEndian.AppendUint32(key, uint32(r.Hi))
 	}
 	if n, ok := utf8Automata.Load(string(key)); ok {
-		return n.(*utf8Node)
+		return n
 	}
 	var seqs [][]byteRange
 	for _, r := range rs {
@@ -97,23 +97,13 @@ func utf8Automaton(rs []RuneRange) *utf8Node {
 	if n == nil {
 		n = &utf8Node{}
 	}
-	if utf8AutomataCount.Add(1) > maxCachedUTF8Automata {
-		utf8Automata.Clear()
-		utf8AutomataCount.Store(1)
-	}
 	utf8Automata.Store(string(key), n)
 	return n
 }
 
-// utf8Automata caches utf8Automaton's results by their code points (string → *utf8Node);
-// utf8AutomataCount bounds it.
-var (
-	utf8Automata      sync.Map
-	utf8AutomataCount atomic.Int64
-)
-
-// maxCachedUTF8Automata bounds utf8Automata; past it, it starts over.
-const maxCachedUTF8Automata = 1024
+// utf8Automata caches utf8Automaton's results by their code points, at most 1 024, then it
+// starts over.
+var utf8Automata = bounded.New[string, *utf8Node](1024)
 
 // utf8Builder makes utf8Automaton's nodes, one per distinct subtree.
 type utf8Builder struct {
