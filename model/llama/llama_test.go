@@ -621,3 +621,54 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("a one-pass forward reported %v", got)
 	}
 }
+
+// TestSpareLogits checks the logits buffers a model passes from closed states to new ones: a
+// one-row state's buffer is kept and goes to the next state, whose rows then hold that
+// forward's logits, while a buffer of more than maxSpareLogitRows rows (every row of a prompt)
+// is left to the collector.
+func TestSpareLogits(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
+	spares := func() int {
+		m.spareLogits.Lock()
+		defer m.spareLogits.Unlock()
+		return len(m.spareLogits.bufs)
+	}
+	newState := func() core.State {
+		st, err := m.NewState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	long := append(append([]int32(nil), testTokens...), testTokens...)[:maxSpareLogitRows+1]
+	all := newState()
+	batch := []core.ForwardItem{{State: all, Tokens: long, AllLogits: true}}
+	if err := m.Forward(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	all.Close()
+	if n := spares(); n != 0 {
+		t.Fatalf("a %d-row buffer was kept (%d spares)", len(long), n)
+	}
+	one := newState()
+	row := forward1(t, m, one, testTokens[:3])
+	kept := &row[0]
+	one.Close()
+	if n := spares(); n != 1 {
+		t.Fatalf("a one-row buffer left %d spares, want 1", n)
+	}
+	next := newState()
+	defer next.Close()
+	got := forward1(t, m, next, testTokens[:5])
+	if &got[0] != kept {
+		t.Error("the next state did not take the closed state's buffer")
+	}
+	fresh := newState()
+	defer fresh.Close()
+	want := forward1(t, m, fresh, testTokens[:5])
+	for v := range want {
+		if math.Float32bits(got[v]) != math.Float32bits(want[v]) {
+			t.Fatalf("logit %d in a reused buffer %v, in a fresh one %v", v, got[v], want[v])
+		}
+	}
+}

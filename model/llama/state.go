@@ -80,15 +80,20 @@ func (s *state) setRows(n, vocab int) [][]float32 {
 	return s.rows
 }
 
-// maxSpareLogits bounds the closed states' logits buffers a model keeps.
-const maxSpareLogits = 16
+// maxSpareLogits bounds the closed states' logits buffers a model keeps, and
+// maxSpareLogitRows the rows of each: a state that asked for every row of a long prompt
+// (a perplexity run's) leaves its buffer to the collector rather than to a one-row state.
+const (
+	maxSpareLogits    = 16
+	maxSpareLogitRows = 16
+)
 
 // putLogits keeps a closed state's logits buffer for a new state. Beam search forks and
 // closes states at every step, and a fresh vocabulary-sized buffer for each fork cost page
 // faults and garbage collection: 0.5–0.6 ms a step of four beams on a 32 000-token
 // vocabulary (docs/BENCHMARKS.md).
 func (m *Model) putLogits(buf []float32) {
-	if cap(buf) == 0 {
+	if cap(buf) == 0 || cap(buf) > maxSpareLogitRows*m.p.VocabSize {
 		return
 	}
 	m.spareLogits.Lock()
