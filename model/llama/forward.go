@@ -161,11 +161,18 @@ type workspace struct {
 	moe                               moeScratch
 }
 
+// getWorkspace returns a pooled workspace, or a new one, with attention scratch for each of
+// the model's workers (a pooled one made when the model had fewer is given more: tests vary
+// the workers of one model).
 func (m *Model) getWorkspace() *workspace {
-	if ws, ok := m.workspaces.Get().(*workspace); ok {
-		return ws
+	ws, ok := m.workspaces.Get().(*workspace)
+	if !ok {
+		ws = &workspace{}
 	}
-	return &workspace{scratch: make([]attnScratch, m.workers)}
+	if n := m.workers - len(ws.scratch); n > 0 {
+		ws.scratch = append(ws.scratch, make([]attnScratch, n)...)
+	}
+	return ws
 }
 
 // grow returns buf resliced to n elements, or a new slice when its capacity is short (the

@@ -672,3 +672,23 @@ func TestSpareLogits(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspaceScratchFollowsWorkers checks that a pooled workspace made when the model had
+// fewer workers gets attention scratch for each worker it has now: attention hands worker
+// numbers up to the model's workers to its tasks (a workspace of one worker's scratch once
+// crashed TestBatchedForwardEqualsAlone under the race detector, whose pools drop entries).
+func TestWorkspaceScratchFollowsWorkers(t *testing.T) {
+	m := openStories(t, "stories260K-f32.gguf", Options{})
+	workers := m.workers
+	defer func() { m.workers = workers }()
+	m.workers = 1
+	m.workspaces.Put(&workspace{scratch: make([]attnScratch, 1)})
+	m.workers = 4
+	for range 3 {
+		ws := m.getWorkspace()
+		if len(ws.scratch) < 4 {
+			t.Fatalf("a workspace with scratch for %d workers, the model has 4", len(ws.scratch))
+		}
+		m.workspaces.Put(ws)
+	}
+}

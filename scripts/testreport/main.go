@@ -1,7 +1,8 @@
 // Command testreport reads the output of `go test -json` and prints what `go test` prints
-// without -v — a line per package, and the output of every test that failed — then lists the
-// tests that were skipped, with their reasons. It exits with status 1 when a test or a build
-// failed, or when a test skipped for a reason that no -allow-skip expression matches: loom's
+// without -v — a line per package, and the output of every test that failed (or was running
+// when its package crashed) — then lists the tests that were skipped, with their reasons. It
+// exits with status 1 when a test or a build failed, or when a test skipped for a reason that
+// no -allow-skip expression matches: loom's
 // tests run from the repository alone, so a skip is a failure unless it is known to depend on
 // the machine (scripts/test.sh lists those).
 //
@@ -89,6 +90,18 @@ func report(r io.Reader, w io.Writer, allow allowList) bool {
 				fmt.Fprint(w, l)
 			}
 			delete(outputs, key)
+			if e.Test == "" {
+				// The package failed: the tests of it that never ended are where it crashed (a
+				// panic on another goroutine ends the binary before the running test does).
+				for k, lines := range outputs {
+					if strings.HasPrefix(k, e.Package+" ") {
+						for _, l := range lines {
+							fmt.Fprint(w, l)
+						}
+						delete(outputs, k)
+					}
+				}
+			}
 		case "skip":
 			if e.Test != "" {
 				s := skip{name: e.Package + "." + e.Test, reason: skipReason(outputs[key])}

@@ -90,6 +90,13 @@ func TestReport(t *testing.T) {
 			[]string{"1 skipped:", "NOT ALLOWED example.com/p.TestC/sub: c_test.go:5: no assembly kernels on this CPU or build", "FAIL: 1 tests skipped"}, nil},
 		{"skip allowed", cat(passing, skipping, end("pass")), allowKernels, true,
 			[]string{"allowed     example.com/p.TestC/sub: c_test.go:5: no assembly kernels"}, []string{"NOT ALLOWED", "FAIL"}},
+		{"crash", cat(passing, []event{
+			{Action: "run", Package: pkg, Test: "TestD"},
+			out("TestD", "=== RUN   TestD\n"),
+			out("TestD", "panic: runtime error: index out of range [1] with length 1\n"),
+			out("TestD", "goroutine 20 [running]:\n"),
+		}, end("fail")), nil, false,
+			[]string{"panic: runtime error: index out of range", "goroutine 20 [running]:", "FAIL\texample.com/p"}, []string{"a log line"}},
 		{"build failure", []event{
 			{Action: "build-output", ImportPath: pkg, Output: "# example.com/p\n"},
 			{Action: "build-output", ImportPath: pkg, Output: "p.go:3:1: syntax error\n"},
