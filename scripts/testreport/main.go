@@ -2,9 +2,8 @@
 // without -v — a line per package, and the output of every test that failed (or was running
 // when its package crashed) — then lists the tests that were skipped, with their reasons. It
 // exits with status 1 when a test or a build failed, or when a test skipped for a reason that
-// no -allow-skip expression matches: loom's
-// tests run from the repository alone, so a skip is a failure unless it is known to depend on
-// the machine (scripts/test.sh lists those).
+// no -allow-skip expression matches: loom's tests run from the repository alone, so a skip is
+// a failure unless it is known to depend on the machine (scripts/test.sh lists those).
 //
 //	go test -json ./... | go run ./scripts/testreport -allow-skip 'no assembly kernels'
 package main
