@@ -3,7 +3,8 @@
 // data.
 //
 // Open memory-maps a file; tensor data is returned as slices of the mapping, never copied.
-// Read parses a file already in memory. Any input that is not a valid GGUF file yields a
+// ReadFile reads a file into memory of the process's own instead (on Linux on transparent
+// huge pages), and Read parses a file already in memory. Any input that is not a valid GGUF file yields a
 // *FormatError naming what was being read (a metadata key, a tensor) and the byte offset;
 // counts and lengths are checked against the bytes that remain before anything is allocated.
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -215,26 +216,80 @@ func TestOpenAndWriteFile(t *testing.T) {
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Open(path)
+	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Path() != path {
-		t.Errorf("Path() = %q", f.Path())
+	var reported []int64
+	openers := []struct {
+		name string
+		open func(string) (*File, error)
+	}{
+		{"Open", Open},
+		{"ReadFile", func(p string) (*File, error) {
+			return ReadFile(p, func(done, total int64) {
+				if total != st.Size() {
+					t.Errorf("ReadFile progress: total %d, the file has %d bytes", total, st.Size())
+				}
+				reported = append(reported, done)
+			})
+		}},
 	}
-	got, err := f.TensorFloat32("streamed")
-	if err != nil || !reflect.DeepEqual(got, []float32{1, 1, 1, 1}) {
-		t.Errorf("streamed tensor: %v, %v", got, err)
+	for _, o := range openers {
+		f, err := o.open(path)
+		if err != nil {
+			t.Fatalf("%s: %v", o.name, err)
+		}
+		if f.Path() != path {
+			t.Errorf("%s: Path() = %q", o.name, f.Path())
+		}
+		got, err := f.TensorFloat32("streamed")
+		if err != nil || !reflect.DeepEqual(got, []float32{1, 1, 1, 1}) {
+			t.Errorf("%s: streamed tensor: %v, %v", o.name, got, err)
+		}
+		data, err := f.TensorData(tt.name)
+		if err != nil || !bytes.Equal(data, tensorBytes(t, tt)) {
+			t.Errorf("%s: tensor data: %v", o.name, err)
+		}
+		if o.name == "ReadFile" && runtime.GOOS == "linux" {
+			if a := uintptrOf(f.data) % hugePage; a != 0 {
+				t.Errorf("ReadFile: the data starts %d bytes past a huge page boundary", a)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatalf("%s: Close: %v", o.name, err)
+		}
+		if _, err := f.TensorData(tt.name); err == nil {
+			t.Errorf("%s: TensorData after Close: no error", o.name)
+		}
 	}
-	data, err := f.TensorData(tt.name)
-	if err != nil || !bytes.Equal(data, tensorBytes(t, tt)) {
-		t.Errorf("tensor data: %v", err)
+	if len(reported) == 0 || reported[len(reported)-1] != st.Size() {
+		t.Errorf("ReadFile progress %v does not end at the file's %d bytes", reported, st.Size())
 	}
-	if err := f.Close(); err != nil {
+}
+
+// TestReadFileErrors checks that ReadFile names the file it could not read: a missing one, a
+// directory, and a file that is not GGUF.
+func TestReadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00truncated"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.TensorData(tt.name); err == nil {
-		t.Error("TensorData after Close: no error")
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing.gguf"), "missing.gguf"},
+		{dir, "not a regular file"},
+		{bad, "bad.gguf"},
+	} {
+		f, err := ReadFile(tc.path, nil)
+		if err == nil {
+			f.Close()
+			t.Errorf("ReadFile(%s): no error", tc.path)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ReadFile(%s): %v, want it to say %q", tc.path, err, tc.want)
+		}
 	}
 }
 

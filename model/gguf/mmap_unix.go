@@ -23,3 +23,22 @@ func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }
+
+// allocate returns size bytes of anonymous memory starting on a hugePage boundary, advised
+// for huge pages where the system has them, with the function that unmaps it.
+func allocate(size int) ([]byte, func() error, error) {
+	if size == 0 {
+		return []byte{}, nil, nil
+	}
+	mem, err := syscall.Mmap(-1, 0, size+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, nil, err
+	}
+	skip := 0
+	if r := int(uintptrOf(mem) % hugePage); r != 0 {
+		skip = hugePage - r
+	}
+	data := mem[skip : skip+size : skip+size]
+	adviseHugePages(data)
+	return data, func() error { return syscall.Munmap(mem) }, nil
+}
