@@ -60,14 +60,16 @@ func Names() []string { return []string{"default", "draft"} }
 // GGUF returns the embedded GGUF file of the named model, or nil. The bytes must not be changed.
 func GGUF(name string) []byte { return files[name] }
 
-// Open loads the named embedded model and its tokenizer. The weights are used in place, not
-// copied, unless the embedded data is not aligned for the kernels.
+// Open loads the named embedded model and its tokenizer. The weights are used in place, in
+// the executable's memory, unless the embedded data is not aligned for the kernels or
+// opts.NoMmap asks for them in memory of the process's own (a copy on the heap: at these
+// sizes huge pages made no difference).
 func Open(name string, opts llama.Options) (*llama.Model, *tokenizer.Tokenizer, error) {
 	data, ok := files[name]
 	if !ok {
 		return nil, nil, fmt.Errorf("models: no embedded model %q (known: default, draft)", name)
 	}
-	if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%64 != 0 {
+	if opts.NoMmap || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%64 != 0 {
 		data = aligned(data)
 	}
 	f, err := gguf.Read(data)

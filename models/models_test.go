@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/llama"
@@ -186,5 +187,35 @@ func TestOptions(t *testing.T) {
 	defer closer.Close()
 	if m.Config().VocabSize != 4096 {
 		t.Errorf("vocabulary %d", m.Config().VocabSize)
+	}
+
+	// mmap = false: the weights are a copy in the process's memory, and give the same tokens.
+	inPlace, tok := openBuiltin(t, "default")
+	copied, _, copyCloser, err := pipeline.OpenModel(pipeline.ModelSpec{Builtin: "default", Options: map[string]any{"mmap": false}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copyCloser.Close()
+	f := copied.(*llama.Model).File()
+	data, err := f.TensorData(f.Tensors[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded := GGUF("default")
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(embedded)))
+	if p := uintptr(unsafe.Pointer(unsafe.SliceData(data))); p >= start && p < start+uintptr(len(embedded)) {
+		t.Error("mmap = false: the weights are still read in place")
+	}
+	var texts []string
+	for _, m := range []core.Model{inPlace, copied} {
+		p := &core.Pipeline{Model: m, Tokenizer: tok, Strategy: strategies.Greedy{}}
+		res, err := core.Generate(context.Background(), p, core.Request{Prompt: "Call me Ishmael.", MaxNewTokens: 16, Seed: core.SeedOf(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, res.Sequences[0].Text)
+	}
+	if texts[0] != texts[1] {
+		t.Errorf("mmap = false gave %q, in place %q", texts[1], texts[0])
 	}
 }

@@ -136,7 +136,17 @@ func maxAbsDiff(a, b []float32) float64 {
 // TestReferenceGreedy checks the F32 model with an F32 cache against llama.cpp: the same
 // greedy ids at every step and logits within 1e-3.
 func TestReferenceGreedy(t *testing.T) {
-	m := openStories(t, "stories260K-f32.gguf", Options{})
+	for _, load := range []struct {
+		name string
+		opts Options
+	}{{"mmap", Options{}}, {"no-mmap", Options{NoMmap: true}}} {
+		t.Run(load.name, func(t *testing.T) { testReferenceGreedy(t, load.opts) })
+	}
+}
+
+// testReferenceGreedy runs TestReferenceGreedy on the model loaded with opts.
+func testReferenceGreedy(t *testing.T, opts Options) {
+	m := openStories(t, "stories260K-f32.gguf", opts)
 	for _, name := range []string{"llamacpp-kvf32_bos_256", "llamacpp-kvf32_once-upon-a-time_256"} {
 		t.Run(name, func(t *testing.T) {
 			ref := loadReference(t, name, m.Params().VocabSize, true)
@@ -586,9 +596,11 @@ func TestLoadErrors(t *testing.T) {
 		{"not a model", fixtures.Path(t, "vocab", "ggml-vocab-llama-spm.gguf"), "token_embd.weight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Open(tc.path, Options{})
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			for _, opts := range []Options{{}, {NoMmap: true}} {
+				_, err := Open(tc.path, opts)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("NoMmap %v: err = %v, want one mentioning %q", opts.NoMmap, err, tc.want)
+				}
 			}
 		})
 	}
@@ -606,6 +618,14 @@ func TestProgress(t *testing.T) {
 	m := openStories(t, "stories260K-f32.gguf", opts)
 	if len(got) == 0 || got[len(got)-1] != fmt.Sprintf("load %d/%d", m.WeightBytes(), m.WeightBytes()) {
 		t.Fatalf("load reports %v", got)
+	}
+	// Read into memory, the whole file is counted.
+	got = nil
+	noMmap := opts
+	noMmap.NoMmap = true
+	read := openStories(t, "stories260K-f32.gguf", noMmap)
+	if size := read.File().Size; len(got) == 0 || got[len(got)-1] != fmt.Sprintf("load %d/%d", size, size) {
+		t.Fatalf("load reports without mmap %v (the file has %d bytes)", got, size)
 	}
 	got = nil
 	st, _ := m.NewState()

@@ -13,6 +13,9 @@
 //	batch_tokens   = 256     # most token rows per pass through the layers
 //	repack         = true    # copy Q4_0/Q8_0/IQ4_NL weights into the packed kernels' layout
 //	                         # (AVX-512 VNNI; their size in memory again)
+//	mmap           = true    # map the file; false reads it into memory of its own, on Linux
+//	                         # on transparent huge pages (llama.cpp's --no-mmap), which can
+//	                         # make the weights read in place much faster to stream
 package loader
 
 import (
@@ -80,7 +83,7 @@ func Open(path string, options map[string]any) (core.Model, core.Tokenizer, io.C
 }
 
 // optionKeys lists the options ParseOptions accepts.
-var optionKeys = []string{"batch_tokens", "block_size", "context_length", "kv_budget_mb", "kv_type", "prefix_cache", "repack"}
+var optionKeys = []string{"batch_tokens", "block_size", "context_length", "kv_budget_mb", "kv_type", "mmap", "prefix_cache", "repack"}
 
 // ParseOptions converts the options of a [model] table to llama.Options. It reports every bad
 // option at once: the error joins one *core.ParamError per key (errors.Join).
@@ -139,6 +142,10 @@ func ParseOptions(options map[string]any) (llama.Options, error) {
 			var b bool
 			b, err = boolean()
 			o.NoRepack = !b
+		case "mmap":
+			var b bool
+			b, err = boolean()
+			o.NoMmap = !b
 		default:
 			err = &core.ParamError{Param: k, Reason: "unknown model option (known: " + strings.Join(optionKeys, ", ") + ")"}
 		}

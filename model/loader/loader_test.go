@@ -36,9 +36,18 @@ func readGen(t testing.TB) []int32 {
 // TestPipelineGreedy runs a TOML pipeline on the reference model through the installed file
 // opener: the prompt text encodes to the reference ids and greedy decoding reproduces
 // llama.cpp's continuation.
+// TestPipelineGreedy runs a pipeline on a model file, mapped and read into memory
+// (mmap = false), against llama.cpp's greedy run.
 func TestPipelineGreedy(t *testing.T) {
+	for _, mmap := range []string{"", "mmap = false\n"} {
+		t.Run(strings.TrimSpace(mmap), func(t *testing.T) { testPipelineGreedy(t, mmap) })
+	}
+}
+
+// testPipelineGreedy is TestPipelineGreedy with extra lines in the [model] table.
+func testPipelineGreedy(t *testing.T, extra string) {
 	path := fixtures.Path(t, "models", "stories260K-f32.gguf")
-	toml := "[model]\npath = " + strconv.Quote(path) + "\nkv_type = \"f32\"\n\n[generation]\nmax_new_tokens = 100\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n"
+	toml := "[model]\npath = " + strconv.Quote(path) + "\nkv_type = \"f32\"\n" + extra + "\n[generation]\nmax_new_tokens = 100\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n"
 	spec, err := pipeline.Parse("greedy.toml", []byte(toml))
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +119,11 @@ func TestParseOptions(t *testing.T) {
 		check   func(o llama.Options) bool
 	}{
 		{"empty", nil, "", func(o llama.Options) bool {
-			return o.KVType == cache.Float32 && o.KVBudget == 0 && !o.NoPrefixCache && o.BlockSize == 0 && !o.NoRepack
+			return o.KVType == cache.Float32 && o.KVBudget == 0 && !o.NoPrefixCache && o.BlockSize == 0 && !o.NoRepack && !o.NoMmap
 		}},
-		{"all", map[string]any{"kv_type": "f16", "kv_budget_mb": int64(64), "block_size": int64(32), "prefix_cache": false, "context_length": int64(100), "batch_tokens": int64(64), "repack": false}, "",
+		{"all", map[string]any{"kv_type": "f16", "kv_budget_mb": int64(64), "block_size": int64(32), "prefix_cache": false, "context_length": int64(100), "batch_tokens": int64(64), "repack": false, "mmap": false}, "",
 			func(o llama.Options) bool {
-				return o.KVType == cache.Float16 && o.KVBudget == 64<<20 && o.BlockSize == 32 && o.NoPrefixCache && o.ContextLength == 100 && o.BatchTokens == 64 && o.NoRepack
+				return o.KVType == cache.Float16 && o.KVBudget == 64<<20 && o.BlockSize == 32 && o.NoPrefixCache && o.ContextLength == 100 && o.BatchTokens == 64 && o.NoRepack && o.NoMmap
 			}},
 		{"q8_0 kv", map[string]any{"kv_type": "q8_0"}, "", func(o llama.Options) bool { return o.KVType == cache.Q8_0 }},
 		{"bad kv type", map[string]any{"kv_type": "q8"}, "kv_type", nil},
@@ -123,6 +132,7 @@ func TestParseOptions(t *testing.T) {
 		{"fractional block", map[string]any{"block_size": 1.5}, "block_size", nil},
 		{"prefix cache not bool", map[string]any{"prefix_cache": "yes"}, "prefix_cache", nil},
 		{"repack not bool", map[string]any{"repack": int64(1)}, "repack", nil},
+		{"mmap not bool", map[string]any{"mmap": "no"}, "mmap", nil},
 		{"unknown", map[string]any{"threads": int64(2)}, "unknown model option", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
