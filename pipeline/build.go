@@ -53,6 +53,9 @@ type Overrides struct {
 	KVBudgetMiB *int
 	// KVType sets the [model] option kv_type: the KV cache's element type (f32, f16, q8_0).
 	KVType *string
+	// NoMmap sets the option mmap = false of [model] and [draft_model]: their files are read
+	// into memory instead of mapped.
+	NoMmap bool
 	// JSONSchemaFile, Regex and GrammarFile add a json_schema, regex or grammar processor
 	// first in the chain (before any processor that truncates the candidates); a relative
 	// file is read from the working directory.
@@ -325,10 +328,7 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 	}
 	// modelOption sets a [model] option from a flag, which the option's errors then name.
 	modelOption := func(key string, v any, flag string) {
-		if spec.Model.Options == nil {
-			spec.Model.Options = map[string]any{}
-		}
-		spec.Model.Options[key] = v
+		spec.Model.SetOption(key, v)
 		el.flags["model."+key] = flag
 	}
 	if o.KVBudgetMiB != nil {
@@ -340,6 +340,13 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 	}
 	if o.KVType != nil { // checked by the model loader
 		modelOption("kv_type", *o.KVType, "--kv-type")
+	}
+	if o.NoMmap {
+		modelOption("mmap", false, "--no-mmap")
+		if spec.DraftModel != nil {
+			spec.DraftModel.SetOption("mmap", false)
+			el.flags["draft_model.mmap"] = "--no-mmap (draft model)"
+		}
 	}
 	// set overrides the parameter of the first processor of type typ, or adds a processor;
 	// either way the parameter's errors name the flag.

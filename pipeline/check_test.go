@@ -237,3 +237,14 @@ func TestMaxPromptBytes(t *testing.T) {
 		}
 	}
 }
+
+// --no-mmap sets mmap = false on the model and the draft model, whose loaders' errors about
+// it name the flag.
+func TestNoMmapOverride(t *testing.T) {
+	src := "[model]\nbuiltin = \"checked\"\n[draft_model]\nbuiltin = \"checked\"\n[strategy]\ntype = \"speculative\"\n"
+	got := buildErrors(t, src, pipeline.Options{Overrides: pipeline.Overrides{NoMmap: true}})
+	want := []string{"--no-mmap: unknown model option (known: threads)", "--no-mmap (draft model): unknown model option (known: threads)"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -53,6 +53,15 @@ type ModelSpec struct {
 	path    string // field path for errors: "model" or "draft_model"
 }
 
+// SetOption sets the option key of the table to v (a command-line setting replacing the
+// file's), checked by the model loader as the file's options are.
+func (m *ModelSpec) SetOption(key string, v any) {
+	if m.Options == nil {
+		m.Options = map[string]any{}
+	}
+	m.Options[key] = v
+}
+
 // Generation holds the request defaults of [generation].
 type Generation struct {
 	MaxNewTokens int

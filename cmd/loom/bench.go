@@ -35,7 +35,7 @@ func init() {
 type benchFlags struct {
 	synthetic, types, keep, kv string
 	prompt, gen, reps          int
-	jsonOut                    bool
+	jsonOut, noMmap            bool
 	llamaBench                 string
 	alternate                  int
 }
@@ -74,6 +74,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.gen, "n", 128, "tokens of the generation test (0 skips it)")
 	fs.IntVar(&f.reps, "r", 3, "repetitions of each test")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per result")
+	fs.BoolVar(&f.noMmap, "no-mmap", false, "read the model files into memory (on Linux on transparent huge pages) instead of mapping them; llama-bench gets -mmp 0")
 	fs.StringVar(&f.llamaBench, "llama-bench", "", "run this llama-bench on the same files, alternating with loom, and print the ratios")
 	fs.IntVar(&f.alternate, "alternate", 5, "with --llama-bench: rounds of loom then llama-bench per file (medians are reported)")
 	paths, err := parseFlags(fs, args)
@@ -152,7 +153,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	var kvPerToken int64
 	for _, tg := range targets {
-		opts := llama.Options{KVType: kvType, NoPrefixCache: true, BatchTokens: max(f.prompt, 1)}
+		opts := llama.Options{KVType: kvType, NoPrefixCache: true, BatchTokens: max(f.prompt, 1), NoMmap: f.noMmap}
 		if loader.IsTerminal(os.Stderr) {
 			opts.Progress = loader.TerminalProgress(stderr, filepath.Base(tg.path))
 		}

@@ -46,7 +46,8 @@ type serveBench struct {
 	Vary        float64 `json:"vary"`
 	KV          string  `json:"kv_type"` // the engine's KV cache element type
 	PromptWords int     `json:"prompt_words"`
-	Round       int     `json:"round"` // 1, 2, … (--rounds)
+	NoMmap      bool    `json:"no_mmap,omitempty"` // the model file read into memory (--no-mmap)
+	Round       int     `json:"round"`             // 1, 2, … (--rounds)
 	// SteadyTokensPerS is the rate while every stream had a request in flight: the tokens
 	// that arrived from the end of the level's first request (the start burst of prompts
 	// over) to the first moment a stream found no request left to send (the level's tail
@@ -143,6 +144,7 @@ type serveLoad struct {
 	streams, requests, tokens, words int
 	vary                             float64
 	kv                               string // both engines' KV cache element type
+	noMmap                           bool   // both engines read the model file into memory
 }
 
 // tokensOf is request i's max_tokens: the same for every engine, spread evenly over the range
@@ -180,6 +182,7 @@ latency are per request and per token.
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
 	rounds := fs.Int("rounds", 1, "run the levels this many times, one round after another; with more than one, a summary follows: each engine's medians per level, and its rate there over its rate at the first level of the same round (median, least and most over the rounds); with --json, one object per engine and level, its fields named median_… and …_ratio_to_first_level")
 	kv := fs.String("kv", "f16", "KV cache element type of both engines: f16 (llama-server's default), f32 or q8_0 (llama-server then runs with flash attention, which its quantized caches need)")
+	noMmap := fs.Bool("no-mmap", false, "both engines read the model file into memory instead of mapping it (loom's mmap = false, llama-server's --no-mmap)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -276,7 +279,7 @@ latency are per request and per token.
 				}
 				var r serveBench
 				var err error
-				load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary, kv: *kv}
+				load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary, kv: *kv, noMmap: *noMmap}
 				if eng == "loom" {
 					r, err = benchLoomServe(ctx, abs, load)
 				} else {
@@ -289,7 +292,7 @@ latency are per request and per token.
 					return fmt.Errorf("%s at %d streams: %w", eng, c, err)
 				}
 				r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
-				r.KV, r.Round = *kv, round
+				r.KV, r.Round, r.NoMmap = *kv, round, *noMmap
 				if err := report(r); err != nil {
 					return err
 				}
@@ -350,7 +353,11 @@ func freeAddr() (string, error) {
 // saw the tokens late while the server's pool spun through a step (its spinning workers keep
 // the scheduler from polling the network), so that tokens sent apart arrived together.
 func benchLoomServe(ctx context.Context, model string, load serveLoad) (serveBench, error) {
-	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\n\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, load.maxTokens())
+	mmap := ""
+	if load.noMmap {
+		mmap = "mmap = false\n"
+	}
+	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\n%s\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, mmap, load.maxTokens())
 	if _, err := pipeline.Parse("bench.toml", []byte(src)); err != nil {
 		return serveBench{}, err
 	}
@@ -423,6 +430,9 @@ func benchLlamaServer(ctx context.Context, bin, model string, load serveLoad) (s
 		"-t", "2", "-c", strconv.Itoa(load.streams*perSlot), "-ctk", load.kv, "-ctv", load.kv)
 	if load.kv == cache.Q8_0.String() {
 		cmd.Args = append(cmd.Args, "-fa") // llama.cpp's quantized V cache needs flash attention
+	}
+	if load.noMmap {
+		cmd.Args = append(cmd.Args, "--no-mmap")
 	}
 	stop, err := startServer(ctx, "llama-server", cmd, "http://"+addr+"/health")
 	if err != nil {

@@ -50,6 +50,7 @@ func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print the result as one JSON object")
 	model := fs.String("model", "", "GGUF model file (replaces the pipeline's [model], keeping its options)")
 	draftModel := fs.String("draft-model", "", "GGUF draft model file (replaces the pipeline's [draft_model], keeping its options)")
+	noMmap := fs.Bool("no-mmap", false, noMmapUsage)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -70,7 +71,7 @@ func runBenchStrategy(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts := pipeline.Options{StartPlugins: startPlugins}
-	opts.Overrides.ModelPath, opts.Overrides.DraftModelPath = *model, *draftModel
+	opts.Overrides.ModelPath, opts.Overrides.DraftModelPath, opts.Overrides.NoMmap = *model, *draftModel, *noMmap
 	built, err := pipeline.Build(spec, opts)
 	if err != nil {
 		return err

@@ -138,7 +138,7 @@ func TestBenchStrategyModelFlags(t *testing.T) {
 	}
 	models := "../../testdata/models/"
 	code, stdout, stderr := runCLI(t, "bench", "strategy", "--json", "-n", "32", "-r", "2", "--prompt", "Once upon a time",
-		"--model", models+"stories260K-f32.gguf", "--draft-model", models+"stories260K-f16.gguf", pl)
+		"--model", models+"stories260K-f32.gguf", "--draft-model", models+"stories260K-f16.gguf", "--no-mmap", pl)
 	if code != 0 {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
@@ -208,7 +208,7 @@ func TestBenchServe(t *testing.T) {
 // TestBenchServeRounds runs two rounds of two levels: four results numbered by round, then
 // each level's medians and its rate over the first level's, as the results give them.
 func TestBenchServeRounds(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,2", "--requests", "4", "-n", "6", "--prompt-words", "4", "--llama-server", "none", "--json", "--rounds", "2")
+	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "1,2", "--requests", "4", "-n", "6", "--prompt-words", "4", "--llama-server", "none", "--json", "--rounds", "2", "--no-mmap")
 	if code != 0 {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
@@ -222,7 +222,7 @@ func TestBenchServeRounds(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Round != 1+i/2 || r.Streams != []int{1, 2}[i%2] || r.Errors != 0 || r.TokensPerS <= 0 {
+		if r.Round != 1+i/2 || r.Streams != []int{1, 2}[i%2] || r.Errors != 0 || r.TokensPerS <= 0 || !r.NoMmap {
 			t.Fatalf("result %d: %+v", i, r)
 		}
 		results = append(results, r)
@@ -427,6 +427,13 @@ func TestBenchVersusLlamaBench(t *testing.T) {
 	c, _ = os.ReadFile(calls)
 	if code != 0 || !strings.Contains(string(c), "-ctk q8_0 -ctv q8_0") || !strings.Contains(string(c), "-fa 1") {
 		t.Errorf("--kv q8_0: exit code %d (%s); llama-bench called with:\n%s", code, stderr, c)
+	}
+	// Both engines read the file into memory with --no-mmap.
+	os.Remove(calls)
+	code, _, stderr = runCLI(t, "bench", "--synthetic", "tiny", "--type", "f32", "-p", "16", "-n", "8", "--alternate", "1", "--no-mmap", "--llama-bench", fake)
+	c, _ = os.ReadFile(calls)
+	if code != 0 || !strings.HasSuffix(strings.TrimSpace(string(c)), "-mmp 0") {
+		t.Errorf("--no-mmap: exit code %d (%s); llama-bench called with:\n%s", code, stderr, c)
 	}
 
 	bad := filepath.Join(dir, "broken-bench")

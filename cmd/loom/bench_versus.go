@@ -44,7 +44,7 @@ func benchVersusLlamaCpp(ctx context.Context, f benchFlags, kvType cache.DType, 
 		fmt.Fprintf(stdout, "| %s | ------------ | ------ | --------: | --------: | -----: |\n", "----------------------")
 	}
 	for i, path := range paths {
-		m, err := llama.Open(path, llama.Options{KVType: kvType, NoPrefixCache: true, BatchTokens: max(f.prompt, 1)})
+		m, err := llama.Open(path, llama.Options{KVType: kvType, NoPrefixCache: true, BatchTokens: max(f.prompt, 1), NoMmap: f.noMmap})
 		if err != nil {
 			return err
 		}
@@ -84,7 +84,7 @@ func benchVersusLlamaCpp(ctx context.Context, f benchFlags, kvType cache.DType, 
 				}
 				t.res.Loom = append(t.res.Loom, float64(t.n)/d.Seconds())
 			}
-			pp, tg, err := runLlamaBench(ctx, f.llamaBench, path, f.prompt, f.gen, threads, f.kv)
+			pp, tg, err := runLlamaBench(ctx, f.llamaBench, path, f.prompt, f.gen, threads, f.kv, f.noMmap)
 			if err != nil {
 				m.Close()
 				return err
@@ -119,11 +119,14 @@ func benchVersusLlamaCpp(ctx context.Context, f benchFlags, kvType cache.DType, 
 
 // runLlamaBench runs llama-bench once on path and returns its prompt and generation
 // tokens/s.
-func runLlamaBench(ctx context.Context, bin, path string, prompt, gen, threads int, kv string) (pp, tg float64, err error) {
+func runLlamaBench(ctx context.Context, bin, path string, prompt, gen, threads int, kv string, noMmap bool) (pp, tg float64, err error) {
 	cmd := exec.CommandContext(ctx, bin, "-m", path, "-p", strconv.Itoa(prompt), "-n", strconv.Itoa(gen),
 		"-t", strconv.Itoa(threads), "-r", "1", "-ctk", kv, "-ctv", kv, "-o", "jsonl")
 	if kv == cache.Q8_0.String() {
 		cmd.Args = append(cmd.Args, "-fa", "1") // llama.cpp's quantized V cache needs flash attention
+	}
+	if noMmap {
+		cmd.Args = append(cmd.Args, "-mmp", "0")
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -124,7 +124,7 @@ type runFlags struct {
 	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
 	seed                                        optionalSeed
 	temperature, topP                           optionalFloat
-	jsonOut, logprobs, quiet, lineage           bool
+	jsonOut, logprobs, quiet, lineage, noMmap   bool
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -142,6 +142,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.topP, "top-p", "nucleus sampling threshold in [0, 1] (1 = off)")
 	fs.Var(&f.kvBudg, "kv-budget", "most memory the KV cache may take, in MiB (default: the model's, see kv_budget_mb)")
 	fs.Var(&f.kvType, "kv-type", "KV cache element type: f32, f16 or q8_0 (default: the pipeline's kv_type, else f32)")
+	fs.BoolVar(&f.noMmap, "no-mmap", false, noMmapUsage)
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object with the whole result, token ids included")
 	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs): a table per sequence on standard error, or in --json")
 	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100] (shown as --logprobs shows its table)")
@@ -187,6 +188,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	o.Temperature, o.TopP, o.TopK = f.temperature.v, f.topP.v, f.topK.v
 	o.MaxNewTokens, o.N, o.TopLogprobs, o.Trace, o.KVBudgetMiB = f.maxNew.v, f.n.v, f.topLogprobs.v, f.trace.v, f.kvBudg.v
 	o.JSONSchemaFile, o.Regex, o.GrammarFile, o.KVType = f.jsonSchema.v, f.regex.v, f.grammar.v, f.kvType.v
+	o.NoMmap = f.noMmap
 	built, err := pipeline.Build(spec, opts)
 	if err != nil {
 		return err
@@ -247,6 +249,9 @@ func explain(err error) error {
 	}
 	return err
 }
+
+// noMmapUsage is the help of every command's --no-mmap.
+const noMmapUsage = "read model files into memory (on Linux on transparent huge pages) instead of mapping them: the [model] option mmap = false, for the draft model too"
 
 const kvBudgetHint = "raise the KV cache budget with --kv-budget MIB (or kv_budget_mb in the pipeline's [model] table), or lower --n or --max-new-tokens"
 

@@ -133,3 +133,20 @@ func TestProcessorsListsEveryBuiltIn(t *testing.T) {
 		}
 	}
 }
+
+// TestRunNoMmap runs a model file mapped and read into memory (--no-mmap): the same text.
+func TestRunNoMmap(t *testing.T) {
+	model := fixture(t, "models/stories260K-f32.gguf")
+	var texts []string
+	for _, extra := range [][]string{nil, {"--no-mmap"}} {
+		args := append([]string{"run", "--model", model, "--prompt", "Once upon a time", "--max-new-tokens", "24", "--seed", "7", "--quiet"}, extra...)
+		code, out, errs := loom(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errs)
+		}
+		texts = append(texts, out)
+	}
+	if texts[0] == "" || texts[0] != texts[1] {
+		t.Errorf("mapped %q, --no-mmap %q", texts[0], texts[1])
+	}
+}

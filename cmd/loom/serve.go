@@ -41,6 +41,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	chunk := fs.Int("chunk-tokens", batch.DefaultChunkTokens, "prompt tokens prefilled per step (long prompts take several steps)")
 	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
 	model := fs.String("model", "", "GGUF model file replacing every pipeline's [model]")
+	noMmap := fs.Bool("no-mmap", false, noMmapUsage)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -57,7 +58,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
 		BatchWindow: *window, ChunkTokens: *chunk, StartPlugins: startPlugins, Logger: log})
 	defer s.Close()
-	if err := loadServed(s, pos, *model); err != nil {
+	if err := loadServed(s, pos, *model, *noMmap); err != nil {
 		return err
 	}
 
@@ -96,8 +97,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // loadServed loads the pipeline files given, or with none the example pipelines built into
-// loom (on the embedded default model); model, when set, replaces every pipeline's [model].
-func loadServed(s *server.Server, files []string, model string) error {
+// loom (on the embedded default model); model, when set, replaces every pipeline's [model],
+// and noMmap sets mmap = false on every model and draft model.
+func loadServed(s *server.Server, files []string, model string, noMmap bool) error {
 	type source struct{ name, file string }
 	var srcs []source
 	for _, f := range files {
@@ -138,6 +140,12 @@ func loadServed(s *server.Server, files []string, model string) error {
 		}
 		if model != "" {
 			spec.Model.Path, spec.Model.Builtin = model, ""
+		}
+		if noMmap {
+			spec.Model.SetOption("mmap", false)
+			if spec.DraftModel != nil {
+				spec.DraftModel.SetOption("mmap", false)
+			}
 		}
 		if err := s.Add(src.name, spec); err != nil {
 			return err

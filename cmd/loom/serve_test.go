@@ -168,7 +168,8 @@ func TestServeModelFlag(t *testing.T) {
 		return out.Choices[0].Text
 	}
 	var texts []string
-	for _, args := range [][]string{{"../../pipelines/greedy.toml"}, {"--model", "../../models/default.gguf", "../../pipelines/greedy.toml"}} {
+	for _, args := range [][]string{{"../../pipelines/greedy.toml"}, {"--model", "../../models/default.gguf", "../../pipelines/greedy.toml"},
+		{"--no-mmap", "--model", "../../models/default.gguf", "../../pipelines/greedy.toml"}} {
 		url, done := startServe(t, args...)
 		texts = append(texts, ask(url))
 		if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
@@ -178,8 +179,8 @@ func TestServeModelFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if texts[0] != texts[1] || texts[0] == "" {
-		t.Errorf("embedded model %q, --model default.gguf %q", texts[0], texts[1])
+	if texts[0] != texts[1] || texts[0] != texts[2] || texts[0] == "" {
+		t.Errorf("embedded model %q, --model default.gguf %q, with --no-mmap %q", texts[0], texts[1], texts[2])
 	}
 	err := runServe([]string{"--addr", "127.0.0.1:0", "--model", "/nonexistent/m.gguf"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--model") {
