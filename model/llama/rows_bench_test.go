@@ -18,7 +18,8 @@ import (
 // LOOM_BENCH_KV names: f32, f16, q8_0), the sequences sharing their prompt's cache blocks
 // (rows=N, as beams do) or each with a prompt of its own (distinct/rows=N, as requests do):
 // the cost of the rows a batch or beam search adds. It runs the embedded default model, or the
-// GGUF file named by LOOM_BENCH_GGUF.
+// GGUF file named by LOOM_BENCH_GGUF (read into memory with LOOM_BENCH_NO_MMAP=1, as
+// Options.NoMmap does).
 func BenchmarkForwardRows(b *testing.B) {
 	var m *llama.Model
 	var err error
@@ -34,7 +35,7 @@ func BenchmarkForwardRows(b *testing.B) {
 			b.Fatalf("LOOM_BENCH_CONTEXT=%q: want a positive number of tokens", s)
 		}
 	}
-	opts := llama.Options{KVType: kv, KVBudget: 4 << 30}
+	opts := llama.Options{KVType: kv, KVBudget: 4 << 30, NoMmap: os.Getenv("LOOM_BENCH_NO_MMAP") == "1"}
 	if f := os.Getenv("LOOM_BENCH_GGUF"); f != "" {
 		m, err = llama.Open(f, opts)
 	} else {
