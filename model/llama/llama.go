@@ -145,7 +145,8 @@ type Options struct {
 	// see gguf.ReadFile): on Linux memory advised for transparent huge pages. The weights
 	// that are read in place (float types, and the quantized ones that are not packed) then
 	// stream from it faster wherever file-backed pages are slow to read through: on the
-	// machine docs/BENCHMARKS.md measures on, a 110M F32 model generates 1.7–2× faster. It
+	// machine docs/BENCHMARKS.md measures on, a 110M F32 model generates 4–30 % faster, and
+	// twice as fast in some of its states. It
 	// costs the copy's memory (the page cache may keep the file as well) and the time to read
 	// the whole file at load, which the default prefetch spends anyway.
 	NoMmap bool
