@@ -153,6 +153,7 @@ type workspace struct {
 	xr, logits                        []float32
 	segs                              []segment
 	tasks                             []attnTask
+	partner                           []int // attention's pairs of segments (pairSegments)
 	outs                              [][]float32
 	runs                              []itemRun
 	rows                              []rowInfo

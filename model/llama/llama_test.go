@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -710,5 +712,83 @@ func TestWorkspaceScratchFollowsWorkers(t *testing.T) {
 			t.Fatalf("a workspace with scratch for %d workers, the model has 4", len(ws.scratch))
 		}
 		m.workspaces.Put(ws)
+	}
+}
+
+// TestPairedAttentionEqualsAlone decodes a step of four forks of one prompt (beams: each a
+// token of its own after the fork, so that they share the prompt's full cache blocks and not
+// the last one) in one forward, for each cache type and on one to three workers: attention
+// pairs the forks (pairSegments) and reads each shared block once for two of them
+// (attendPair), and every fork's logits must have the bits of its forward alone.
+func TestPairedAttentionEqualsAlone(t *testing.T) {
+	const forks = 4
+	prompt := make([]int32, 40) // two full blocks of 16 and a partial one
+	for i := range prompt {
+		prompt[i] = int32(300 + i*37%2000)
+	}
+	for _, kv := range []cache.DType{cache.Float32, cache.Float16, cache.Q8_0} {
+		m, err := Open(filepath.Join("..", "..", "models", "default.gguf"), Options{KVType: kv, NoPrefixCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		newState := func() core.State {
+			st, err := m.NewState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+		alone := make([][]float32, forks)
+		for i := range forks {
+			st := newState()
+			forward1(t, m, st, prompt)
+			forward1(t, m, st, []int32{int32(500 + i)})
+			alone[i] = slices.Clone(forward1(t, m, st, []int32{int32(700 + i)}))
+		}
+		workers := m.workers
+		for _, w := range []int{1, 2, 3} {
+			m.workers = w
+			base := newState()
+			forward1(t, m, base, prompt)
+			batch := make([]core.ForwardItem, forks)
+			for i := range batch {
+				st, err := base.Fork()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				forward1(t, m, st, []int32{int32(500 + i)})
+				batch[i] = core.ForwardItem{State: st, Tokens: []int32{int32(700 + i)}}
+			}
+			// The forks pair up: their spans (as attention will see them, less the new row's
+			// position) share the two full blocks.
+			ws := &workspace{}
+			var rows []rowInfo
+			for i, it := range batch {
+				seq := it.State.(*state).seq
+				ws.segs = append(ws.segs, segment{item: i, a: i, b: i + 1})
+				ws.spans = append(ws.spans, seq.Spans(0, len(prompt)+1, nil))
+				rows = append(rows, rowInfo{item: i, pos: len(prompt)})
+			}
+			partner := m.pairSegments(ws, rows)
+			for i, p := range partner {
+				if p < 0 || partner[p] != i || sharedSpans(ws.spans[i], ws.spans[p]) != 2 {
+					t.Fatalf("kv %v: partners %v: fork %d not paired with one sharing its two full blocks", kv, partner, i)
+				}
+			}
+			if err := m.Forward(context.Background(), batch); err != nil {
+				t.Fatal(err)
+			}
+			for i := range batch {
+				for v, x := range batch[i].Logits[0] {
+					if math.Float32bits(x) != math.Float32bits(alone[i][v]) {
+						t.Fatalf("kv %v, %d workers: fork %d, logit %d: %v batched with its siblings, %v alone", kv, w, i, v, x, alone[i][v])
+					}
+				}
+			}
+		}
+		m.workers = workers
 	}
 }

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/loomlm/loom/cache"
@@ -107,8 +108,10 @@ type attnScratch struct {
 // cache blocks for its rows and query heads (in chunks that bound the scores' memory): per
 // block kernels.AttnScores gives each query's scores against the block's keys; a softmax
 // over each query's positions makes them weights; a second walk adds each block's values
-// with kernels.AttnAccumulate. Each query is computed alone and in the same order whatever
-// else is in the batch.
+// with kernels.AttnAccumulate. Single rows of sequences that share their first cache blocks
+// (beams, samples of one prompt) are taken in pairs (pairSegments, attendPair), each shared
+// block read once for both. Each query is computed alone and in the same order whatever else
+// is in the batch.
 func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	p := &m.p
 	for len(ws.spans) < len(ws.segs) {
@@ -120,19 +123,32 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 		ws.spans[s] = runs[sg.item].st.seq.Spans(li, end, ws.spans[s][:0])
 		work += (sg.b - sg.a) * end
 	}
+	partner := m.pairSegments(ws, rows)
 	heads, split := attnSplit(len(ws.segs), p.KVHeads, m.workers)
 	ws.tasks = ws.tasks[:0]
 	for s, sg := range ws.segs {
+		if t := partner[s]; t >= 0 {
+			if t > s { // one task for both, every row of each a single one
+				for g := 0; g < p.KVHeads; g += heads {
+					ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, seg2: t, g0: g, g1: min(g+heads, p.KVHeads), a: sg.a, b: sg.b})
+				}
+			}
+			continue
+		}
 		parts := min(split, sg.b-sg.a)
 		for g := 0; g < p.KVHeads; g += heads {
 			for k := range parts {
 				a := sg.a + k*(sg.b-sg.a)/parts
 				b := sg.a + (k+1)*(sg.b-sg.a)/parts
-				ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, g0: g, g1: min(g+heads, p.KVHeads), a: a, b: b})
+				ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, seg2: -1, g0: g, g1: min(g+heads, p.KVHeads), a: a, b: b})
 			}
 		}
 	}
 	fn := func(task, worker int) {
+		if t := ws.tasks[task]; t.seg2 >= 0 {
+			m.attendPair(ws, &ws.scratch[worker], rows, t)
+			return
+		}
 		m.attendTask(ws, &ws.scratch[worker], rows, ws.tasks[task])
 	}
 	// Small work is not worth waking other goroutines for.
@@ -169,8 +185,9 @@ func attnSplit(segs, kvHeads, workers int) (heads, split int) {
 // maxAttnScores bounds the scores a task holds at once (a variable for tests).
 var maxAttnScores = 1 << 20
 
-// attnTask is the attention of key/value heads [g0, g1) for rows [a, b) of segment seg.
-type attnTask struct{ li, seg, g0, g1, a, b int }
+// attnTask is the attention of key/value heads [g0, g1) for rows [a, b) of segment seg, or,
+// when seg2 is not -1, for the single rows of segments seg and seg2 (attendPair).
+type attnTask struct{ li, seg, seg2, g0, g1, a, b int }
 
 // attendTask computes the attention output of the query heads of key/value heads
 // [task.g0, task.g1) for rows [task.a, task.b) of a segment, in two passes over the
@@ -196,23 +213,8 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	perRow := (g1 - g0) * group
 	nq := (task.b - task.a) * perRow
 	kvOf := func(i int) int { return g0 + i%perRow/group }
-	bs := m.pool.Config().BlockSize
-	kvType := m.pool.Config().DType
-	dt := ggml.F32
-	switch kvType {
-	case cache.Float16:
-		dt = ggml.F16
-	case cache.Q8_0:
-		dt = ggml.Q8_0
-	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	if p.AttnScale != 0 {
-		scale = float32(p.AttnScale)
-	}
-	window, capAt := m.layers[task.li].window, p.AttnSoftcap
-	if capAt != 0 {
-		scale = 1 // the queries were scaled before the product (see layer)
-	}
+	ap := m.attnParamsOf(task.li)
+	bs, kvType, dt := ap.bs, ap.kvType, ap.dt
 	first := rows[task.a].pos // the rows' positions are first, first+1, …
 	end := rows[task.b-1].pos + 1
 
@@ -276,30 +278,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			}
 		}
 		for i := range n {
-			pos := first + (c0+i)/perRow
-			lo := 0 // the first position the row attends to
-			if window > 0 {
-				lo = max(0, pos-window+1)
-			}
-			clear(scores[i*cEnd : i*cEnd+lo])
-			row := scores[i*cEnd+lo : i*cEnd+pos+1]
-			var mx float32
-			if capAt == 0 { // vectorised: the same products, the same maximum
-				fastmath.Scale(row, scale)
-				var nan bool
-				if mx, nan = fastmath.MaxValue(row); nan {
-					mx = float32(math.NaN()) // as max gives
-				}
-			} else {
-				mx = float32(math.Inf(-1))
-				for t, v := range row {
-					v = capAt * float32(math.Tanh(float64(v*scale*(1/capAt))))
-					row[t] = v
-					mx = max(mx, v)
-				}
-			}
-			sc.sum[i] = float32(fastmath.ExpShiftSum(row, row, mx))
-			clear(scores[i*cEnd+pos+1 : (i+1)*cEnd]) // later positions weigh nothing
+			sc.sum[i] = ap.softmax(scores[i*cEnd:(i+1)*cEnd], first+(c0+i)/perRow)
 		}
 
 		acc := sc.acc[:n*hd]
@@ -333,13 +312,240 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			qi := c0 + i
 			r := task.a + qi/perRow
 			h := g0*group + qi%perRow
-			inv := 1 / sc.sum[i]
-			dst := ws.att[r*qDim+h*hd : r*qDim+(h+1)*hd]
-			for j, a := range acc[i*hd : (i+1)*hd] {
-				dst[j] = a * inv
+			normalise(ws.att[r*qDim+h*hd:r*qDim+(h+1)*hd], acc[i*hd:(i+1)*hd], sc.sum[i])
+		}
+	}
+}
+
+// pairWindow is how many later segments pairSegments looks at for a segment's partner: beam
+// search and sampling list a sequence's forks together.
+const pairWindow = 8
+
+// pairSegments pairs the segments whose attention can share its reads of keys and values:
+// two segments of one row each, at the same position, whose sequences start with the same
+// cache blocks (forks sharing a prefix copy-on-write, or the prefix cache's blocks: beams,
+// samples of one prompt, requests with one system prompt), each segment with the one among
+// the next pairWindow that shares most blocks with it. It returns each segment's partner, or
+// -1.
+func (m *Model) pairSegments(ws *workspace, rows []rowInfo) []int {
+	n := len(ws.segs)
+	ws.partner = ws.partner[:0]
+	for range n {
+		ws.partner = append(ws.partner, -1)
+	}
+	single := func(s int) bool { return ws.segs[s].b-ws.segs[s].a == 1 }
+	for s := range n {
+		if ws.partner[s] >= 0 || !single(s) {
+			continue
+		}
+		pos := rows[ws.segs[s].a].pos
+		if 2*m.p.Heads*(pos+1) > maxAttnScores {
+			continue
+		}
+		best, most := -1, 0
+		for t := s + 1; t < min(n, s+1+pairWindow); t++ {
+			if ws.partner[t] >= 0 || !single(t) || rows[ws.segs[t].a].pos != pos {
+				continue
+			}
+			if k := sharedSpans(ws.spans[s], ws.spans[t]); k > most {
+				best, most = t, k
+			}
+		}
+		if best >= 0 {
+			ws.partner[s], ws.partner[best] = best, s
+		}
+	}
+	return ws.partner
+}
+
+// sharedSpans counts the leading spans of a and b that are the same cache block. Sharing is
+// a prefix (a sequence shares a block with another only if it shares every block before it),
+// so the count is found by bisection.
+func sharedSpans(a, b []cache.Span) int {
+	return sort.Search(min(len(a), len(b)), func(k int) bool { return !sameBlock(&a[k], &b[k]) })
+}
+
+// sameBlock reports whether a and b are the same rows of the same cache block.
+func sameBlock(a, b *cache.Span) bool {
+	return a.Start == b.Start && a.Rows == b.Rows && len(a.K) > 0 && len(b.K) > 0 && &a.K[0] == &b.K[0]
+}
+
+// attendPair is attendTask for the single rows of two segments at the same position,
+// task.seg's and task.seg2's (pairSegments), and key/value heads [task.g0, task.g1): in each
+// block the two sequences share, a key (value) row of a head is loaded once for both rows'
+// queries of the head (kernels.AttnScores2, kernels.AttnAccumulate2; Q8_0 keys are scored a
+// query at a time); in the others each row's queries read their own. Every output has the
+// bits attendTask gives the row alone: the same scores, softmax and sums in the same order.
+func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
+	p := &m.p
+	ap := m.attnParamsOf(task.li)
+	hd, group := p.HeadDim, p.Heads/p.KVHeads
+	qDim := p.Heads * hd
+	g0, g1 := task.g0, task.g1
+	perRow := (g1 - g0) * group
+	segs := [2]segment{ws.segs[task.seg], ws.segs[task.seg2]}
+	spans := [2][]cache.Span{ws.spans[task.seg], ws.spans[task.seg2]}
+	pos := rows[segs[0].a].pos
+	end := pos + 1
+	// Query j·perRow + i is row j's query head g0·group + i, of key/value head g0 + i/group.
+	nq := 2 * perRow
+	sc.q = grow(sc.q, nq*hd)
+	for j, sg := range segs {
+		r := sg.a
+		copy(sc.q[j*perRow*hd:(j+1)*perRow*hd], ws.q[r*qDim+g0*group*hd:r*qDim+g1*group*hd])
+	}
+	qb := 0 // bytes of a quantized query, for Q8_0 keys
+	if ap.dt == ggml.Q8_0 {
+		qb = kernels.Q8QueryBytes(hd)
+		sc.qq = grow(sc.qq, nq*qb)
+		for i := range nq {
+			kernels.QuantizeQuery(sc.qq[i*qb:(i+1)*qb], sc.q[i*hd:(i+1)*hd])
+		}
+	}
+	sc.s = grow(sc.s, nq*end)
+	sc.tmp = grow(sc.tmp, 2*ap.bs)
+	sc.acc = grow(sc.acc, nq*hd)
+	sc.sum = grow(sc.sum, nq)
+	query := func(q int) []float32 { return sc.q[q*hd : (q+1)*hd] }
+	scores := func(q int) []float32 { return sc.s[q*end : (q+1)*end] }
+	acc := func(q int) []float32 { return sc.acc[q*hd : (q+1)*hd] }
+	out0, out1 := sc.tmp[:ap.bs], sc.tmp[ap.bs:2*ap.bs]
+	nb := min(len(spans[0]), len(spans[1]))
+	prefetch := func(k int, head func(*cache.Span, int) []byte) {
+		if k >= nb {
+			return
+		}
+		for g := g0; g < g1; g++ {
+			kernels.Prefetch(head(&spans[0][k], g))
+			if !sameBlock(&spans[0][k], &spans[1][k]) {
+				kernels.Prefetch(head(&spans[1][k], g))
 			}
 		}
 	}
+
+	for k := range nb {
+		prefetch(k+1, (*cache.Span).KHead)
+		sp := [2]*cache.Span{&spans[0][k], &spans[1][k]}
+		shared := sameBlock(sp[0], sp[1])
+		for i := range perRow {
+			kv := g0 + i/group
+			if shared && qb == 0 {
+				st, nr := sp[0].Start, min(sp[0].Rows, end-sp[0].Start)
+				kernels.AttnScores2(out0, out1, query(i), query(perRow+i), sp[0].KHead(kv), ap.dt, hd, ap.bs)
+				copy(scores(i)[st:st+nr], out0[:nr])
+				copy(scores(perRow + i)[st:st+nr], out1[:nr])
+				continue
+			}
+			for j := range 2 {
+				q := j*perRow + i
+				if qb > 0 {
+					kernels.AttnScoresQ8(out0, sc.qq[q*qb:(q+1)*qb], sp[j].KHead(kv), hd, ap.bs)
+				} else {
+					kernels.AttnScores(out0, query(q), sp[j].KHead(kv), ap.dt, hd, ap.bs)
+				}
+				st, nr := sp[j].Start, min(sp[j].Rows, end-sp[j].Start)
+				copy(scores(q)[st:st+nr], out0[:nr])
+			}
+		}
+	}
+	for q := range nq {
+		sc.sum[q] = ap.softmax(scores(q), pos)
+	}
+
+	clear(sc.acc[:nq*hd])
+	for k := range nb {
+		prefetch(k+1, (*cache.Span).VHead)
+		sp := [2]*cache.Span{&spans[0][k], &spans[1][k]}
+		shared := sameBlock(sp[0], sp[1])
+		for i := range perRow {
+			kv := g0 + i/group
+			if shared {
+				st, nr := sp[0].Start, min(sp[0].Rows, end-sp[0].Start)
+				values := sp[0].VHead(kv)[:nr*ap.kvType.Bytes(hd)]
+				kernels.AttnAccumulate2(acc(i), acc(perRow+i), scores(i)[st:st+nr], scores(perRow + i)[st:st+nr], values, ap.dt, hd, nr)
+				continue
+			}
+			for j := range 2 {
+				q := j*perRow + i
+				st, nr := sp[j].Start, min(sp[j].Rows, end-sp[j].Start)
+				values := sp[j].VHead(kv)[:nr*ap.kvType.Bytes(hd)]
+				kernels.AttnAccumulate(acc(q), scores(q)[st:st+nr], values, ap.dt, hd, nr)
+			}
+		}
+	}
+	for j, sg := range segs {
+		for i := range perRow {
+			h := g0*group + i
+			normalise(ws.att[sg.a*qDim+h*hd:sg.a*qDim+(h+1)*hd], acc(j*perRow+i), sc.sum[j*perRow+i])
+		}
+	}
+}
+
+// normalise sets dst to acc divided by sum: a query's weighted sum of values over its
+// softmax's denominator.
+func normalise(dst, acc []float32, sum float32) {
+	inv := 1 / sum
+	for j, a := range acc[:len(dst)] {
+		dst[j] = a * inv
+	}
+}
+
+// attnParams are what attention needs of a layer and of the cache: the cache's block size
+// and element type (as a kernel type), the score scale, the layer's window and the soft cap.
+type attnParams struct {
+	bs           int
+	kvType       cache.DType
+	dt           ggml.Type
+	scale, capAt float32
+	window       int
+}
+
+func (m *Model) attnParamsOf(li int) attnParams {
+	p := &m.p
+	ap := attnParams{bs: m.pool.Config().BlockSize, kvType: m.pool.Config().DType, dt: ggml.F32,
+		scale: float32(1 / math.Sqrt(float64(p.HeadDim))), window: m.layers[li].window, capAt: p.AttnSoftcap}
+	switch ap.kvType {
+	case cache.Float16:
+		ap.dt = ggml.F16
+	case cache.Q8_0:
+		ap.dt = ggml.Q8_0
+	}
+	if p.AttnScale != 0 {
+		ap.scale = float32(p.AttnScale)
+	}
+	if ap.capAt != 0 {
+		ap.scale = 1 // the queries were scaled before the product (see layer)
+	}
+	return ap
+}
+
+// softmax turns the scores of a query at position pos (row, at least pos+1 long, indexed by
+// position) into the exponentials of its softmax, scaled (or soft-capped) and shifted by their
+// maximum, zero outside the positions it attends to, and returns their sum.
+func (ap *attnParams) softmax(row []float32, pos int) float32 {
+	lo := 0 // the first position the row attends to
+	if ap.window > 0 {
+		lo = max(0, pos-ap.window+1)
+	}
+	clear(row[:lo])
+	clear(row[pos+1:]) // later positions weigh nothing
+	row = row[lo : pos+1]
+	var mx float32
+	if ap.capAt == 0 { // vectorised: the same products, the same maximum
+		fastmath.Scale(row, ap.scale)
+		var nan bool
+		if mx, nan = fastmath.MaxValue(row); nan {
+			mx = float32(math.NaN()) // as max gives
+		}
+	} else {
+		mx = float32(math.Inf(-1))
+		for t, v := range row {
+			v = ap.capAt * float32(math.Tanh(float64(v*ap.scale*(1/ap.capAt))))
+			row[t] = v
+			mx = max(mx, v)
+		}
+	}
+	return float32(fastmath.ExpShiftSum(row, row, mx))
 }
 
 // parallel runs fn(task, worker) for every task in [0, n) on up to m.workers goroutines, the
