@@ -715,11 +715,12 @@ func TestWorkspaceScratchFollowsWorkers(t *testing.T) {
 	}
 }
 
-// TestPairedAttentionEqualsAlone decodes a step of four forks of one prompt (beams: each a
-// token of its own after the fork, so that they share the prompt's full cache blocks and not
-// the last one) in one forward, for each cache type and on one to three workers: attention
-// pairs the forks (pairSegments) and reads each shared block once for two of them
-// (attendPair), and every fork's logits must have the bits of its forward alone.
+// TestPairedAttentionEqualsAlone decodes a step of four forks of one prompt (beams: each with
+// tokens of its own after the fork, one or two, so that they share the prompt's full cache
+// blocks and not the last one, and stand at two positions) in one forward, for each cache
+// type and on one to three workers: attention pairs the forks (pairSegments) and reads each
+// shared block once for two of them (attendPair), and every fork's logits must have the bits
+// of its forward alone.
 func TestPairedAttentionEqualsAlone(t *testing.T) {
 	const forks = 4
 	prompt := make([]int32, 40) // two full blocks of 16 and a partial one
@@ -740,11 +741,13 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 			t.Cleanup(func() { st.Close() })
 			return st
 		}
+		// own(i) is fork i's tokens after the prompt: one for even forks, two for odd ones.
+		own := func(i int) []int32 { return []int32{int32(500 + i), int32(600 + i)}[:1+i%2] }
 		alone := make([][]float32, forks)
 		for i := range forks {
 			st := newState()
 			forward1(t, m, st, prompt)
-			forward1(t, m, st, []int32{int32(500 + i)})
+			forward1(t, m, st, own(i))
 			alone[i] = slices.Clone(forward1(t, m, st, []int32{int32(700 + i)}))
 		}
 		workers := m.workers
@@ -759,7 +762,7 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { st.Close() })
-				forward1(t, m, st, []int32{int32(500 + i)})
+				forward1(t, m, st, own(i))
 				batch[i] = core.ForwardItem{State: st, Tokens: []int32{int32(700 + i)}}
 			}
 			// The forks pair up: their spans (as attention will see them, less the new row's
@@ -769,8 +772,9 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 			for i, it := range batch {
 				seq := it.State.(*state).seq
 				ws.segs = append(ws.segs, segment{item: i, a: i, b: i + 1})
-				ws.spans = append(ws.spans, seq.Spans(0, len(prompt)+1, nil))
-				rows = append(rows, rowInfo{item: i, pos: len(prompt)})
+				n := len(prompt) + len(own(i))
+				ws.spans = append(ws.spans, seq.Spans(0, n, nil))
+				rows = append(rows, rowInfo{item: i, pos: n - 1})
 			}
 			partner := m.pairSegments(ws, rows)
 			for i, p := range partner {

@@ -322,7 +322,7 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 const pairWindow = 8
 
 // pairSegments pairs the segments whose attention can share its reads of keys and values:
-// two segments of one row each, at the same position, whose sequences start with the same
+// two segments of one row each (at any positions) whose sequences start with the same
 // cache blocks (forks sharing a prefix copy-on-write, or the prefix cache's blocks: beams,
 // samples of one prompt, requests with one system prompt), each segment with the one among
 // the next pairWindow that shares most blocks with it. It returns each segment's partner, or
@@ -338,13 +338,9 @@ func (m *Model) pairSegments(ws *workspace, rows []rowInfo) []int {
 		if ws.partner[s] >= 0 || !single(s) {
 			continue
 		}
-		pos := rows[ws.segs[s].a].pos
-		if 2*m.p.Heads*(pos+1) > maxAttnScores {
-			continue
-		}
 		best, most := -1, 0
 		for t := s + 1; t < min(n, s+1+pairWindow); t++ {
-			if ws.partner[t] >= 0 || !single(t) || rows[ws.segs[t].a].pos != pos {
+			if ws.partner[t] >= 0 || !single(t) || 2*m.p.Heads*(max(rows[ws.segs[s].a].pos, rows[ws.segs[t].a].pos)+1) > maxAttnScores {
 				continue
 			}
 			if k := sharedSpans(ws.spans[s], ws.spans[t]); k > most {
@@ -370,12 +366,12 @@ func sameBlock(a, b *cache.Span) bool {
 	return a.Start == b.Start && a.Rows == b.Rows && len(a.K) > 0 && len(b.K) > 0 && &a.K[0] == &b.K[0]
 }
 
-// attendPair is attendTask for the single rows of two segments at the same position,
-// task.seg's and task.seg2's (pairSegments), and key/value heads [task.g0, task.g1): in each
-// block the two sequences share, a key (value) row of a head is loaded once for both rows'
-// queries of the head (kernels.AttnScores2, kernels.AttnAccumulate2; Q8_0 keys are scored a
-// query at a time); in the others each row's queries read their own. Every output has the
-// bits attendTask gives the row alone: the same scores, softmax and sums in the same order.
+// attendPair is attendTask for the single rows of two segments, task.seg's and task.seg2's
+// (pairSegments), and key/value heads [task.g0, task.g1): in each block the two sequences
+// share, a key (value) row of a head is loaded once for both rows' queries of the head
+// (kernels.AttnScores2, kernels.AttnAccumulate2; Q8_0 keys are scored a query at a time); in
+// the others each row's queries read their own. Every output has the bits attendTask gives
+// the row alone: the same scores, softmax and sums in the same order.
 func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
 	ap := m.attnParamsOf(task.li)
@@ -385,8 +381,8 @@ func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	perRow := (g1 - g0) * group
 	segs := [2]segment{ws.segs[task.seg], ws.segs[task.seg2]}
 	spans := [2][]cache.Span{ws.spans[task.seg], ws.spans[task.seg2]}
-	pos := rows[segs[0].a].pos
-	end := pos + 1
+	pos := [2]int{rows[segs[0].a].pos, rows[segs[1].a].pos}
+	stride := max(pos[0], pos[1]) + 1 // a query's scores, by position
 	// Query j·perRow + i is row j's query head g0·group + i, of key/value head g0 + i/group.
 	nq := 2 * perRow
 	sc.q = grow(sc.q, nq*hd)
@@ -402,73 +398,94 @@ func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 			kernels.QuantizeQuery(sc.qq[i*qb:(i+1)*qb], sc.q[i*hd:(i+1)*hd])
 		}
 	}
-	sc.s = grow(sc.s, nq*end)
+	sc.s = grow(sc.s, nq*stride)
 	sc.tmp = grow(sc.tmp, 2*ap.bs)
 	sc.acc = grow(sc.acc, nq*hd)
 	sc.sum = grow(sc.sum, nq)
 	query := func(q int) []float32 { return sc.q[q*hd : (q+1)*hd] }
-	scores := func(q int) []float32 { return sc.s[q*end : (q+1)*end] }
+	scores := func(q int) []float32 { return sc.s[q*stride : (q+1)*stride] }
 	acc := func(q int) []float32 { return sc.acc[q*hd : (q+1)*hd] }
 	out0, out1 := sc.tmp[:ap.bs], sc.tmp[ap.bs:2*ap.bs]
-	nb := min(len(spans[0]), len(spans[1]))
-	prefetch := func(k int, head func(*cache.Span, int) []byte) {
-		if k >= nb {
-			return
+	nb := max(len(spans[0]), len(spans[1]))
+	// span returns row j's block k, nil past its last; shared reports whether both rows hold
+	// block k.
+	span := func(j, k int) *cache.Span {
+		if k < len(spans[j]) {
+			return &spans[j][k]
 		}
+		return nil
+	}
+	shared := func(k int) bool {
+		a, b := span(0, k), span(1, k)
+		return a != nil && b != nil && sameBlock(a, b)
+	}
+	// rowsOf returns where block sp starts and how many of its positions row j attends to.
+	rowsOf := func(sp *cache.Span, j int) (int, int) { return sp.Start, min(sp.Rows, pos[j]+1-sp.Start) }
+	prefetch := func(k int, head func(*cache.Span, int) []byte) {
 		for g := g0; g < g1; g++ {
-			kernels.Prefetch(head(&spans[0][k], g))
-			if !sameBlock(&spans[0][k], &spans[1][k]) {
-				kernels.Prefetch(head(&spans[1][k], g))
+			for j := range 2 {
+				if sp := span(j, k); sp != nil && (j == 0 || !shared(k)) {
+					kernels.Prefetch(head(sp, g))
+				}
 			}
 		}
 	}
 
 	for k := range nb {
 		prefetch(k+1, (*cache.Span).KHead)
-		sp := [2]*cache.Span{&spans[0][k], &spans[1][k]}
-		shared := sameBlock(sp[0], sp[1])
+		both := shared(k)
 		for i := range perRow {
 			kv := g0 + i/group
-			if shared && qb == 0 {
-				st, nr := sp[0].Start, min(sp[0].Rows, end-sp[0].Start)
-				kernels.AttnScores2(out0, out1, query(i), query(perRow+i), sp[0].KHead(kv), ap.dt, hd, ap.bs)
+			if both && qb == 0 {
+				sp := span(0, k)
+				st, nr := rowsOf(sp, 0)
+				kernels.AttnScores2(out0, out1, query(i), query(perRow+i), sp.KHead(kv), ap.dt, hd, ap.bs)
 				copy(scores(i)[st:st+nr], out0[:nr])
 				copy(scores(perRow + i)[st:st+nr], out1[:nr])
 				continue
 			}
 			for j := range 2 {
+				sp := span(j, k)
+				if sp == nil {
+					continue
+				}
 				q := j*perRow + i
 				if qb > 0 {
-					kernels.AttnScoresQ8(out0, sc.qq[q*qb:(q+1)*qb], sp[j].KHead(kv), hd, ap.bs)
+					kernels.AttnScoresQ8(out0, sc.qq[q*qb:(q+1)*qb], sp.KHead(kv), hd, ap.bs)
 				} else {
-					kernels.AttnScores(out0, query(q), sp[j].KHead(kv), ap.dt, hd, ap.bs)
+					kernels.AttnScores(out0, query(q), sp.KHead(kv), ap.dt, hd, ap.bs)
 				}
-				st, nr := sp[j].Start, min(sp[j].Rows, end-sp[j].Start)
+				st, nr := rowsOf(sp, j)
 				copy(scores(q)[st:st+nr], out0[:nr])
 			}
 		}
 	}
 	for q := range nq {
-		sc.sum[q] = ap.softmax(scores(q), pos)
+		j := q / perRow
+		sc.sum[q] = ap.softmax(scores(q)[:pos[j]+1], pos[j])
 	}
 
 	clear(sc.acc[:nq*hd])
 	for k := range nb {
 		prefetch(k+1, (*cache.Span).VHead)
-		sp := [2]*cache.Span{&spans[0][k], &spans[1][k]}
-		shared := sameBlock(sp[0], sp[1])
+		both := shared(k)
 		for i := range perRow {
 			kv := g0 + i/group
-			if shared {
-				st, nr := sp[0].Start, min(sp[0].Rows, end-sp[0].Start)
-				values := sp[0].VHead(kv)[:nr*ap.kvType.Bytes(hd)]
+			if both {
+				sp := span(0, k)
+				st, nr := rowsOf(sp, 0)
+				values := sp.VHead(kv)[:nr*ap.kvType.Bytes(hd)]
 				kernels.AttnAccumulate2(acc(i), acc(perRow+i), scores(i)[st:st+nr], scores(perRow + i)[st:st+nr], values, ap.dt, hd, nr)
 				continue
 			}
 			for j := range 2 {
+				sp := span(j, k)
+				if sp == nil {
+					continue
+				}
 				q := j*perRow + i
-				st, nr := sp[j].Start, min(sp[j].Rows, end-sp[j].Start)
-				values := sp[j].VHead(kv)[:nr*ap.kvType.Bytes(hd)]
+				st, nr := rowsOf(sp, j)
+				values := sp.VHead(kv)[:nr*ap.kvType.Bytes(hd)]
 				kernels.AttnAccumulate(acc(q), scores(q)[st:st+nr], values, ap.dt, hd, nr)
 			}
 		}
