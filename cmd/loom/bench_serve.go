@@ -46,6 +46,7 @@ type serveBench struct {
 	Vary        float64 `json:"vary"`
 	KV          string  `json:"kv_type"` // the engine's KV cache element type
 	PromptWords int     `json:"prompt_words"`
+	SharedWords int     `json:"shared_words,omitempty"` // words of the system prompt every request starts with
 	NoMmap      bool    `json:"no_mmap,omitempty"` // the model file read into memory (--no-mmap)
 	Round       int     `json:"round"`             // 1, 2, … (--rounds)
 	// SteadyTokensPerS is the rate while every stream had a request in flight: the tokens
@@ -142,6 +143,7 @@ func serveMedians(results []serveBench, conc []int, rounds int) []serveMedian {
 // a prompt of words words, streams at a time.
 type serveLoad struct {
 	streams, requests, tokens, words int
+	shared                           int // words of a system prompt before every request's own
 	vary                             float64
 	kv                               string // both engines' KV cache element type
 	noMmap                           bool   // both engines read the model file into memory
@@ -178,6 +180,7 @@ latency are per request and per token.
 	maxTokens := fs.Int("n", 64, "tokens generated per request, on average (end of sequence ignored)")
 	vary := fs.Float64("vary", 0.5, "spread of the requests' lengths: each asks for n·(1±vary) tokens, so that requests started together do not all end, and start again, together (0: every request n tokens)")
 	words := fs.Int("prompt-words", 32, "words of each request's prompt (every prompt differs)")
+	shared := fs.Int("shared-words", 0, "words of a system prompt that every request's prompt starts with, before its own words (0: none), which the engines' prefix caches can reuse")
 	llamaServer := fs.String("llama-server", defaultLlamaServer, "llama-server binary to measure side by side, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
 	rounds := fs.Int("rounds", 1, "run the levels this many times, one round after another; with more than one, a summary follows: each engine's medians per level, and its rate there over its rate at the first level of the same round (median, least and most over the rounds); with --json, one object per engine and level, its fields named median_… and …_ratio_to_first_level")
@@ -209,6 +212,7 @@ latency are per request and per token.
 	}{
 		{*maxTokens >= 1, "-n", *maxTokens, "at least 1"},
 		{*words >= 1, "--prompt-words", *words, "at least 1"},
+		{*shared >= 0, "--shared-words", *shared, "not negative"},
 		{*requests >= 0, "--requests", *requests, "not negative"},
 		{*vary >= 0 && *vary < 1, "--vary", *vary, "in [0, 1)"},
 		{*rounds >= 1, "--rounds", *rounds, "at least 1"},
@@ -279,7 +283,7 @@ latency are per request and per token.
 				}
 				var r serveBench
 				var err error
-				load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, vary: *vary, kv: *kv, noMmap: *noMmap}
+				load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, shared: *shared, vary: *vary, kv: *kv, noMmap: *noMmap}
 				if eng == "loom" {
 					r, err = benchLoomServe(ctx, abs, load)
 				} else {
@@ -291,7 +295,7 @@ latency are per request and per token.
 					}
 					return fmt.Errorf("%s at %d streams: %w", eng, c, err)
 				}
-				r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords = filepath.Base(abs), *maxTokens, *vary, *words
+				r.ModelFile, r.MaxTokens, r.Vary, r.PromptWords, r.SharedWords = filepath.Base(abs), *maxTokens, *vary, *words, *shared
 				r.KV, r.Round, r.NoMmap = *kv, round, *noMmap
 				if err := report(r); err != nil {
 					return err
@@ -425,7 +429,7 @@ func benchLlamaServer(ctx context.Context, bin, model string, load serveLoad) (s
 		return serveBench{}, err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	perSlot := 4*load.words + load.maxTokens() + 64
+	perSlot := 4*(load.words+load.shared) + load.maxTokens() + 64
 	cmd := exec.CommandContext(ctx, bin, "-m", model, "--host", host, "--port", port, "-np", strconv.Itoa(load.streams), "-cb",
 		"-t", "2", "-c", strconv.Itoa(load.streams*perSlot), "-ctk", load.kv, "-ctv", load.kv)
 	if load.kv == cache.Q8_0.String() {
@@ -466,11 +470,20 @@ func waitReady(ctx context.Context, url string, exited <-chan struct{}) error {
 	return fmt.Errorf("%s not ready after 2 minutes", url)
 }
 
-// serveBenchPrompt is request i's prompt: words words, different for every request so that no
-// engine reuses another request's prefix.
-func serveBenchPrompt(i, words int) string {
+// serveBenchPrompt is request i's prompt: a system prompt of shared words, the same for every
+// request, then words words different for every request, so that no engine reuses another
+// request's prefix past the system prompt.
+func serveBenchPrompt(i, words, shared int) string {
 	base := strings.Fields("and it came to pass when the king had heard these words that he rent his clothes and sat upon the ground and the men of the city")
 	var b strings.Builder
+	if shared > 0 {
+		b.WriteString("System:")
+		for w := range shared {
+			b.WriteByte(' ')
+			b.WriteString(base[(w*5)%len(base)])
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "Request %d:", i)
 	for w := 0; w < words; w++ {
 		b.WriteByte(' ')
@@ -493,7 +506,7 @@ func drive(ctx context.Context, url, model string, llamaExtras bool, load serveL
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				body := map[string]any{"model": model, "prompt": serveBenchPrompt(i, load.words), "max_tokens": load.tokensOf(i), "stream": true}
+				body := map[string]any{"model": model, "prompt": serveBenchPrompt(i, load.words, load.shared), "max_tokens": load.tokensOf(i), "stream": true}
 				if llamaExtras { // greedy, end of sequence ignored, as loom's bench pipeline
 					body["ignore_eos"], body["temperature"] = true, 0
 				}

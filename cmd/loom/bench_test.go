@@ -191,6 +191,7 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"bench", "serve", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"bench", "serve", "--vary", "1"}, "--vary 1: must be in [0, 1)"},
 		{[]string{"bench", "serve", "--prompt-words", "0"}, "--prompt-words 0: must be at least 1"},
+		{[]string{"bench", "serve", "--shared-words", "-1"}, "--shared-words -1: must be not negative"},
 		{[]string{"bench", "serve", "--kv", "q8"}, `--kv "q8": want f16, f32 or q8_0`},
 		{[]string{"bench", "serve", "--rounds", "0"}, "--rounds 0: must be at least 1"},
 		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0: must be at least 1"},
@@ -447,5 +448,26 @@ func TestBenchVersusLlamaBench(t *testing.T) {
 	code, _, stderr = runCLI(t, "bench", "--synthetic", "tiny", "--type", "q8_0", "--llama-bench", "/nonexistent/llama-bench", "--alternate", "1", "-p", "8", "-n", "2")
 	if code != 1 || !strings.Contains(stderr, "/nonexistent/llama-bench") {
 		t.Errorf("exit code %d, stderr %q: want an error naming the missing llama-bench", code, stderr)
+	}
+}
+
+// TestBenchServeSharedPrompt runs a level whose prompts start with one system prompt: every
+// request answered, the level reporting it; the prompts share exactly that prefix.
+func TestBenchServeSharedPrompt(t *testing.T) {
+	a, b := serveBenchPrompt(1, 4, 30), serveBenchPrompt(2, 4, 30)
+	sys, _, _ := strings.Cut(a, "\n")
+	if !strings.HasPrefix(b, sys+"\n") || len(strings.Fields(sys)) != 31 || a == b || serveBenchPrompt(1, 4, 0) != strings.TrimPrefix(a, sys+"\n") {
+		t.Errorf("prompts %q and %q: want a 30-word system prompt line before each request's own words", a, b)
+	}
+	code, stdout, stderr := runCLI(t, "bench", "serve", "--concurrency", "2", "--requests", "4", "-n", "4", "--prompt-words", "3", "--shared-words", "40", "--llama-server", "none", "--json")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	var r serveBench
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if r.SharedWords != 40 || r.Errors != 0 || r.Requests != 4 || r.TokensPerS <= 0 {
+		t.Errorf("result %+v", r)
 	}
 }
