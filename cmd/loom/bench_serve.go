@@ -47,8 +47,8 @@ type serveBench struct {
 	KV          string  `json:"kv_type"` // the engine's KV cache element type
 	PromptWords int     `json:"prompt_words"`
 	SharedWords int     `json:"shared_words,omitempty"` // words of the system prompt every request starts with
-	NoMmap      bool    `json:"no_mmap,omitempty"` // the model file read into memory (--no-mmap)
-	Round       int     `json:"round"`             // 1, 2, … (--rounds)
+	NoMmap      bool    `json:"no_mmap,omitempty"`      // the model file read into memory (--no-mmap)
+	Round       int     `json:"round"`                  // 1, 2, … (--rounds)
 	// SteadyTokensPerS is the rate while every stream had a request in flight: the tokens
 	// that arrived from the end of the level's first request (the start burst of prompts
 	// over) to the first moment a stream found no request left to send (the level's tail

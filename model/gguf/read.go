@@ -34,19 +34,12 @@ type File struct {
 
 // Open reads the GGUF file at path. Its tensor data is memory-mapped; call Close to release it.
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s: not a regular file", path)
-	}
-	data, unmap, err := mapFile(fh, st.Size())
+	data, unmap, err := mapFile(fh, size)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
@@ -59,6 +52,24 @@ func Open(path string) (*File, error) {
 	}
 	f.unmap = unmap
 	return f, nil
+}
+
+// openRegular opens the regular file at path and returns it with its size.
+func openRegular(path string) (*os.File, int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		fh.Close()
+		return nil, 0, fmt.Errorf("gguf: %s: not a regular file", path)
+	}
+	return fh, st.Size(), nil
 }
 
 // Read parses a GGUF file held in data. The File refers to data for tensor contents; data

@@ -24,19 +24,11 @@ func readFile(fh *os.File, size int64) ([]byte, func() error, error) {
 // docs/BENCHMARKS.md measures on, it also avoids those. progress, when not nil, is told the
 // bytes read so far as the reading goes. Close releases the memory.
 func ReadFile(path string, progress func(done, total int64)) (*File, error) {
-	fh, err := os.Open(path)
+	fh, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s: not a regular file", path)
-	}
-	size := st.Size()
 	if int64(int(size)) != size {
 		return nil, fmt.Errorf("gguf: %s: %d bytes do not fit in memory here", path, size)
 	}

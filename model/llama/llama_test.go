@@ -95,6 +95,17 @@ func argmax(x []float32) int32 {
 	return int32(best)
 }
 
+// newTestState returns a new state of m, closed when the test ends.
+func newTestState(t testing.TB, m *Model) core.State {
+	t.Helper()
+	st, err := m.NewState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func forward1(t testing.TB, m *Model, st core.State, toks []int32) []float32 {
 	t.Helper()
 	batch := []core.ForwardItem{{State: st, Tokens: toks}}
@@ -548,14 +559,7 @@ func TestBatchedForwardEqualsAlone(t *testing.T) {
 	m := openStories(t, "stories260K-f32.gguf", Options{NoPrefixCache: true})
 	const seqs = 16
 	prefix := func(i int) []int32 { return testTokens[i%7 : i%7+3+2*i] }
-	newState := func() core.State {
-		st, err := m.NewState()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
+	newState := func() core.State { return newTestState(t, m) }
 	alone := make([][]float32, seqs)
 	for i := range seqs {
 		st := newState()
@@ -733,14 +737,7 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Close() })
-		newState := func() core.State {
-			st, err := m.NewState()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		}
+		newState := func() core.State { return newTestState(t, m) }
 		// own(i) is fork i's tokens after the prompt: one for even forks, two for odd ones.
 		own := func(i int) []int32 { return []int32{int32(500 + i), int32(600 + i)}[:1+i%2] }
 		alone := make([][]float32, forks)
