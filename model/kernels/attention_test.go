@@ -346,12 +346,7 @@ func TestAttnScores2MatchesOneQuery(t *testing.T) {
 			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
 				continue
 			}
-			var k []byte
-			if typ == ggml.Q8_0 {
-				k, _ = q8Keys(r, sh.hd, sh.bs)
-			} else {
-				k, _ = attnData(r, typ, sh.hd*sh.bs)
-			}
+			k := randomKeys(r, typ, sh.hd, sh.bs)
 			qs := make([]float32, 2*sh.hd+3) // the two queries, apart
 			for i := range qs {
 				qs[i] = float32(r.NormFloat64())
@@ -374,12 +369,7 @@ func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
 			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
 				continue
 			}
-			var v []byte
-			if typ == ggml.Q8_0 {
-				v, _ = q8Values(r, sh.nr, sh.hd)
-			} else {
-				v, _ = attnData(r, typ, sh.nr*sh.hd)
-			}
+			v := randomValues(r, typ, sh.nr, sh.hd)
 			ps := make([]float32, 2*sh.nr+5)
 			for i := range ps {
 				ps[i] = r.Float32()
@@ -389,4 +379,122 @@ func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
 				func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) })
 		}
 	}
+}
+
+// checkQuads runs quad (the four-query call) and one (the one-query call, for queries 0 to 3
+// in order) in every implementation, for the inputs and the outputs of n elements laid out
+// evenly apart (the kernels' case), evenly apart in reverse order, unevenly apart and with
+// two outputs on the same elements, on buffers of the same starting values, and requires the
+// same bits everywhere in the buffer. in holds the four inputs of m elements evenly spaced
+// by m+3, and unevenly from inUneven.
+func checkQuads(t *testing.T, name string, r *rand.Rand, n, m int, in []float32,
+	quad func(out, in [4][]float32), one func(out, in []float32)) {
+	t.Helper()
+	evenIn := [4][]float32{in[0:m], in[m+3 : 2*m+3], in[2*m+6 : 3*m+6], in[3*m+9 : 4*m+9]}
+	unevenIn := [4][]float32{in[3*m+9 : 4*m+9], in[0:m], in[2*m+6 : 3*m+6], in[m+3 : 2*m+3]}
+	layouts := []struct {
+		name string
+		size int
+		at   [4]int
+	}{
+		{"evenly apart", 4*n + 12, [4]int{0, n + 4, 2*n + 8, 3*n + 12}},
+		{"evenly apart, reversed", 4*n + 12, [4]int{3*n + 12, 2*n + 8, n + 4, 0}},
+		{"unevenly apart", 4*n + 12, [4]int{0, 2*n + 8, n + 1, 3*n + 12}},
+		{"two the same", 3 * n, [4]int{0, n, n, 2 * n}},
+	}
+	for _, impl := range implNames() {
+		for _, ins := range []struct {
+			name string
+			in   [4][]float32
+		}{{"inputs even", evenIn}, {"inputs uneven", unevenIn}} {
+			for _, l := range layouts {
+				got := make([]float32, l.size)
+				for i := range got {
+					got[i] = float32(r.NormFloat64())
+				}
+				want := slices.Clone(got)
+				var out [4][]float32
+				for j := range 4 {
+					out[j] = got[l.at[j] : l.at[j]+n]
+				}
+				withImpl(t, impl, func() {
+					for j := range 4 {
+						one(want[l.at[j]:l.at[j]+n], ins.in[j])
+					}
+					quad(out, ins.in)
+				})
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s, %s, %s, outputs %s: element %d is %g, one query at a time %g", name, impl, ins.name, l.name, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAttnScores4MatchesOneQuery checks AttnScores4 against AttnScores for each of its four
+// queries in order, bit for bit, in every implementation and layout (checkQuads): F32 and F16
+// keys of several shapes, and Q8_0 keys (scored one at a time).
+func TestAttnScores4MatchesOneQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 46))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+		for _, sh := range []struct{ hd, bs int }{{64, 16}, {128, 32}, {96, 48}, {256, 16}, {6, 8}, {32, 8}, {4, 16}} {
+			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
+				continue
+			}
+			k := randomKeys(r, typ, sh.hd, sh.bs)
+			qs := make([]float32, 4*sh.hd+9)
+			for i := range qs {
+				qs[i] = float32(r.NormFloat64())
+			}
+			checkQuads(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.bs, sh.hd, qs,
+				func(out, q [4][]float32) { AttnScores4(out, q, k, typ, sh.hd, sh.bs) },
+				func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) })
+		}
+	}
+}
+
+// TestAttnAccumulate4MatchesOneQuery checks AttnAccumulate4 against AttnAccumulate for each of
+// its four queries in order, bit for bit, in every implementation and layout (checkQuads):
+// F32, F16 and Q8_0 values of widths every kernel and the tail take.
+func TestAttnAccumulate4MatchesOneQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(47, 48))
+	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+		for _, sh := range []struct{ hd, nr int }{{64, 16}, {128, 31}, {96, 48}, {256, 3}, {6, 7}, {32, 8}, {112, 5}, {80, 1}} {
+			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
+				continue
+			}
+			v := randomValues(r, typ, sh.nr, sh.hd)
+			ps := make([]float32, 4*sh.nr+9)
+			for i := range ps {
+				ps[i] = r.Float32()
+			}
+			checkQuads(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.hd, sh.nr, ps,
+				func(acc, p [4][]float32) { AttnAccumulate4(acc, p, v, typ, sh.hd, sh.nr) },
+				func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) })
+		}
+	}
+}
+
+// randomKeys returns a block of bs random keys of hd elements of type typ, as a cache stores
+// them (transposed; Q8_0 in its own layout).
+func randomKeys(r *rand.Rand, typ ggml.Type, hd, bs int) []byte {
+	if typ == ggml.Q8_0 {
+		k, _ := q8Keys(r, hd, bs)
+		return k
+	}
+	k, _ := attnData(r, typ, hd*bs)
+	return k
+}
+
+// randomValues returns nr random value rows of hd elements of type typ, as a cache stores
+// them.
+func randomValues(r *rand.Rand, typ ggml.Type, nr, hd int) []byte {
+	if typ == ggml.Q8_0 {
+		v, _ := q8Values(r, nr, hd)
+		return v
+	}
+	v, _ := attnData(r, typ, nr*hd)
+	return v
 }

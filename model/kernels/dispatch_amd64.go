@@ -113,6 +113,13 @@ func init() {
 			{attnAccumF32x1AVX512x2, attnAccumF32x2AVX512x2, attnAccumF32x4AVX512x2},
 			{attnAccumF16x1AVX512x2, attnAccumF16x2AVX512x2, attnAccumF16x4AVX512x2},
 		},
+		scores4: [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int){
+			attnScoresF32AVX512x4, attnScoresF16AVX512x4,
+		},
+		accum4: [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int){
+			{attnAccumF32x1AVX512x4, attnAccumF32x2AVX512x4, attnAccumF32x4AVX512x4},
+			{attnAccumF16x1AVX512x4, attnAccumF16x2AVX512x4, attnAccumF16x4AVX512x4},
+		},
 		scoresQ8: attnScoresQ8_0AVX2, // in lane groups of 8 (with VNNI, below: 16)
 		accumQ8:  [2]func(p *float32, v, s *byte, vstride, nr int, acc *float32){attnAccumQ8_0x1AVX512, attnAccumQ8_0x2AVX512},
 	}

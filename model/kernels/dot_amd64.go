@@ -373,11 +373,17 @@ func attnScoresF32AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *
 // attnScoresF16AVX512 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 16 lanes at a time; hd a multiple of 4, bs of 16.
 func attnScoresF16AVX512(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 
-// attnScoresF32AVX512x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F32), 16 lanes at a time, each query's scores with attnScoresF32AVX512's bits; hd a multiple of 4, bs of 16.
+// attnScoresF32AVX512x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for 2 queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, F32), 16 lanes at a time, each query's scores with attnScoresF32AVX512's bits; hd a multiple of 4, bs of 16.
 func attnScoresF32AVX512x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
 
-// attnScoresF16AVX512x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F16), 16 lanes at a time, each query's scores with attnScoresF16AVX512's bits; hd a multiple of 4, bs of 16.
+// attnScoresF16AVX512x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for 2 queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, F16), 16 lanes at a time, each query's scores with attnScoresF16AVX512's bits; hd a multiple of 4, bs of 16.
 func attnScoresF16AVX512x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+
+// attnScoresF32AVX512x4 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for 4 queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, F32), 16 lanes at a time, each query's scores with attnScoresF32AVX512's bits; hd a multiple of 4, bs of 16.
+func attnScoresF32AVX512x4(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+
+// attnScoresF16AVX512x4 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for 4 queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, F16), 16 lanes at a time, each query's scores with attnScoresF16AVX512's bits; hd a multiple of 4, bs of 16.
+func attnScoresF16AVX512x4(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
 
 // attnAccumF32x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
 func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
@@ -385,11 +391,17 @@ func attnAccumF32x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x1AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
 func attnAccumF16x1AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x1AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x1AVX512's bits.
+// attnAccumF32x1AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x1AVX512's bits.
 func attnAccumF32x1AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
-// attnAccumF16x1AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x1AVX512's bits.
+// attnAccumF16x1AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x1AVX512's bits.
 func attnAccumF16x1AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF32x1AVX512x4 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for 4 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x1AVX512's bits.
+func attnAccumF32x1AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x1AVX512x4 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for 4 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x1AVX512's bits.
+func attnAccumF16x1AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnAccumF32x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
 func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
@@ -397,11 +409,17 @@ func attnAccumF32x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x2AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
 func attnAccumF16x2AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x2AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x2AVX512's bits.
+// attnAccumF32x2AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x2AVX512's bits.
 func attnAccumF32x2AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
-// attnAccumF16x2AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x2AVX512's bits.
+// attnAccumF16x2AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x2AVX512's bits.
 func attnAccumF16x2AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF32x2AVX512x4 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for 4 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x2AVX512's bits.
+func attnAccumF32x2AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x2AVX512x4 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for 4 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x2AVX512's bits.
+func attnAccumF16x2AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnAccumF32x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).
 func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
@@ -409,11 +427,17 @@ func attnAccumF32x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32
 // attnAccumF16x4AVX512 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major).
 func attnAccumF16x4AVX512(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x4AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x4AVX512's bits.
+// attnAccumF32x4AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x4AVX512's bits.
 func attnAccumF32x4AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
-// attnAccumF16x4AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x4AVX512's bits.
+// attnAccumF16x4AVX512x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x4AVX512's bits.
 func attnAccumF16x4AVX512x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF32x4AVX512x4 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major) for 4 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x4AVX512's bits.
+func attnAccumF32x4AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+
+// attnAccumF16x4AVX512x4 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F16 values, row-major) for 4 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x4AVX512's bits.
+func attnAccumF16x4AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnScoresQ8_0VNNI writes out[r] = Σ_g (s_k[g][r]·s_q[g])·Σ_{d∈g} q[d]·k[d][r] for r < bs (a query quantized by QuantizeQuery; Q8_0 keys in groups of 8 rows of 4 bytes a key, +128, and a row of scales), 16 keys at a time; hd a multiple of 32, bs of 16.
 func attnScoresQ8_0VNNI(q *byte, k *byte, hd int, bs int, out *float32)
@@ -430,10 +454,10 @@ func attnScoresF32AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *fl
 // attnScoresF16AVX2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, F16), 8 lanes at a time; hd a multiple of 4, bs of 8.
 func attnScoresF16AVX2(q *float32, k *byte, hd int, bs int, bstride int, out *float32)
 
-// attnScoresF32AVX2x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F32), 8 lanes at a time, each query's scores with attnScoresF32AVX2's bits; hd a multiple of 4, bs of 8.
+// attnScoresF32AVX2x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for 2 queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, F32), 8 lanes at a time, each query's scores with attnScoresF32AVX2's bits; hd a multiple of 4, bs of 8.
 func attnScoresF32AVX2x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
 
-// attnScoresF16AVX2x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, F16), 8 lanes at a time, each query's scores with attnScoresF16AVX2's bits; hd a multiple of 4, bs of 8.
+// attnScoresF16AVX2x2 writes out[r] = Σ_d q[d]·k[d][r] for r < bs for 2 queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, F16), 8 lanes at a time, each query's scores with attnScoresF16AVX2's bits; hd a multiple of 4, bs of 8.
 func attnScoresF16AVX2x2(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
 
 // attnAccumF32x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major).
@@ -442,10 +466,10 @@ func attnAccumF32x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 // attnAccumF16x1AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major).
 func attnAccumF16x1AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x1AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x1AVX2's bits.
+// attnAccumF32x1AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F32 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x1AVX2's bits.
 func attnAccumF32x1AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
-// attnAccumF16x1AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x1AVX2's bits.
+// attnAccumF16x1AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 16 (F16 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x1AVX2's bits.
 func attnAccumF16x1AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnAccumF32x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major).
@@ -454,10 +478,10 @@ func attnAccumF32x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 // attnAccumF16x2AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major).
 func attnAccumF16x2AVX2(p *float32, v *byte, vstride int, nr int, acc *float32)
 
-// attnAccumF32x2AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF32x2AVX2's bits.
+// attnAccumF32x2AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F32 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF32x2AVX2's bits.
 func attnAccumF32x2AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
-// attnAccumF16x2AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with attnAccumF16x2AVX2's bits.
+// attnAccumF16x2AVX2x2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 32 (F16 values, row-major) for 2 queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with attnAccumF16x2AVX2's bits.
 func attnAccumF16x2AVX2x2(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
 
 // attnAccumF32x4AVX2 adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < 64 (F32 values, row-major).

@@ -25687,7 +25687,7 @@ attnScoresF16AVX512_done:
 TEXT ·attnScoresF32AVX512x2(SB), NOSPLIT, $0-64
 	MOVQ q+0(FP), AX
 	MOVQ qstride+8(FP), CX
-	ADDQ AX, CX
+	LEAQ (AX)(CX*1), CX
 	MOVQ k+16(FP), DX
 	MOVQ bs+32(FP), BX
 	MOVQ bstride+40(FP), SI
@@ -25751,7 +25751,7 @@ attnScoresF32AVX512x2_done:
 TEXT ·attnScoresF16AVX512x2(SB), NOSPLIT, $0-64
 	MOVQ q+0(FP), AX
 	MOVQ qstride+8(FP), CX
-	ADDQ AX, CX
+	LEAQ (AX)(CX*1), CX
 	MOVQ k+16(FP), DX
 	MOVQ bs+32(FP), BX
 	MOVQ bstride+40(FP), SI
@@ -25807,6 +25807,188 @@ attnScoresF16AVX512x2_d:
 	JMP              attnScoresF16AVX512x2_lanes
 
 attnScoresF16AVX512x2_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF32AVX512x4(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresF32AVX512x4(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qstride+8(FP), CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ k+16(FP), SI
+	MOVQ bs+32(FP), DI
+	MOVQ bstride+40(FP), R8
+	MOVQ out+48(FP), R9
+	MOVQ ostride+56(FP), R10
+
+attnScoresF32AVX512x4_lanes:
+	TESTQ  DI, DI
+	JZ     attnScoresF32AVX512x4_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   SI, R11
+	XORQ   R12, R12
+	MOVQ   hd+24(FP), R13
+
+attnScoresF32AVX512x4_d:
+	VMOVUPS          (R11), Z16
+	VFMADD231PS.BCST (AX)(R12*1), Z16, Z0
+	VFMADD231PS.BCST (DX)(R12*1), Z16, Z4
+	VFMADD231PS.BCST (BX)(R12*1), Z16, Z8
+	VFMADD231PS.BCST (CX)(R12*1), Z16, Z12
+	ADDQ             R8, R11
+	VMOVUPS          (R11), Z16
+	VFMADD231PS.BCST 4(AX)(R12*1), Z16, Z1
+	VFMADD231PS.BCST 4(DX)(R12*1), Z16, Z5
+	VFMADD231PS.BCST 4(BX)(R12*1), Z16, Z9
+	VFMADD231PS.BCST 4(CX)(R12*1), Z16, Z13
+	ADDQ             R8, R11
+	VMOVUPS          (R11), Z16
+	VFMADD231PS.BCST 8(AX)(R12*1), Z16, Z2
+	VFMADD231PS.BCST 8(DX)(R12*1), Z16, Z6
+	VFMADD231PS.BCST 8(BX)(R12*1), Z16, Z10
+	VFMADD231PS.BCST 8(CX)(R12*1), Z16, Z14
+	ADDQ             R8, R11
+	VMOVUPS          (R11), Z16
+	VFMADD231PS.BCST 12(AX)(R12*1), Z16, Z3
+	VFMADD231PS.BCST 12(DX)(R12*1), Z16, Z7
+	VFMADD231PS.BCST 12(BX)(R12*1), Z16, Z11
+	VFMADD231PS.BCST 12(CX)(R12*1), Z16, Z15
+	ADDQ             R8, R11
+	ADDQ             $0x10, R12
+	SUBQ             $0x04, R13
+	JNZ              attnScoresF32AVX512x4_d
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z6, Z4, Z4
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VADDPS           Z13, Z12, Z12
+	VADDPS           Z15, Z14, Z14
+	VADDPS           Z14, Z12, Z12
+	VMOVUPS          Z0, (R9)
+	VMOVUPS          Z4, (R9)(R10*1)
+	VMOVUPS          Z8, (R9)(R10*2)
+	LEAQ             (R9)(R10*1), R11
+	VMOVUPS          Z12, (R11)(R10*2)
+	ADDQ             $0x40, R9
+	ADDQ             $0x40, SI
+	SUBQ             $0x10, DI
+	JMP              attnScoresF32AVX512x4_lanes
+
+attnScoresF32AVX512x4_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF16AVX512x4(q *float32, qstride int, k *byte, hd int, bs int, bstride int, out *float32, ostride int)
+// Requires: AVX, AVX512F
+TEXT ·attnScoresF16AVX512x4(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qstride+8(FP), CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ k+16(FP), SI
+	MOVQ bs+32(FP), DI
+	MOVQ bstride+40(FP), R8
+	MOVQ out+48(FP), R9
+	MOVQ ostride+56(FP), R10
+
+attnScoresF16AVX512x4_lanes:
+	TESTQ  DI, DI
+	JZ     attnScoresF16AVX512x4_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   SI, R11
+	XORQ   R12, R12
+	MOVQ   hd+24(FP), R13
+
+attnScoresF16AVX512x4_d:
+	VCVTPH2PS        (R11), Z16
+	VFMADD231PS.BCST (AX)(R12*1), Z16, Z0
+	VFMADD231PS.BCST (DX)(R12*1), Z16, Z4
+	VFMADD231PS.BCST (BX)(R12*1), Z16, Z8
+	VFMADD231PS.BCST (CX)(R12*1), Z16, Z12
+	ADDQ             R8, R11
+	VCVTPH2PS        (R11), Z16
+	VFMADD231PS.BCST 4(AX)(R12*1), Z16, Z1
+	VFMADD231PS.BCST 4(DX)(R12*1), Z16, Z5
+	VFMADD231PS.BCST 4(BX)(R12*1), Z16, Z9
+	VFMADD231PS.BCST 4(CX)(R12*1), Z16, Z13
+	ADDQ             R8, R11
+	VCVTPH2PS        (R11), Z16
+	VFMADD231PS.BCST 8(AX)(R12*1), Z16, Z2
+	VFMADD231PS.BCST 8(DX)(R12*1), Z16, Z6
+	VFMADD231PS.BCST 8(BX)(R12*1), Z16, Z10
+	VFMADD231PS.BCST 8(CX)(R12*1), Z16, Z14
+	ADDQ             R8, R11
+	VCVTPH2PS        (R11), Z16
+	VFMADD231PS.BCST 12(AX)(R12*1), Z16, Z3
+	VFMADD231PS.BCST 12(DX)(R12*1), Z16, Z7
+	VFMADD231PS.BCST 12(BX)(R12*1), Z16, Z11
+	VFMADD231PS.BCST 12(CX)(R12*1), Z16, Z15
+	ADDQ             R8, R11
+	ADDQ             $0x10, R12
+	SUBQ             $0x04, R13
+	JNZ              attnScoresF16AVX512x4_d
+	VADDPS           Z1, Z0, Z0
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z2, Z0, Z0
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z6, Z4, Z4
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VADDPS           Z13, Z12, Z12
+	VADDPS           Z15, Z14, Z14
+	VADDPS           Z14, Z12, Z12
+	VMOVUPS          Z0, (R9)
+	VMOVUPS          Z4, (R9)(R10*1)
+	VMOVUPS          Z8, (R9)(R10*2)
+	LEAQ             (R9)(R10*1), R11
+	VMOVUPS          Z12, (R11)(R10*2)
+	ADDQ             $0x40, R9
+	ADDQ             $0x20, SI
+	SUBQ             $0x10, DI
+	JMP              attnScoresF16AVX512x4_lanes
+
+attnScoresF16AVX512x4_done:
 	VZEROUPPER
 	RET
 
@@ -25866,13 +26048,13 @@ attnAccumF16x1AVX512_store:
 TEXT ·attnAccumF32x1AVX512x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Z0
 	VMOVUPS (R8), Z1
 
@@ -25901,13 +26083,13 @@ attnAccumF32x1AVX512x2_store:
 TEXT ·attnAccumF16x1AVX512x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Z0
 	VMOVUPS (R8), Z1
 
@@ -25928,6 +26110,104 @@ attnAccumF16x1AVX512x2_t:
 attnAccumF16x1AVX512x2_store:
 	VMOVUPS Z0, (DI)
 	VMOVUPS Z1, (R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x1AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x1AVX512x4(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	LEAQ    (AX)(CX*1), DX
+	LEAQ    (DX)(CX*1), BX
+	LEAQ    (BX)(CX*1), CX
+	MOVQ    v+16(FP), SI
+	MOVQ    vstride+24(FP), DI
+	MOVQ    nr+32(FP), R8
+	MOVQ    acc+40(FP), R9
+	MOVQ    astride+48(FP), R10
+	LEAQ    (R9)(R10*1), R11
+	LEAQ    (R11)(R10*1), R12
+	LEAQ    (R12)(R10*1), R10
+	VMOVUPS (R9), Z0
+	VMOVUPS (R11), Z1
+	VMOVUPS (R12), Z2
+	VMOVUPS (R10), Z3
+
+attnAccumF32x1AVX512x4_t:
+	TESTQ        R8, R8
+	JZ           attnAccumF32x1AVX512x4_store
+	VBROADCASTSS (AX), Z4
+	VBROADCASTSS (DX), Z5
+	VBROADCASTSS (BX), Z6
+	VBROADCASTSS (CX), Z7
+	VMOVUPS      (SI), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, CX
+	ADDQ         DI, SI
+	DECQ         R8
+	JMP          attnAccumF32x1AVX512x4_t
+
+attnAccumF32x1AVX512x4_store:
+	VMOVUPS Z0, (R9)
+	VMOVUPS Z1, (R11)
+	VMOVUPS Z2, (R12)
+	VMOVUPS Z3, (R10)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x1AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x1AVX512x4(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	LEAQ    (AX)(CX*1), DX
+	LEAQ    (DX)(CX*1), BX
+	LEAQ    (BX)(CX*1), CX
+	MOVQ    v+16(FP), SI
+	MOVQ    vstride+24(FP), DI
+	MOVQ    nr+32(FP), R8
+	MOVQ    acc+40(FP), R9
+	MOVQ    astride+48(FP), R10
+	LEAQ    (R9)(R10*1), R11
+	LEAQ    (R11)(R10*1), R12
+	LEAQ    (R12)(R10*1), R10
+	VMOVUPS (R9), Z0
+	VMOVUPS (R11), Z1
+	VMOVUPS (R12), Z2
+	VMOVUPS (R10), Z3
+
+attnAccumF16x1AVX512x4_t:
+	TESTQ        R8, R8
+	JZ           attnAccumF16x1AVX512x4_store
+	VBROADCASTSS (AX), Z4
+	VBROADCASTSS (DX), Z5
+	VBROADCASTSS (BX), Z6
+	VBROADCASTSS (CX), Z7
+	VCVTPH2PS    (SI), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, CX
+	ADDQ         DI, SI
+	DECQ         R8
+	JMP          attnAccumF16x1AVX512x4_t
+
+attnAccumF16x1AVX512x4_store:
+	VMOVUPS Z0, (R9)
+	VMOVUPS Z1, (R11)
+	VMOVUPS Z2, (R12)
+	VMOVUPS Z3, (R10)
 	VZEROUPPER
 	RET
 
@@ -25994,13 +26274,13 @@ attnAccumF16x2AVX512_store:
 TEXT ·attnAccumF32x2AVX512x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
 	VMOVUPS (R8), Z2
@@ -26036,13 +26316,13 @@ attnAccumF32x2AVX512x2_store:
 TEXT ·attnAccumF16x2AVX512x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
 	VMOVUPS (R8), Z2
@@ -26070,6 +26350,130 @@ attnAccumF16x2AVX512x2_store:
 	VMOVUPS Z1, 64(DI)
 	VMOVUPS Z2, (R8)
 	VMOVUPS Z3, 64(R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x2AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x2AVX512x4(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	LEAQ    (AX)(CX*1), DX
+	LEAQ    (DX)(CX*1), BX
+	LEAQ    (BX)(CX*1), CX
+	MOVQ    v+16(FP), SI
+	MOVQ    vstride+24(FP), DI
+	MOVQ    nr+32(FP), R8
+	MOVQ    acc+40(FP), R9
+	MOVQ    astride+48(FP), R10
+	LEAQ    (R9)(R10*1), R11
+	LEAQ    (R11)(R10*1), R12
+	LEAQ    (R12)(R10*1), R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS (R10), Z6
+	VMOVUPS 64(R10), Z7
+
+attnAccumF32x2AVX512x4_t:
+	TESTQ        R8, R8
+	JZ           attnAccumF32x2AVX512x4_store
+	VBROADCASTSS (AX), Z8
+	VBROADCASTSS (DX), Z9
+	VBROADCASTSS (BX), Z10
+	VBROADCASTSS (CX), Z11
+	VMOVUPS      (SI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z2
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z6
+	VMOVUPS      64(SI), Z12
+	VFMADD231PS  Z12, Z8, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, CX
+	ADDQ         DI, SI
+	DECQ         R8
+	JMP          attnAccumF32x2AVX512x4_t
+
+attnAccumF32x2AVX512x4_store:
+	VMOVUPS Z0, (R9)
+	VMOVUPS Z1, 64(R9)
+	VMOVUPS Z2, (R11)
+	VMOVUPS Z3, 64(R11)
+	VMOVUPS Z4, (R12)
+	VMOVUPS Z5, 64(R12)
+	VMOVUPS Z6, (R10)
+	VMOVUPS Z7, 64(R10)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x2AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x2AVX512x4(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	LEAQ    (AX)(CX*1), DX
+	LEAQ    (DX)(CX*1), BX
+	LEAQ    (BX)(CX*1), CX
+	MOVQ    v+16(FP), SI
+	MOVQ    vstride+24(FP), DI
+	MOVQ    nr+32(FP), R8
+	MOVQ    acc+40(FP), R9
+	MOVQ    astride+48(FP), R10
+	LEAQ    (R9)(R10*1), R11
+	LEAQ    (R11)(R10*1), R12
+	LEAQ    (R12)(R10*1), R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS (R10), Z6
+	VMOVUPS 64(R10), Z7
+
+attnAccumF16x2AVX512x4_t:
+	TESTQ        R8, R8
+	JZ           attnAccumF16x2AVX512x4_store
+	VBROADCASTSS (AX), Z8
+	VBROADCASTSS (DX), Z9
+	VBROADCASTSS (BX), Z10
+	VBROADCASTSS (CX), Z11
+	VCVTPH2PS    (SI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z2
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z6
+	VCVTPH2PS    32(SI), Z12
+	VFMADD231PS  Z12, Z8, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, CX
+	ADDQ         DI, SI
+	DECQ         R8
+	JMP          attnAccumF16x2AVX512x4_t
+
+attnAccumF16x2AVX512x4_store:
+	VMOVUPS Z0, (R9)
+	VMOVUPS Z1, 64(R9)
+	VMOVUPS Z2, (R11)
+	VMOVUPS Z3, 64(R11)
+	VMOVUPS Z4, (R12)
+	VMOVUPS Z5, 64(R12)
+	VMOVUPS Z6, (R10)
+	VMOVUPS Z7, 64(R10)
 	VZEROUPPER
 	RET
 
@@ -26150,13 +26554,13 @@ attnAccumF16x4AVX512_store:
 TEXT ·attnAccumF32x4AVX512x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
 	VMOVUPS 128(DI), Z2
@@ -26206,13 +26610,13 @@ attnAccumF32x4AVX512x2_store:
 TEXT ·attnAccumF16x4AVX512x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
 	VMOVUPS 128(DI), Z2
@@ -26254,6 +26658,182 @@ attnAccumF16x4AVX512x2_store:
 	VMOVUPS Z5, 64(R8)
 	VMOVUPS Z6, 128(R8)
 	VMOVUPS Z7, 192(R8)
+	VZEROUPPER
+	RET
+
+// func attnAccumF32x4AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF32x4AVX512x4(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	LEAQ    (AX)(CX*1), DX
+	LEAQ    (DX)(CX*1), BX
+	LEAQ    (BX)(CX*1), CX
+	MOVQ    v+16(FP), SI
+	MOVQ    vstride+24(FP), DI
+	MOVQ    nr+32(FP), R8
+	MOVQ    acc+40(FP), R9
+	MOVQ    astride+48(FP), R10
+	LEAQ    (R9)(R10*1), R11
+	LEAQ    (R11)(R10*1), R12
+	LEAQ    (R12)(R10*1), R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	VMOVUPS 128(R11), Z6
+	VMOVUPS 192(R11), Z7
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	VMOVUPS (R10), Z12
+	VMOVUPS 64(R10), Z13
+	VMOVUPS 128(R10), Z14
+	VMOVUPS 192(R10), Z15
+
+attnAccumF32x4AVX512x4_t:
+	TESTQ        R8, R8
+	JZ           attnAccumF32x4AVX512x4_store
+	VBROADCASTSS (AX), Z16
+	VBROADCASTSS (DX), Z17
+	VBROADCASTSS (BX), Z18
+	VBROADCASTSS (CX), Z19
+	VMOVUPS      (SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(SI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(SI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(SI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, CX
+	ADDQ         DI, SI
+	DECQ         R8
+	JMP          attnAccumF32x4AVX512x4_t
+
+attnAccumF32x4AVX512x4_store:
+	VMOVUPS Z0, (R9)
+	VMOVUPS Z1, 64(R9)
+	VMOVUPS Z2, 128(R9)
+	VMOVUPS Z3, 192(R9)
+	VMOVUPS Z4, (R11)
+	VMOVUPS Z5, 64(R11)
+	VMOVUPS Z6, 128(R11)
+	VMOVUPS Z7, 192(R11)
+	VMOVUPS Z8, (R12)
+	VMOVUPS Z9, 64(R12)
+	VMOVUPS Z10, 128(R12)
+	VMOVUPS Z11, 192(R12)
+	VMOVUPS Z12, (R10)
+	VMOVUPS Z13, 64(R10)
+	VMOVUPS Z14, 128(R10)
+	VMOVUPS Z15, 192(R10)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16x4AVX512x4(p *float32, pstride int, v *byte, vstride int, nr int, acc *float32, astride int)
+// Requires: AVX, AVX512F
+TEXT ·attnAccumF16x4AVX512x4(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    pstride+8(FP), CX
+	LEAQ    (AX)(CX*1), DX
+	LEAQ    (DX)(CX*1), BX
+	LEAQ    (BX)(CX*1), CX
+	MOVQ    v+16(FP), SI
+	MOVQ    vstride+24(FP), DI
+	MOVQ    nr+32(FP), R8
+	MOVQ    acc+40(FP), R9
+	MOVQ    astride+48(FP), R10
+	LEAQ    (R9)(R10*1), R11
+	LEAQ    (R11)(R10*1), R12
+	LEAQ    (R12)(R10*1), R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	VMOVUPS 128(R11), Z6
+	VMOVUPS 192(R11), Z7
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	VMOVUPS (R10), Z12
+	VMOVUPS 64(R10), Z13
+	VMOVUPS 128(R10), Z14
+	VMOVUPS 192(R10), Z15
+
+attnAccumF16x4AVX512x4_t:
+	TESTQ        R8, R8
+	JZ           attnAccumF16x4AVX512x4_store
+	VBROADCASTSS (AX), Z16
+	VBROADCASTSS (DX), Z17
+	VBROADCASTSS (BX), Z18
+	VBROADCASTSS (CX), Z19
+	VCVTPH2PS    (SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(SI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(SI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(SI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, CX
+	ADDQ         DI, SI
+	DECQ         R8
+	JMP          attnAccumF16x4AVX512x4_t
+
+attnAccumF16x4AVX512x4_store:
+	VMOVUPS Z0, (R9)
+	VMOVUPS Z1, 64(R9)
+	VMOVUPS Z2, 128(R9)
+	VMOVUPS Z3, 192(R9)
+	VMOVUPS Z4, (R11)
+	VMOVUPS Z5, 64(R11)
+	VMOVUPS Z6, 128(R11)
+	VMOVUPS Z7, 192(R11)
+	VMOVUPS Z8, (R12)
+	VMOVUPS Z9, 64(R12)
+	VMOVUPS Z10, 128(R12)
+	VMOVUPS Z11, 192(R12)
+	VMOVUPS Z12, (R10)
+	VMOVUPS Z13, 64(R10)
+	VMOVUPS Z14, 128(R10)
+	VMOVUPS Z15, 192(R10)
 	VZEROUPPER
 	RET
 
@@ -26534,7 +27114,7 @@ attnScoresF16AVX2_done:
 TEXT ·attnScoresF32AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ q+0(FP), AX
 	MOVQ qstride+8(FP), CX
-	ADDQ AX, CX
+	LEAQ (AX)(CX*1), CX
 	MOVQ k+16(FP), DX
 	MOVQ bs+32(FP), BX
 	MOVQ bstride+40(FP), SI
@@ -26606,7 +27186,7 @@ attnScoresF32AVX2x2_done:
 TEXT ·attnScoresF16AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ q+0(FP), AX
 	MOVQ qstride+8(FP), CX
-	ADDQ AX, CX
+	LEAQ (AX)(CX*1), CX
 	MOVQ k+16(FP), DX
 	MOVQ bs+32(FP), BX
 	MOVQ bstride+40(FP), SI
@@ -26736,13 +27316,13 @@ attnAccumF16x1AVX2_store:
 TEXT ·attnAccumF32x1AVX2x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS (R8), Y2
@@ -26778,13 +27358,13 @@ attnAccumF32x1AVX2x2_store:
 TEXT ·attnAccumF16x1AVX2x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS (R8), Y2
@@ -26892,13 +27472,13 @@ attnAccumF16x2AVX2_store:
 TEXT ·attnAccumF32x2AVX2x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS 64(DI), Y2
@@ -26948,13 +27528,13 @@ attnAccumF32x2AVX2x2_store:
 TEXT ·attnAccumF16x2AVX2x2(SB), NOSPLIT, $0-56
 	MOVQ    p+0(FP), AX
 	MOVQ    pstride+8(FP), CX
-	ADDQ    AX, CX
+	LEAQ    (AX)(CX*1), CX
 	MOVQ    v+16(FP), DX
 	MOVQ    vstride+24(FP), BX
 	MOVQ    nr+32(FP), SI
 	MOVQ    acc+40(FP), DI
 	MOVQ    astride+48(FP), R8
-	ADDQ    DI, R8
+	LEAQ    (DI)(R8*1), R8
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS 64(DI), Y2

@@ -153,7 +153,8 @@ type workspace struct {
 	xr, logits                        []float32
 	segs                              []segment
 	tasks                             []attnTask
-	partner                           []int // attention's pairs of segments (pairSegments)
+	group                             []int      // each segment's group for attention, or -1 (groupSegments)
+	groups                            []segGroup // attention's groups of segments
 	outs                              [][]float32
 	runs                              []itemRun
 	rows                              []rowInfo

@@ -722,9 +722,9 @@ func TestWorkspaceScratchFollowsWorkers(t *testing.T) {
 // TestPairedAttentionEqualsAlone decodes a step of four forks of one prompt (beams: each with
 // tokens of its own after the fork, one or two, so that they share the prompt's full cache
 // blocks and not the last one, and stand at two positions) in one forward, for each cache
-// type and on one to three workers: attention pairs the forks (pairSegments) and reads each
-// shared block once for two of them (attendPair), and every fork's logits must have the bits
-// of its forward alone.
+// type and on one to three workers: attention groups the forks (groupSegments) and reads each
+// shared block once for the four of them (attendGroup), and every fork's logits must have the
+// bits of its forward alone.
 func TestPairedAttentionEqualsAlone(t *testing.T) {
 	const forks = 4
 	prompt := make([]int32, 40) // two full blocks of 16 and a partial one
@@ -762,8 +762,8 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 				forward1(t, m, st, own(i))
 				batch[i] = core.ForwardItem{State: st, Tokens: []int32{int32(700 + i)}}
 			}
-			// The forks pair up: their spans (as attention will see them, less the new row's
-			// position) share the two full blocks.
+			// The forks make one group: their spans (as attention will see them, less the new
+			// row's position) share the two full blocks.
 			ws := &workspace{}
 			var rows []rowInfo
 			for i, it := range batch {
@@ -773,11 +773,9 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 				ws.spans = append(ws.spans, seq.Spans(0, n, nil))
 				rows = append(rows, rowInfo{item: i, pos: n - 1})
 			}
-			partner := m.pairSegments(ws, rows)
-			for i, p := range partner {
-				if p < 0 || partner[p] != i || sharedSpans(ws.spans[i], ws.spans[p]) != 2 {
-					t.Fatalf("kv %v: partners %v: fork %d not paired with one sharing its two full blocks", kv, partner, i)
-				}
+			group := m.groupSegments(ws)
+			if len(ws.groups) != 1 || ws.groups[0].n != forks || sharedSpans(ws.spans[0], ws.spans[3]) != 2 {
+				t.Fatalf("kv %v: groups %v (of segments %v): want the four forks in one, sharing two blocks", kv, ws.groups, group)
 			}
 			if err := m.Forward(context.Background(), batch); err != nil {
 				t.Fatal(err)
@@ -791,5 +789,86 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 			}
 		}
 		m.workers = workers
+	}
+}
+
+// TestGroupedAttentionMixedSharing decodes a step of four sequences that share different
+// parts of their caches: A continued a prompt by ten tokens, B and C forked from A then, D
+// forked from the prompt; each then took a token of its own. In one forward the four make one
+// group whose first two blocks all four hold, whose third A, B and C hold (A's copy) and D
+// its own, and whose fourth each holds alone: the four-row, two-row and one-row kernels all
+// run, at two positions, and each sequence's logits must have the bits of its forward alone.
+func TestGroupedAttentionMixedSharing(t *testing.T) {
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(300 + i*37%2000)
+	}
+	tenA := make([]int32, 10)
+	for i := range tenA {
+		tenA[i] = int32(900 + i)
+	}
+	// Each sequence's forwards after the prompt, the last one the batched step.
+	histories := [][][]int32{
+		{tenA, {501}, {701}}, // A
+		{tenA, {502}, {702}}, // B
+		{tenA, {503}, {703}}, // C
+		{{504}, {704}},       // D
+	}
+	for _, kv := range []cache.DType{cache.Float32, cache.Float16, cache.Q8_0} {
+		m, err := Open(filepath.Join("..", "..", "models", "default.gguf"), Options{KVType: kv, NoPrefixCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		alone := make([][]float32, len(histories))
+		for i, h := range histories {
+			st := newTestState(t, m)
+			forward1(t, m, st, prompt)
+			for _, toks := range h {
+				alone[i] = forward1(t, m, st, toks)
+			}
+			alone[i] = slices.Clone(alone[i])
+		}
+		base := newTestState(t, m)
+		forward1(t, m, base, prompt)
+		fork := func(from core.State) core.State {
+			st, err := from.Fork()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+		a := fork(base)
+		forward1(t, m, a, tenA)
+		b, c, d := fork(a), fork(a), fork(base)
+		states := []core.State{a, b, c, d}
+		for i, st := range states {
+			h := histories[i]
+			forward1(t, m, st, h[len(h)-2])
+		}
+		batch := make([]core.ForwardItem, len(states))
+		for i, st := range states {
+			h := histories[i]
+			batch[i] = core.ForwardItem{State: st, Tokens: h[len(h)-1]}
+		}
+		if err := m.Forward(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		for i := range batch {
+			for v, x := range batch[i].Logits[0] {
+				if math.Float32bits(x) != math.Float32bits(alone[i][v]) {
+					t.Fatalf("kv %v: sequence %c, logit %d: %v batched, %v alone", kv, 'A'+i, v, x, alone[i][v])
+				}
+			}
+		}
+		// The sharing is as described: A, B and C hold three blocks in common, D two of them.
+		spans := func(st core.State) []cache.Span {
+			seq := st.(*state).seq
+			return seq.Spans(0, seq.Len(), nil)
+		}
+		if ab, ac, ad := sharedSpans(spans(a), spans(b)), sharedSpans(spans(a), spans(c)), sharedSpans(spans(a), spans(d)); ab != 3 || ac != 3 || ad != 2 {
+			t.Errorf("kv %v: A shares %d blocks with B, %d with C, %d with D; want 3, 3, 2", kv, ab, ac, ad)
+		}
 	}
 }

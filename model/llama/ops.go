@@ -2,6 +2,7 @@ package llama
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -109,8 +110,8 @@ type attnScratch struct {
 // block kernels.AttnScores gives each query's scores against the block's keys; a softmax
 // over each query's positions makes them weights; a second walk adds each block's values
 // with kernels.AttnAccumulate. Single rows of sequences that share their first cache blocks
-// (beams, samples of one prompt) are taken in pairs (pairSegments, attendPair), each shared
-// block read once for both. Each query is computed alone and in the same order whatever else
+// (beams, samples of one prompt) are taken in groups of up to four (groupSegments,
+// attendGroup), each shared block read once for the rows that share it. Each query is computed alone and in the same order whatever else
 // is in the batch.
 func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	p := &m.p
@@ -123,16 +124,24 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 		ws.spans[s] = runs[sg.item].st.seq.Spans(li, end, ws.spans[s][:0])
 		work += (sg.b - sg.a) * end
 	}
-	partner := m.pairSegments(ws, rows)
+	group := m.groupSegments(ws)
 	heads, split := attnSplit(len(ws.segs), p.KVHeads, m.workers)
 	ws.tasks = ws.tasks[:0]
+	// A group's rows go in one task per set of heads, the heads split so that the workers
+	// have two tasks each at least: a group of four beams in one task of every head left a
+	// worker idle.
+	gheads := heads
+	if ng := len(ws.groups); ng > 0 && ng < 2*m.workers {
+		per := (2*m.workers + ng - 1) / ng
+		gheads = max(1, (p.KVHeads+per-1)/per)
+	}
+	for gi := range ws.groups {
+		for g := 0; g < p.KVHeads; g += gheads {
+			ws.tasks = append(ws.tasks, attnTask{li: li, group: gi, g0: g, g1: min(g+gheads, p.KVHeads)})
+		}
+	}
 	for s, sg := range ws.segs {
-		if t := partner[s]; t >= 0 {
-			if t > s { // one task for both, every row of each a single one
-				for g := 0; g < p.KVHeads; g += heads {
-					ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, seg2: t, g0: g, g1: min(g+heads, p.KVHeads), a: sg.a, b: sg.b})
-				}
-			}
+		if group[s] >= 0 {
 			continue
 		}
 		parts := min(split, sg.b-sg.a)
@@ -140,13 +149,13 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 			for k := range parts {
 				a := sg.a + k*(sg.b-sg.a)/parts
 				b := sg.a + (k+1)*(sg.b-sg.a)/parts
-				ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, seg2: -1, g0: g, g1: min(g+heads, p.KVHeads), a: a, b: b})
+				ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, group: -1, g0: g, g1: min(g+heads, p.KVHeads), a: a, b: b})
 			}
 		}
 	}
 	fn := func(task, worker int) {
-		if t := ws.tasks[task]; t.seg2 >= 0 {
-			m.attendPair(ws, &ws.scratch[worker], rows, t)
+		if t := ws.tasks[task]; t.group >= 0 {
+			m.attendGroup(ws, &ws.scratch[worker], rows, t)
 			return
 		}
 		m.attendTask(ws, &ws.scratch[worker], rows, ws.tasks[task])
@@ -186,8 +195,16 @@ func attnSplit(segs, kvHeads, workers int) (heads, split int) {
 var maxAttnScores = 1 << 20
 
 // attnTask is the attention of key/value heads [g0, g1) for rows [a, b) of segment seg, or,
-// when seg2 is not -1, for the single rows of segments seg and seg2 (attendPair).
-type attnTask struct{ li, seg, seg2, g0, g1, a, b int }
+// when group is not -1, for the single rows of the segments of workspace.groups[group]
+// (attendGroup).
+type attnTask struct{ li, seg, group, g0, g1, a, b int }
+
+// segGroup is up to four segments of one row each whose sequences share their first cache
+// blocks (groupSegments).
+type segGroup struct {
+	n    int
+	segs [4]int
+}
 
 // attendTask computes the attention output of the query heads of key/value heads
 // [task.g0, task.g1) for rows [task.a, task.b) of a segment, in two passes over the
@@ -317,41 +334,57 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	}
 }
 
-// pairWindow is how many later segments pairSegments looks at for a segment's partner: beam
-// search and sampling list a sequence's forks together.
-const pairWindow = 8
+// groupWindow is how many later segments groupSegments looks at for a segment's companions:
+// beam search and sampling list a sequence's forks together.
+const groupWindow = 8
 
-// pairSegments pairs the segments whose attention can share its reads of keys and values:
-// two segments of one row each (at any positions) whose sequences start with the same
+// groupSegments groups the segments whose attention can share its reads of keys and values:
+// up to four segments of one row each (at any positions) whose sequences start with the same
 // cache blocks (forks sharing a prefix copy-on-write, or the prefix cache's blocks: beams,
-// samples of one prompt, requests with one system prompt), each segment with the one among
-// the next pairWindow that shares most blocks with it. It returns each segment's partner, or
-// -1.
-func (m *Model) pairSegments(ws *workspace, rows []rowInfo) []int {
+// samples of one prompt, requests with one system prompt), a segment with the (up to three)
+// among the next groupWindow that share most blocks with it. It sets ws.groups and returns
+// each segment's group, or -1.
+func (m *Model) groupSegments(ws *workspace) []int {
 	n := len(ws.segs)
-	ws.partner = ws.partner[:0]
+	ws.group = ws.group[:0]
 	for range n {
-		ws.partner = append(ws.partner, -1)
+		ws.group = append(ws.group, -1)
 	}
+	ws.groups = ws.groups[:0]
 	single := func(s int) bool { return ws.segs[s].b-ws.segs[s].a == 1 }
+	type companion struct{ seg, shared int }
 	for s := range n {
-		if ws.partner[s] >= 0 || !single(s) {
+		if ws.group[s] >= 0 || !single(s) {
 			continue
 		}
-		best, most := -1, 0
-		for t := s + 1; t < min(n, s+1+pairWindow); t++ {
-			if ws.partner[t] >= 0 || !single(t) || 2*m.p.Heads*(max(rows[ws.segs[s].a].pos, rows[ws.segs[t].a].pos)+1) > maxAttnScores {
+		var found [groupWindow]companion
+		cs := found[:0]
+		for t := s + 1; t < min(n, s+1+groupWindow); t++ {
+			if ws.group[t] >= 0 || !single(t) {
 				continue
 			}
-			if k := sharedSpans(ws.spans[s], ws.spans[t]); k > most {
-				best, most = t, k
+			if k := sharedSpans(ws.spans[s], ws.spans[t]); k > 0 {
+				cs = append(cs, companion{t, k})
 			}
 		}
-		if best >= 0 {
-			ws.partner[s], ws.partner[best] = best, s
+		if len(cs) == 0 {
+			continue
 		}
+		slices.SortStableFunc(cs, func(a, b companion) int { return b.shared - a.shared })
+		g := segGroup{n: 1, segs: [4]int{s}}
+		for _, c := range cs[:min(3, len(cs))] {
+			g.segs[g.n] = c.seg
+			g.n++
+		}
+		// The rows in order, so that a group of four sharing a block has its queries (and
+		// their scores) evenly spaced for the four-row kernels.
+		slices.Sort(g.segs[:g.n])
+		for _, t := range g.segs[:g.n] {
+			ws.group[t] = len(ws.groups)
+		}
+		ws.groups = append(ws.groups, g)
 	}
-	return ws.partner
+	return ws.group
 }
 
 // sharedSpans counts the leading spans of a and b that are the same cache block. Sharing is
@@ -366,28 +399,37 @@ func sameBlock(a, b *cache.Span) bool {
 	return a.Start == b.Start && a.Rows == b.Rows && len(a.K) > 0 && len(b.K) > 0 && &a.K[0] == &b.K[0]
 }
 
-// attendPair is attendTask for the single rows of two segments, task.seg's and task.seg2's
-// (pairSegments), and key/value heads [task.g0, task.g1): in each block the two sequences
-// share, a key (value) row of a head is loaded once for both rows' queries of the head
-// (kernels.AttnScores2, kernels.AttnAccumulate2; Q8_0 keys are scored a query at a time); in
-// the others each row's queries read their own. Every output has the bits attendTask gives
-// the row alone: the same scores, softmax and sums in the same order.
-func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
+// attendGroup is attendTask for the single rows of a group of segments (groupSegments) and
+// key/value heads [task.g0, task.g1): in each cache block that several of the rows' sequences
+// share, a key (value) row of a head is loaded once for them (kernels.AttnScores4 and
+// AttnAccumulate4 for four rows, AttnScores2 and AttnAccumulate2 for two; Q8_0 keys are
+// scored a query at a time); each row's own blocks are read for it alone. Every output has
+// the bits attendTask gives the row alone: the same scores, softmax and sums in the same
+// order.
+func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
 	ap := m.attnParamsOf(task.li)
 	hd, group := p.HeadDim, p.Heads/p.KVHeads
 	qDim := p.Heads * hd
 	g0, g1 := task.g0, task.g1
 	perRow := (g1 - g0) * group
-	segs := [2]segment{ws.segs[task.seg], ws.segs[task.seg2]}
-	spans := [2][]cache.Span{ws.spans[task.seg], ws.spans[task.seg2]}
-	pos := [2]int{rows[segs[0].a].pos, rows[segs[1].a].pos}
-	stride := max(pos[0], pos[1]) + 1 // a query's scores, by position
+	grp := ws.groups[task.group]
+	n := grp.n
+	var spans [4][]cache.Span
+	var pos [4]int
+	stride := 0 // a query's scores, by position
+	nb := 0     // the most blocks of a row
+	for j, s := range grp.segs[:n] {
+		spans[j] = ws.spans[s]
+		pos[j] = rows[ws.segs[s].a].pos
+		stride = max(stride, pos[j]+1)
+		nb = max(nb, len(spans[j]))
+	}
 	// Query j·perRow + i is row j's query head g0·group + i, of key/value head g0 + i/group.
-	nq := 2 * perRow
+	nq := n * perRow
 	sc.q = grow(sc.q, nq*hd)
-	for j, sg := range segs {
-		r := sg.a
+	for j, s := range grp.segs[:n] {
+		r := ws.segs[s].a
 		copy(sc.q[j*perRow*hd:(j+1)*perRow*hd], ws.q[r*qDim+g0*group*hd:r*qDim+g1*group*hd])
 	}
 	qb := 0 // bytes of a quantized query, for Q8_0 keys
@@ -399,64 +441,90 @@ func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 		}
 	}
 	sc.s = grow(sc.s, nq*stride)
-	sc.tmp = grow(sc.tmp, 2*ap.bs)
+	sc.tmp = grow(sc.tmp, 4*ap.bs)
 	sc.acc = grow(sc.acc, nq*hd)
 	sc.sum = grow(sc.sum, nq)
 	query := func(q int) []float32 { return sc.q[q*hd : (q+1)*hd] }
 	scores := func(q int) []float32 { return sc.s[q*stride : (q+1)*stride] }
 	acc := func(q int) []float32 { return sc.acc[q*hd : (q+1)*hd] }
-	out0, out1 := sc.tmp[:ap.bs], sc.tmp[ap.bs:2*ap.bs]
-	nb := max(len(spans[0]), len(spans[1]))
-	// span returns row j's block k, nil past its last; shared reports whether both rows hold
-	// block k.
+	out := func(j int) []float32 { return sc.tmp[j*ap.bs : (j+1)*ap.bs] }
+	// span returns row j's block k, nil past its last.
 	span := func(j, k int) *cache.Span {
 		if k < len(spans[j]) {
 			return &spans[j][k]
 		}
 		return nil
 	}
-	shared := func(k int) bool {
-		a, b := span(0, k), span(1, k)
-		return a != nil && b != nil && sameBlock(a, b)
+	// clusters splits the rows holding block k into sets holding the same block: the rows of
+	// cluster c are members[from[c]:from[c+1]], in order.
+	var members [4]int
+	var from [5]int
+	clusters := func(k int) int {
+		var done [4]bool
+		c, m := 0, 0
+		for j := range n {
+			sp := span(j, k)
+			if done[j] || sp == nil {
+				continue
+			}
+			from[c] = m
+			for j2 := j; j2 < n; j2++ {
+				if sp2 := span(j2, k); !done[j2] && sp2 != nil && sameBlock(sp, sp2) {
+					members[m], done[j2] = j2, true
+					m++
+				}
+			}
+			c++
+		}
+		from[c] = m
+		return c
 	}
 	// rowsOf returns where block sp starts and how many of its positions row j attends to.
 	rowsOf := func(sp *cache.Span, j int) (int, int) { return sp.Start, min(sp.Rows, pos[j]+1-sp.Start) }
 	prefetch := func(k int, head func(*cache.Span, int) []byte) {
-		for g := g0; g < g1; g++ {
-			for j := range 2 {
-				if sp := span(j, k); sp != nil && (j == 0 || !shared(k)) {
-					kernels.Prefetch(head(sp, g))
-				}
+		if k >= nb {
+			return
+		}
+		nc := clusters(k)
+		for c := range nc {
+			sp := span(members[from[c]], k)
+			for g := g0; g < g1; g++ {
+				kernels.Prefetch(head(sp, g))
 			}
 		}
 	}
 
 	for k := range nb {
 		prefetch(k+1, (*cache.Span).KHead)
-		both := shared(k)
-		for i := range perRow {
-			kv := g0 + i/group
-			if both && qb == 0 {
-				sp := span(0, k)
-				st, nr := rowsOf(sp, 0)
-				kernels.AttnScores2(out0, out1, query(i), query(perRow+i), sp.KHead(kv), ap.dt, hd, ap.bs)
-				copy(scores(i)[st:st+nr], out0[:nr])
-				copy(scores(perRow + i)[st:st+nr], out1[:nr])
-				continue
-			}
-			for j := range 2 {
-				sp := span(j, k)
-				if sp == nil {
-					continue
+		nc := clusters(k)
+		for c := range nc {
+			rs := members[from[c]:from[c+1]]
+			sp := span(rs[0], k)
+			st, nr := rowsOf(sp, rs[0]) // the same for every row holding the block
+			for i := range perRow {
+				keys := sp.KHead(g0 + i/group)
+				for len(rs) > 0 {
+					step := 1
+					switch {
+					case len(rs) == 4 && qb == 0:
+						step = 4
+						kernels.AttnScores4([4][]float32{out(0), out(1), out(2), out(3)},
+							[4][]float32{query(rs[0]*perRow + i), query(rs[1]*perRow + i), query(rs[2]*perRow + i), query(rs[3]*perRow + i)}, keys, ap.dt, hd, ap.bs)
+					case len(rs) >= 2 && qb == 0:
+						step = 2
+						kernels.AttnScores2(out(0), out(1), query(rs[0]*perRow+i), query(rs[1]*perRow+i), keys, ap.dt, hd, ap.bs)
+					case qb > 0:
+						q := rs[0]*perRow + i
+						kernels.AttnScoresQ8(out(0), sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
+					default:
+						kernels.AttnScores(out(0), query(rs[0]*perRow+i), keys, ap.dt, hd, ap.bs)
+					}
+					for j, r := range rs[:step] {
+						copy(scores(r*perRow + i)[st:st+nr], out(j)[:nr])
+					}
+					rs = rs[step:]
 				}
-				q := j*perRow + i
-				if qb > 0 {
-					kernels.AttnScoresQ8(out0, sc.qq[q*qb:(q+1)*qb], sp.KHead(kv), hd, ap.bs)
-				} else {
-					kernels.AttnScores(out0, query(q), sp.KHead(kv), ap.dt, hd, ap.bs)
-				}
-				st, nr := rowsOf(sp, j)
-				copy(scores(q)[st:st+nr], out0[:nr])
+				rs = members[from[c]:from[c+1]]
 			}
 		}
 	}
@@ -468,32 +536,39 @@ func (m *Model) attendPair(ws *workspace, sc *attnScratch, rows []rowInfo, task 
 	clear(sc.acc[:nq*hd])
 	for k := range nb {
 		prefetch(k+1, (*cache.Span).VHead)
-		both := shared(k)
-		for i := range perRow {
-			kv := g0 + i/group
-			if both {
-				sp := span(0, k)
-				st, nr := rowsOf(sp, 0)
-				values := sp.VHead(kv)[:nr*ap.kvType.Bytes(hd)]
-				kernels.AttnAccumulate2(acc(i), acc(perRow+i), scores(i)[st:st+nr], scores(perRow + i)[st:st+nr], values, ap.dt, hd, nr)
-				continue
-			}
-			for j := range 2 {
-				sp := span(j, k)
-				if sp == nil {
-					continue
+		nc := clusters(k)
+		for c := range nc {
+			rs := members[from[c]:from[c+1]]
+			sp := span(rs[0], k)
+			st, nr := rowsOf(sp, rs[0])
+			for i := range perRow {
+				values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
+				w := func(r int) []float32 { return scores(r*perRow + i)[st : st+nr] }
+				a := func(r int) []float32 { return acc(r*perRow + i) }
+				for len(rs) > 0 {
+					step := 1
+					switch {
+					case len(rs) == 4:
+						step = 4
+						kernels.AttnAccumulate4([4][]float32{a(rs[0]), a(rs[1]), a(rs[2]), a(rs[3])},
+							[4][]float32{w(rs[0]), w(rs[1]), w(rs[2]), w(rs[3])}, values, ap.dt, hd, nr)
+					case len(rs) >= 2:
+						step = 2
+						kernels.AttnAccumulate2(a(rs[0]), a(rs[1]), w(rs[0]), w(rs[1]), values, ap.dt, hd, nr)
+					default:
+						kernels.AttnAccumulate(a(rs[0]), w(rs[0]), values, ap.dt, hd, nr)
+					}
+					rs = rs[step:]
 				}
-				q := j*perRow + i
-				st, nr := rowsOf(sp, j)
-				values := sp.VHead(kv)[:nr*ap.kvType.Bytes(hd)]
-				kernels.AttnAccumulate(acc(q), scores(q)[st:st+nr], values, ap.dt, hd, nr)
+				rs = members[from[c]:from[c+1]]
 			}
 		}
 	}
-	for j, sg := range segs {
+	for j, s := range grp.segs[:n] {
+		r := ws.segs[s].a
 		for i := range perRow {
 			h := g0*group + i
-			normalise(ws.att[sg.a*qDim+h*hd:sg.a*qDim+(h+1)*hd], acc(j*perRow+i), sc.sum[j*perRow+i])
+			normalise(ws.att[r*qDim+h*hd:r*qDim+(h+1)*hd], acc(j*perRow+i), sc.sum[j*perRow+i])
 		}
 	}
 }

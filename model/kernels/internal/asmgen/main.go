@@ -108,7 +108,10 @@ func main() {
 	}
 	pairQ8()
 	for _, lanes := range []int{16, 8} { // AVX-512, AVX2
-		for nq := 1; nq <= 2; nq++ {
+		for _, nq := range []int{1, 2, 4} {
+			if nq == 4 && lanes != 16 { // sixteen chains and a key row pass AVX2's 16 registers
+				continue
+			}
 			attnScores("F32", lanes, nq, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 			attnScores("F16", lanes, nq, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 		}
@@ -118,6 +121,10 @@ func main() {
 			if 2*(16*w/lanes)+3 <= 16 || lanes == 16 { // two queries' outputs in registers
 				attnAccum("F32", lanes, w, 2, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
 				attnAccum("F16", lanes, w, 2, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
+			}
+			if lanes == 16 { // four queries' outputs in registers
+				attnAccum("F32", lanes, w, 4, func(m Mem, z VecVirtual) { VMOVUPS(m, z) })
+				attnAccum("F16", lanes, w, 4, func(m Mem, z VecVirtual) { VCVTPH2PS(m, z) })
 			}
 		}
 		attnScoresQ8(lanes)
@@ -1943,15 +1950,7 @@ func packedParams(nx, blockBytes int) (w, groups, out Register, xs []Register, o
 	w = Load(Param("w"), GP64())
 	groups = Load(Param("groups"), GP64())
 	out = Load(Param("out"), GP64())
-	xs = []Register{Load(Param("x"), GP64())}
-	if nx > 1 {
-		xstride := Load(Param("xstride"), GP64())
-		for i := 1; i < nx; i++ {
-			xi := GP64()
-			LEAQ(Mem{Base: xs[i-1], Index: xstride, Scale: 1}, xi)
-			xs = append(xs, xi)
-		}
-	}
+	xs = stridedParams("x", "xstride", nx)
 	ostride = Load(Param("ostride"), GP64())
 	SHLQ(U8(2), ostride)
 	groupBytes = Load(Param("nb"), GP64())
@@ -2220,7 +2219,23 @@ func packed16(typ string, nx int) {
 	packedStore(name, name+"_group", rows, w, groups, out, o, ostride, groupBytes)
 }
 
-// attnScores writes the attention scores of nq queries (1 or 2) against a block of keys
+// stridedParams loads the pointer parameter base and, for n > 1, the byte stride parameter
+// stride, and returns n registers: the pointer and the n−1 pointers each stride after the one
+// before.
+func stridedParams(base, stride string, n int) []Register {
+	ps := []Register{Load(Param(base), GP64())}
+	if n > 1 {
+		st := Load(Param(stride), GP64())
+		for j := 1; j < n; j++ {
+			pj := GP64()
+			LEAQ(Mem{Base: ps[j-1], Index: st, Scale: 1}, pj)
+			ps = append(ps, pj)
+		}
+	}
+	return ps
+}
+
+// attnScores writes the attention scores of nq queries (1, 2 or 4) against a block of keys
 // stored transposed (cache.Span.KHead: HeadDim rows of BlockSize values): out[r] = Σ_d
 // q[d]·k[d][r] for r < bs, lanes keys at a time (16: AVX-512, 8: AVX2), each key in its own
 // lane, q[d] broadcast. Four chains a query take d by d mod 4 and are summed as
@@ -2229,7 +2244,9 @@ func packed16(typ string, nx int) {
 // grouped-query attention: each key row is loaded once for both, each query keeps its four
 // chains in the one-query order (the same bits), and eight independent chains keep the
 // multiply-adds busy where four wait on each other; the second query is qstride bytes after
-// the first, its scores ostride bytes after the first's.
+// the first, its scores ostride bytes after the first's. Four queries are the rows of four
+// sequences sharing the block (beams), each qstride bytes after the one before and its scores
+// ostride bytes after the one before's: each key row loaded once for the four.
 func attnScores(typ string, lanes, nq int, load func(Mem, VecVirtual)) {
 	isa, vec := "AVX512", ZMM
 	if lanes == 8 {
@@ -2241,22 +2258,17 @@ func attnScores(typ string, lanes, nq int, load func(Mem, VecVirtual)) {
 		Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs (keys stored transposed, %s), %d lanes at a time; hd a multiple of 4, bs of %d.", name, typ, lanes, lanes))
 	} else {
 		one := name
-		name += "x2"
+		name += fmt.Sprintf("x%d", nq)
 		TEXT(name, NOSPLIT, "func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)")
-		Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs for two queries, the second qstride bytes after the first and its scores ostride bytes after the first's (keys stored transposed, %s), %d lanes at a time, each query's scores with %s's bits; hd a multiple of 4, bs of %d.", name, typ, lanes, one, lanes))
+		Doc(fmt.Sprintf("%s writes out[r] = Σ_d q[d]·k[d][r] for r < bs for %d queries, each qstride bytes after the one before and its scores ostride bytes after the one before's (keys stored transposed, %s), %d lanes at a time, each query's scores with %s's bits; hd a multiple of 4, bs of %d.", name, nq, typ, lanes, one, lanes))
 	}
-	qs := []Register{Load(Param("q"), GP64())}
-	if nq == 2 {
-		q1 := Load(Param("qstride"), GP64())
-		ADDQ(qs[0], q1)
-		qs = append(qs, q1)
-	}
+	qs := stridedParams("q", "qstride", nq)
 	k := Load(Param("k"), GP64())
 	bs := Load(Param("bs"), GP64())
 	bstride := Load(Param("bstride"), GP64())
 	out := Load(Param("out"), GP64())
 	var ostride Register
-	if nq == 2 {
+	if nq > 1 {
 		ostride = Load(Param("ostride"), GP64())
 	}
 	c := make([][4]VecVirtual, nq)
@@ -2305,8 +2317,13 @@ func attnScores(typ string, lanes, nq int, load func(Mem, VecVirtual)) {
 		VADDPS(c[j][2], c[j][0], c[j][0])
 	}
 	VMOVUPS(c[0][0], Mem{Base: out})
-	if nq == 2 {
+	if nq > 1 {
 		VMOVUPS(c[1][0], Mem{Base: out, Index: ostride, Scale: 1})
+	}
+	if nq == 4 {
+		VMOVUPS(c[2][0], Mem{Base: out, Index: ostride, Scale: 2})
+		LEAQ(Mem{Base: out, Index: ostride, Scale: 1}, p) // p is free until the next lanes
+		VMOVUPS(c[3][0], Mem{Base: p, Index: ostride, Scale: 2})
 	}
 	ADDQ(U8(4*lanes), out)
 	elem := 4
@@ -2507,13 +2524,15 @@ func accumEnd(name string, nr, accp Register, a []VecVirtual, lanes int) {
 }
 
 // attnAccum adds a block of values weighted by the probabilities to the outputs of nq queries
-// (1 or 2): acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
+// (1, 2 or 4): acc[d] += Σ_t p[t]·v[t][d] for t < nr and d < 16·width, the values row-major
 // (cache.Span.VHead, rows of vstride bytes), each output element a chain over t in order, on
 // vectors of lanes floats (16: AVX-512, 8: AVX2, which takes two vectors for each of
 // AVX-512's). Two queries are the query heads of one key/value head: each value vector is
 // loaded once for both and each output element keeps its chain (the one-query kernel's bits),
 // with twice the independent chains in flight; the second query's probabilities are pstride
-// bytes after the first's, its output astride bytes after the first's.
+// bytes after the first's, its output astride bytes after the first's. Four queries are the
+// rows of four sequences sharing the block (beams), each query's probabilities and output
+// pstride and astride bytes after the one before's.
 func attnAccum(typ string, lanes, width, nq int, load func(Mem, VecVirtual)) {
 	isa, vec := "AVX512", ZMM
 	if lanes == 8 {
@@ -2525,26 +2544,16 @@ func attnAccum(typ string, lanes, width, nq int, load func(Mem, VecVirtual)) {
 		Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major).", name, 16*width, typ))
 	} else {
 		one := name
-		name += "x2"
+		name += fmt.Sprintf("x%d", nq)
 		TEXT(name, NOSPLIT, "func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)")
-		Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major) for two queries, the second's probabilities pstride bytes after the first's and its output astride bytes after the first's, each with %s's bits.", name, 16*width, typ, one))
+		Doc(fmt.Sprintf("%s adds Σ_t p[t]·v[t][d] to acc[d] for t < nr, d < %d (%s values, row-major) for %d queries, each one's probabilities pstride bytes after the one before's and its output astride bytes after the one before's, each with %s's bits.", name, 16*width, typ, nq, one))
 	}
 	nv := 16 * width / lanes // vectors of output a query
-	ps := []Register{Load(Param("p"), GP64())}
-	if nq == 2 {
-		p1 := Load(Param("pstride"), GP64())
-		ADDQ(ps[0], p1)
-		ps = append(ps, p1)
-	}
+	ps := stridedParams("p", "pstride", nq)
 	v := Load(Param("v"), GP64())
 	vstride := Load(Param("vstride"), GP64())
 	nr := Load(Param("nr"), GP64())
-	accs := []Register{Load(Param("acc"), GP64())}
-	if nq == 2 {
-		acc1 := Load(Param("astride"), GP64())
-		ADDQ(accs[0], acc1)
-		accs = append(accs, acc1)
-	}
+	accs := stridedParams("acc", "astride", nq)
 	a := make([][]VecVirtual, nq)
 	for j, accp := range accs {
 		a[j] = make([]VecVirtual, nv)
@@ -2558,7 +2567,7 @@ func attnAccum(typ string, lanes, width, nq int, load func(Mem, VecVirtual)) {
 		pb[j] = vec()
 	}
 	var x VecVirtual
-	if typ != "F32" || nq == 2 {
+	if typ != "F32" || nq > 1 {
 		x = vec()
 	}
 	elem := 4
