@@ -7,7 +7,10 @@
 // caller gets its own rows back, so strategies (sampling, beam search, speculative decoding,
 // plugins) keep working unchanged. Long prompts are prefilled in chunks: an item with more
 // tokens than Options.ChunkTokens advances by one chunk per step, interleaved with the other
-// sessions' decoding steps, so a long prompt does not stall them.
+// sessions' decoding steps, so a long prompt does not stall them. A prompt that begins with
+// the same tokens as one being prefilled (a shared system prompt) waits until that one is
+// done, so that the wrapped model's prefix cache gives it the shared part instead of every
+// such prompt computing it at once.
 //
 // The wrapped model's kernels must be batch-invariant (loom's runtime is): a row's logits do not
 // depend on what else is in the batch, so merging calls changes no result.
@@ -17,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,8 +64,11 @@ type Model struct {
 	wake    chan struct{} // signalled when a call arrives or a session leaves
 	active  int           // joined sessions
 	pending []*call
-	closed  bool
-	done    chan struct{}
+	// warm holds the leading tokens (prefixKey) of prompts prefilled lately: their blocks are
+	// in the wrapped model's prefix cache, so prompts beginning with them need not wait.
+	warm   map[string]bool
+	closed bool
+	done   chan struct{}
 }
 
 // call is one Forward call waiting for or taking part in steps.
@@ -75,6 +82,9 @@ type call struct {
 	// inFlight is set (under Model.mu) once a step has taken the call; it can no longer be
 	// withdrawn.
 	inFlight bool
+	// waited is set (under Model.mu) when the call, a prompt, was held back for an earlier
+	// prompt's prefill (Model.take); once that one is done it goes without leading others.
+	waited bool
 }
 
 // New wraps m. Close stops the Model's dispatcher; it does not close m.
@@ -181,6 +191,97 @@ func (b *Model) Forward(ctx context.Context, items []core.ForwardItem) error {
 	}
 }
 
+// minSharedPrefix is the fewest leading tokens two prompts must share for the later one to
+// wait for the earlier's prefill: two blocks of the default cache block size, so that a
+// shared part too short to reuse does not hold a prompt back.
+const minSharedPrefix = 32
+
+// take returns the waiting calls a step runs, marking them in flight (b.mu held): all of them
+// but the prompts that begin as a prompt taken before them (in this step or an earlier one,
+// not finished yet) does, which wait in b.pending until its prefill is done and then go
+// together, their shared part in the prefix cache.
+func (b *Model) take() []*call {
+	step := make([]*call, 0, len(b.pending))
+	var leaders []*call // prompts being prefilled that others wait for, in arrival order
+	for _, c := range b.pending {
+		if c.prompt() && !c.advanced() && !b.isWarm(c) && slices.ContainsFunc(leaders, c.sharesPrefix) {
+			c.waited = true
+			continue
+		}
+		if c.prompt() && !c.waited && !b.isWarm(c) {
+			leaders = append(leaders, c)
+		}
+		c.inFlight = true
+		step = append(step, c)
+	}
+	return step
+}
+
+// maxWarm bounds Model.warm; past it the set starts again.
+const maxWarm = 256
+
+// prefixKey is the first minSharedPrefix tokens of toks as a map key, "" when toks is shorter.
+func prefixKey(toks []core.TokenID) string {
+	if len(toks) < minSharedPrefix {
+		return ""
+	}
+	b := make([]byte, 0, 4*minSharedPrefix)
+	for _, t := range toks[:minSharedPrefix] {
+		b = append(b, byte(t), byte(t>>8), byte(t>>16), byte(t>>24))
+	}
+	return string(b)
+}
+
+// isWarm reports whether every item of c begins as a prompt prefilled lately (b.mu held).
+func (b *Model) isWarm(c *call) bool {
+	for _, it := range c.items {
+		if k := prefixKey(it.Tokens); k == "" || !b.warm[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// warmUp records the beginnings of the prompts of calls that completed (b.mu held).
+func (b *Model) warmUp(calls []*call) {
+	for _, c := range calls {
+		if !c.prompt() {
+			continue
+		}
+		for _, it := range c.items {
+			if k := prefixKey(it.Tokens); k != "" {
+				if b.warm == nil || len(b.warm) >= maxWarm {
+					b.warm = map[string]bool{}
+				}
+				b.warm[k] = true
+			}
+		}
+	}
+}
+
+// prompt reports whether every item of c starts its sequence (a prefill of a new state).
+func (c *call) prompt() bool {
+	for _, n := range c.start {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sharesPrefix reports whether an item of c and one of d begin with the same minSharedPrefix
+// tokens.
+func (c *call) sharesPrefix(d *call) bool {
+	for _, a := range c.items {
+		for _, b := range d.items {
+			if len(a.Tokens) >= minSharedPrefix && len(b.Tokens) >= minSharedPrefix && slices.Equal(a.Tokens[:minSharedPrefix], b.Tokens[:minSharedPrefix]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (b *Model) signal() {
 	select {
 	case b.wake <- struct{}{}:
@@ -224,10 +325,7 @@ func (b *Model) run() {
 			t.Stop()
 			b.mu.Lock()
 		}
-		step := append([]*call(nil), b.pending...)
-		for _, c := range step {
-			c.inFlight = true
-		}
+		step := b.take()
 		b.mu.Unlock()
 		b.step(step)
 	}

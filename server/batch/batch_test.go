@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,5 +188,97 @@ func TestCancelWhileWaiting(t *testing.T) {
 	bm.Close()
 	if err := bm.Forward(context.Background(), []core.ForwardItem{{State: st, Tokens: []core.TokenID{1}}}); err == nil {
 		t.Error("Forward after Close succeeded")
+	}
+}
+
+// TestSharedPromptsWaitForTheFirst sends four prompts at once, three of them beginning with
+// the same 48 tokens (a system prompt of three cache blocks): the first of those three is
+// prefilled with the unrelated prompt, the other two wait for it and then take the shared
+// blocks from the prefix cache; every prompt's logits are those of its prefill alone. Two
+// prompts sent later with the same beginning go together: it is in the cache already.
+func TestSharedPromptsWaitForTheFirst(t *testing.T) {
+	m, _, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	alone, _, err := models.Open("default", llama.Options{NoPrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	system := make([]core.TokenID, 48)
+	for i := range system {
+		system[i] = core.TokenID(300 + i*37%2000)
+	}
+	prompts := [][]core.TokenID{
+		append(slices.Clone(system), 11, 12, 13),
+		append(slices.Clone(system), 21, 22),
+		append(slices.Clone(system), 31, 32, 33, 34),
+		{41, 42, 43, 44, 45, 46, 47, 48, 49, 50},
+	}
+	var mu sync.Mutex
+	var steps []batch.Step
+	bm := batch.New(m, batch.Options{Window: time.Second, OnStep: func(s batch.Step) {
+		mu.Lock()
+		steps = append(steps, s)
+		mu.Unlock()
+	}})
+	defer bm.Close()
+	states := make([]core.State, len(prompts))
+	items := make([][]core.ForwardItem, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		st, _ := bm.NewState()
+		defer st.Close()
+		states[i] = st
+		items[i] = []core.ForwardItem{{State: st, Tokens: p}}
+		leave := bm.Join()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer leave()
+			if err := bm.Forward(context.Background(), items[i]); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(steps) != 2 || steps[0].Calls != 2 || steps[1].Calls != 2 {
+		t.Errorf("steps %+v: want the first shared prompt with the unrelated one, then the other two", steps)
+	}
+	if got, want := m.Cache().Stats().ReusedTokens, int64(2*len(system)); got < want {
+		t.Errorf("%d positions taken from the prefix cache, want at least %d (the system prompt for two prompts)", got, want)
+	}
+	// Later prompts beginning the same way find the system prompt cached: none waits.
+	steps = nil
+	var later sync.WaitGroup
+	for i := range 2 {
+		st, _ := bm.NewState()
+		defer st.Close()
+		leave := bm.Join()
+		later.Add(1)
+		go func() {
+			defer later.Done()
+			defer leave()
+			if err := bm.Forward(context.Background(), []core.ForwardItem{{State: st, Tokens: append(slices.Clone(system), core.TokenID(60+i))}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	later.Wait()
+	if len(steps) != 1 || steps[0].Calls != 2 {
+		t.Errorf("steps %+v: want the two later prompts in one step", steps)
+	}
+	for i, p := range prompts {
+		st, _ := alone.NewState()
+		defer st.Close()
+		ref := []core.ForwardItem{{State: st, Tokens: p}}
+		if err := alone.Forward(context.Background(), ref); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(items[i][0].Logits[0], ref[0].Logits[0]) {
+			t.Errorf("prompt %d: logits differ from its prefill alone", i)
+		}
 	}
 }
