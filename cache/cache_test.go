@@ -471,6 +471,11 @@ func TestPrefixReuse(t *testing.T) {
 				checkInvariants(t, p, nil)
 
 				b := p.NewSequence()
+				// CachedPrefix counts what MatchPrefix takes, and takes nothing.
+				if got := b.CachedPrefix(tc.second); got != tc.wantMatched || b.Len() != 0 || p.Stats().ReusedTokens != 0 {
+					t.Fatalf("CachedPrefix = %d (want %d), then length %d and %d reused positions", got, tc.wantMatched, b.Len(), p.Stats().ReusedTokens)
+				}
+				checkInvariants(t, p, []*Sequence{b})
 				got := b.MatchPrefix(tc.second)
 				if got != tc.wantMatched {
 					t.Fatalf("MatchPrefix = %d, want %d", got, tc.wantMatched)

@@ -57,7 +57,14 @@ func (s *Sequence) checkOpen() {
 // matches only when the sequence is committed and ends on a block boundary (a new sequence
 // always does) and prefix reuse is on. To be left a token to compute logits from, callers pass
 // all but the last token of a prompt.
-func (s *Sequence) MatchPrefix(tokens []int32) int {
+func (s *Sequence) MatchPrefix(tokens []int32) int { return s.matchPrefix(tokens, true) }
+
+// CachedPrefix returns how many tokens MatchPrefix would take from the published blocks now,
+// without taking them.
+func (s *Sequence) CachedPrefix(tokens []int32) int { return s.matchPrefix(tokens, false) }
+
+// matchPrefix is MatchPrefix when take is set, else CachedPrefix.
+func (s *Sequence) matchPrefix(tokens []int32, take bool) int {
 	s.checkOpen()
 	p := s.pool
 	bs := p.cfg.BlockSize
@@ -77,15 +84,19 @@ func (s *Sequence) MatchPrefix(tokens []int32) int {
 		if !ok || b.parent != prev || !equalTokens(b.tokens, blk) {
 			break
 		}
-		p.acquire(b)
-		s.blocks = append(s.blocks, b)
-		s.hashes = append(s.hashes, h)
+		if take {
+			p.acquire(b)
+			s.blocks = append(s.blocks, b)
+			s.hashes = append(s.hashes, h)
+		}
 		prev = h
 	}
-	p.reused += int64(matched)
+	if take {
+		p.reused += int64(matched)
+		s.n += matched
+		s.committed = s.n
+	}
 	p.mu.Unlock()
-	s.n += matched
-	s.committed = s.n
 	return matched
 }
 

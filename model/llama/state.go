@@ -21,6 +21,11 @@ type state struct {
 // CachedTokens implements core.PrefixCached.
 func (s *state) CachedTokens() int { return s.reused }
 
+// CachedPrefix returns how many of tokens, following the state's own, the prefix cache holds
+// now: the positions a Forward of them (all but the last, as Forward matches) would take
+// from cached blocks instead of computing. server/batch sends those with a prompt's chunk.
+func (s *state) CachedPrefix(tokens []core.TokenID) int { return s.seq.CachedPrefix(tokens) }
+
 // NewState implements core.Model: an empty sequence whose keys and values live in the model's
 // cache.
 func (m *Model) NewState() (core.State, error) {

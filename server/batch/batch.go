@@ -7,7 +7,9 @@
 // caller gets its own rows back, so strategies (sampling, beam search, speculative decoding,
 // plugins) keep working unchanged. Long prompts are prefilled in chunks: an item with more
 // tokens than Options.ChunkTokens advances by one chunk per step, interleaved with the other
-// sessions' decoding steps, so a long prompt does not stall them. A prompt that begins with
+// sessions' decoding steps, so a long prompt does not stall them; the positions the wrapped
+// model's prefix cache already holds ride along with a chunk, not counted in it (for states
+// that report them, as loom's runtime's do). A prompt that begins with
 // the same tokens as one being prefilled (a shared system prompt) waits until that one is
 // done, so that the wrapped model's prefix cache gives it the shared part instead of every
 // such prompt computing it at once.

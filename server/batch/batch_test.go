@@ -85,6 +85,10 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		want[i] = texts(res)
 	}
 
+	// The runs alone left the prompts' blocks in the prefix cache, whose positions a batched
+	// prompt would take with its first chunk: forget them, so that the long prompts are
+	// computed in chunks again.
+	p.Model.(*llama.Model).Cache().DropCached()
 	var maxCalls, chunked atomic.Int64
 	bm := batch.New(p.Model, batch.Options{ChunkTokens: 16, Window: 5 * time.Millisecond, OnStep: func(s batch.Step) {
 		if int64(s.Calls) > maxCalls.Load() {
@@ -225,25 +229,31 @@ func TestSharedPromptsWaitForTheFirst(t *testing.T) {
 		mu.Unlock()
 	}})
 	defer bm.Close()
-	states := make([]core.State, len(prompts))
-	items := make([][]core.ForwardItem, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		st, _ := bm.NewState()
-		defer st.Close()
-		states[i] = st
-		items[i] = []core.ForwardItem{{State: st, Tokens: p}}
-		leave := bm.Join()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer leave()
-			if err := bm.Forward(context.Background(), items[i]); err != nil {
-				t.Error(err)
-			}
-		}()
+	// send runs a Forward of each prompt at once, every session joined before any calls.
+	send := func(prompts [][]core.TokenID) [][]core.ForwardItem {
+		items := make([][]core.ForwardItem, len(prompts))
+		leaves := make([]func(), len(prompts))
+		for i, p := range prompts {
+			st, _ := bm.NewState()
+			t.Cleanup(func() { st.Close() })
+			items[i] = []core.ForwardItem{{State: st, Tokens: p}}
+			leaves[i] = bm.Join()
+		}
+		var wg sync.WaitGroup
+		for i := range prompts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer leaves[i]()
+				if err := bm.Forward(context.Background(), items[i]); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		return items
 	}
-	wg.Wait()
+	items := send(prompts)
 	if len(steps) != 2 || steps[0].Calls != 2 || steps[1].Calls != 2 {
 		t.Errorf("steps %+v: want the first shared prompt with the unrelated one, then the other two", steps)
 	}
@@ -252,21 +262,7 @@ func TestSharedPromptsWaitForTheFirst(t *testing.T) {
 	}
 	// Later prompts beginning the same way find the system prompt cached: none waits.
 	steps = nil
-	var later sync.WaitGroup
-	for i := range 2 {
-		st, _ := bm.NewState()
-		defer st.Close()
-		leave := bm.Join()
-		later.Add(1)
-		go func() {
-			defer later.Done()
-			defer leave()
-			if err := bm.Forward(context.Background(), []core.ForwardItem{{State: st, Tokens: append(slices.Clone(system), core.TokenID(60+i))}}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	later.Wait()
+	send([][]core.TokenID{append(slices.Clone(system), 61), append(slices.Clone(system), 62)})
 	if len(steps) != 1 || steps[0].Calls != 2 {
 		t.Errorf("steps %+v: want the two later prompts in one step", steps)
 	}
@@ -280,5 +276,56 @@ func TestSharedPromptsWaitForTheFirst(t *testing.T) {
 		if !slices.Equal(items[i][0].Logits[0], ref[0].Logits[0]) {
 			t.Errorf("prompt %d: logits differ from its prefill alone", i)
 		}
+	}
+}
+
+// TestCachedPrefixRidesWithChunk prefills a 64-token prompt in chunks of 16 (four steps), then
+// a prompt beginning with it: the 64 positions the prefix cache holds go with its first chunk,
+// so it takes one step, and its logits are those of its prefill alone.
+func TestCachedPrefixRidesWithChunk(t *testing.T) {
+	m, _, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var steps []batch.Step
+	bm := batch.New(m, batch.Options{ChunkTokens: 16, OnStep: func(s batch.Step) { steps = append(steps, s) }})
+	defer bm.Close()
+	first := make([]core.TokenID, 64)
+	for i := range first {
+		first[i] = core.TokenID(300 + i*37%2000)
+	}
+	second := append(slices.Clone(first), 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+	forward := func(toks []core.TokenID) []float32 {
+		st, _ := bm.NewState()
+		t.Cleanup(func() { st.Close() })
+		items := []core.ForwardItem{{State: st, Tokens: toks}}
+		if err := bm.Forward(context.Background(), items); err != nil {
+			t.Fatal(err)
+		}
+		return items[0].Logits[0]
+	}
+	forward(first)
+	if len(steps) != 4 {
+		t.Fatalf("the first prompt took %d steps, want 4 chunks of 16", len(steps))
+	}
+	steps = nil
+	got := forward(second)
+	if len(steps) != 1 || steps[0].Partial != 0 {
+		t.Errorf("steps %+v: want the second prompt in one step, its 64 cached positions with its chunk", steps)
+	}
+	alone, _, err := models.Open("default", llama.Options{NoPrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	st, _ := alone.NewState()
+	defer st.Close()
+	ref := []core.ForwardItem{{State: st, Tokens: second}}
+	if err := alone.Forward(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ref[0].Logits[0]) {
+		t.Error("the second prompt's logits differ from its prefill alone")
 	}
 }

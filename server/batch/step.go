@@ -7,6 +7,12 @@ import (
 	"github.com/loomlm/loom/core"
 )
 
+// prefixCache is what a wrapped model's states may report: how many of tokens, following the
+// state's own, the model's prefix cache holds and would not compute.
+type prefixCache interface {
+	CachedPrefix(tokens []core.TokenID) int
+}
+
 // part is one item of one call within a step.
 type part struct {
 	c    *call
@@ -61,6 +67,11 @@ func (b *Model) layout(calls []*call, batch []core.ForwardItem, parts []part) ([
 			n := rest
 			if !it.AllLogits && n > b.opts.ChunkTokens {
 				n = b.opts.ChunkTokens
+				// Positions the prefix cache holds are taken, not computed: they go with the
+				// chunk (all but the last token are matched, as the model matches them).
+				if pc, ok := it.State.(prefixCache); ok {
+					n = min(rest, pc.CachedPrefix(it.Tokens[c.sent[i]:len(it.Tokens)-1])+b.opts.ChunkTokens)
+				}
 			}
 			batch = append(batch, core.ForwardItem{State: it.State, Tokens: it.Tokens[c.sent[i] : c.sent[i]+n], AllLogits: it.AllLogits})
 			parts = append(parts, part{c: c, item: i, n: n})
