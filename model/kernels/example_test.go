@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/model/ggml"
@@ -112,4 +113,34 @@ func ExampleAttnScoresQ8() {
 	fmt.Printf("%.3f\n", scores[:sp.Rows])
 	// Output:
 	// [15.998 -31.996 0.500]
+}
+
+// Four queries scored against one block of 16 keys of 4 elements, stored transposed as a
+// cache block holds them (row d: element d of every key): key r is (r, 1, 0, 0) and query j
+// is (j, 1, 0, 0), so query j's score of key r is j·r + 1. The rows of four beams that share
+// a block score it this way, each key row loaded once for the four.
+func ExampleAttnScores4() {
+	const hd, bs = 4, 16
+	k := make([]byte, hd*bs*4)
+	for r := range bs {
+		binary.LittleEndian.PutUint32(k[(0*bs+r)*4:], math.Float32bits(float32(r)))
+		binary.LittleEndian.PutUint32(k[(1*bs+r)*4:], math.Float32bits(1))
+	}
+	queries := make([]float32, 4*hd) // evenly spaced, as the four-query kernel takes them
+	scores := make([]float32, 4*bs)
+	var q, out [4][]float32
+	for j := range 4 {
+		q[j] = queries[j*hd : (j+1)*hd]
+		q[j][0], q[j][1] = float32(j), 1
+		out[j] = scores[j*bs : (j+1)*bs]
+	}
+	kernels.AttnScores4(out, q, k, ggml.F32, hd, bs)
+	for j := range 4 {
+		fmt.Println(out[j][:4])
+	}
+	// Output:
+	// [1 1 1 1]
+	// [1 2 3 4]
+	// [1 3 5 7]
+	// [1 4 7 10]
 }
