@@ -329,3 +329,57 @@ func TestCachedPrefixRidesWithChunk(t *testing.T) {
 		t.Error("the second prompt's logits differ from its prefill alone")
 	}
 }
+
+// TestCancelWhileHeldBack cancels a prompt while it waits for an earlier prompt with the same
+// beginning: it returns the context's error with its state unchanged, and the earlier prompt
+// completes. The second prompt is sent after the first one's first chunk (so that the first
+// leads) and cancelled after the second chunk, which it was held back from.
+func TestCancelWhileHeldBack(t *testing.T) {
+	m, _, err := models.Open("default", llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	system := make([]core.TokenID, 64)
+	for i := range system {
+		system[i] = core.TokenID(300 + i*37%2000)
+	}
+	first, _ := m.NewState()
+	defer first.Close()
+	second, _ := m.NewState()
+	defer second.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var errB error
+	var bm *batch.Model
+	steps := 0
+	bm = batch.New(m, batch.Options{ChunkTokens: 16, Window: time.Second, OnStep: func(s batch.Step) {
+		switch steps++; steps {
+		case 1: // the first prompt's first chunk: the second prompt joins and is sent
+			leave := bm.Join()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer leave()
+				errB = bm.Forward(ctx, []core.ForwardItem{{State: second, Tokens: append(slices.Clone(system), 2)}})
+			}()
+		case 2: // the second chunk went without it: it is held back, and now cancelled
+			if s.Calls != 1 {
+				t.Errorf("step 2 carried %d calls, want the first prompt's alone", s.Calls)
+			}
+			cancel()
+		}
+	}})
+	defer bm.Close()
+	leave := bm.Join()
+	errA := bm.Forward(context.Background(), []core.ForwardItem{{State: first, Tokens: append(slices.Clone(system), 1)}})
+	leave()
+	wg.Wait()
+	if errA != nil || first.Len() != len(system)+1 {
+		t.Errorf("first prompt: err %v, length %d", errA, first.Len())
+	}
+	if errB != context.Canceled || second.Len() != 0 {
+		t.Errorf("held-back prompt: err %v, length %d; want %v and length 0", errB, second.Len(), context.Canceled)
+	}
+}
