@@ -335,11 +335,12 @@ func checkPairs(t *testing.T, name string, r *rand.Rand, n int, inA, inB []float
 	}
 }
 
-// TestAttnScores2MatchesOneQuery checks AttnScores2 against AttnScores for q0 and then q1, bit
-// for bit, in every implementation, for the queries in either order in memory and outputs
-// apart, the same or overlapping: F32 and F16 keys of several shapes, and Q8_0 keys (scored
-// one at a time).
-func TestAttnScores2MatchesOneQuery(t *testing.T) {
+// TestAttnScoresSeveralMatchOneQuery checks AttnScores2 against AttnScores for q0 and then
+// q1, bit for bit, in every implementation, for the queries in either order in memory and
+// outputs apart, the same or overlapping, and AttnScores4 against AttnScores for each of its
+// four queries in order, in every layout checkQuads takes: F32 and F16 keys of several
+// shapes, and Q8_0 keys (scored one at a time).
+func TestAttnScoresSeveralMatchOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
 		for _, sh := range []struct{ hd, bs int }{{64, 16}, {128, 32}, {96, 48}, {256, 16}, {6, 8}, {32, 8}, {160, 24}, {4, 16}} {
@@ -347,22 +348,26 @@ func TestAttnScores2MatchesOneQuery(t *testing.T) {
 				continue
 			}
 			k := randomKeys(r, typ, sh.hd, sh.bs)
-			qs := make([]float32, 2*sh.hd+3) // the two queries, apart
+			qs := make([]float32, 4*sh.hd+9) // four queries, 3 apart
 			for i := range qs {
 				qs[i] = float32(r.NormFloat64())
 			}
-			checkPairs(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.bs, qs[:sh.hd], qs[sh.hd+3:],
-				func(out0, out1, q0, q1 []float32) { AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs) },
-				func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) })
+			name := fmt.Sprintf("%v %+v", typ, sh)
+			one := func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) }
+			checkPairs(t, name, r, sh.bs, qs[:sh.hd], qs[sh.hd+3:2*sh.hd+3],
+				func(out0, out1, q0, q1 []float32) { AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs) }, one)
+			checkQuads(t, name, r, sh.bs, sh.hd, qs,
+				func(out, q [4][]float32) { AttnScores4(out, q, k, typ, sh.hd, sh.bs) }, one)
 		}
 	}
 }
 
-// TestAttnAccumulate2MatchesOneQuery checks AttnAccumulate2 against AttnAccumulate for p0 into
-// acc0 and then p1 into acc1, bit for bit, in every implementation, for the probabilities in
-// either order in memory and outputs apart, the same or overlapping: F32, F16 and Q8_0 values
-// of widths every kernel and the tail take.
-func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
+// TestAttnAccumulateSeveralMatchOneQuery checks AttnAccumulate2 against AttnAccumulate for p0
+// into acc0 and then p1 into acc1, bit for bit, in every implementation, for the
+// probabilities in either order in memory and outputs apart, the same or overlapping, and
+// AttnAccumulate4 against AttnAccumulate for each of its four queries in order, in every
+// layout checkQuads takes: F32, F16 and Q8_0 values of widths every kernel and the tail take.
+func TestAttnAccumulateSeveralMatchOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
 		for _, sh := range []struct{ hd, nr int }{{64, 16}, {128, 31}, {96, 48}, {256, 3}, {6, 7}, {32, 8}, {160, 24}, {80, 1}, {112, 5}} {
@@ -370,13 +375,16 @@ func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
 				continue
 			}
 			v := randomValues(r, typ, sh.nr, sh.hd)
-			ps := make([]float32, 2*sh.nr+5)
+			ps := make([]float32, 4*sh.nr+9)
 			for i := range ps {
 				ps[i] = r.Float32()
 			}
-			checkPairs(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.hd, ps[:sh.nr], ps[sh.nr+5:],
-				func(acc0, acc1, p0, p1 []float32) { AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr) },
-				func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) })
+			name := fmt.Sprintf("%v %+v", typ, sh)
+			one := func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) }
+			checkPairs(t, name, r, sh.hd, ps[:sh.nr], ps[sh.nr+5:2*sh.nr+5],
+				func(acc0, acc1, p0, p1 []float32) { AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr) }, one)
+			checkQuads(t, name, r, sh.hd, sh.nr, ps,
+				func(acc, p [4][]float32) { AttnAccumulate4(acc, p, v, typ, sh.hd, sh.nr) }, one)
 		}
 	}
 }
@@ -385,8 +393,8 @@ func TestAttnAccumulate2MatchesOneQuery(t *testing.T) {
 // in order) in every implementation, for the inputs and the outputs of n elements laid out
 // evenly apart (the kernels' case), evenly apart in reverse order, unevenly apart and with
 // two outputs on the same elements, on buffers of the same starting values, and requires the
-// same bits everywhere in the buffer. in holds the four inputs of m elements evenly spaced
-// by m+3, and unevenly from inUneven.
+// same bits everywhere in the buffer. in holds the four inputs of m elements, m+3 apart; they
+// are also given in another order, unevenly spaced.
 func checkQuads(t *testing.T, name string, r *rand.Rand, n, m int, in []float32,
 	quad func(out, in [4][]float32), one func(out, in []float32)) {
 	t.Helper()
@@ -429,50 +437,6 @@ func checkQuads(t *testing.T, name string, r *rand.Rand, n, m int, in []float32,
 					}
 				}
 			}
-		}
-	}
-}
-
-// TestAttnScores4MatchesOneQuery checks AttnScores4 against AttnScores for each of its four
-// queries in order, bit for bit, in every implementation and layout (checkQuads): F32 and F16
-// keys of several shapes, and Q8_0 keys (scored one at a time).
-func TestAttnScores4MatchesOneQuery(t *testing.T) {
-	r := rand.New(rand.NewPCG(45, 46))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
-		for _, sh := range []struct{ hd, bs int }{{64, 16}, {128, 32}, {96, 48}, {256, 16}, {6, 8}, {32, 8}, {4, 16}} {
-			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
-				continue
-			}
-			k := randomKeys(r, typ, sh.hd, sh.bs)
-			qs := make([]float32, 4*sh.hd+9)
-			for i := range qs {
-				qs[i] = float32(r.NormFloat64())
-			}
-			checkQuads(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.bs, sh.hd, qs,
-				func(out, q [4][]float32) { AttnScores4(out, q, k, typ, sh.hd, sh.bs) },
-				func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) })
-		}
-	}
-}
-
-// TestAttnAccumulate4MatchesOneQuery checks AttnAccumulate4 against AttnAccumulate for each of
-// its four queries in order, bit for bit, in every implementation and layout (checkQuads):
-// F32, F16 and Q8_0 values of widths every kernel and the tail take.
-func TestAttnAccumulate4MatchesOneQuery(t *testing.T) {
-	r := rand.New(rand.NewPCG(47, 48))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
-		for _, sh := range []struct{ hd, nr int }{{64, 16}, {128, 31}, {96, 48}, {256, 3}, {6, 7}, {32, 8}, {112, 5}, {80, 1}} {
-			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
-				continue
-			}
-			v := randomValues(r, typ, sh.nr, sh.hd)
-			ps := make([]float32, 4*sh.nr+9)
-			for i := range ps {
-				ps[i] = r.Float32()
-			}
-			checkQuads(t, fmt.Sprintf("%v %+v", typ, sh), r, sh.hd, sh.nr, ps,
-				func(acc, p [4][]float32) { AttnAccumulate4(acc, p, v, typ, sh.hd, sh.nr) },
-				func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) })
 		}
 	}
 }

@@ -152,7 +152,8 @@ type workspace struct {
 	cosLocal, sinLocal                []float32 // the sliding-window layers' own RoPE (gemma3)
 	xr, logits                        []float32
 	segs                              []segment
-	tasks                             []attnTask
+	tasks                             []attnTask // the pass's attention tasks, their layer unset (planAttention)
+	attnWork                          int        // rows × positions a pass's attention reads
 	group                             []int      // each segment's group for attention, or -1 (groupSegments)
 	groups                            []segGroup // attention's groups of segments
 	outs                              [][]float32

@@ -118,11 +118,40 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 	for len(ws.spans) < len(ws.segs) {
 		ws.spans = append(ws.spans, nil)
 	}
-	work := 0
 	for s, sg := range ws.segs {
-		end := rows[sg.b-1].pos + 1
-		ws.spans[s] = runs[sg.item].st.seq.Spans(li, end, ws.spans[s][:0])
-		work += (sg.b - sg.a) * end
+		ws.spans[s] = runs[sg.item].st.seq.Spans(li, rows[sg.b-1].pos+1, ws.spans[s][:0])
+	}
+	// The tasks depend on the segments and on the cache blocks they share, which are the
+	// same in every layer (a block holds all of them): planned once a pass, at its first.
+	if li == 0 {
+		m.planAttention(ws, rows)
+	}
+	fn := func(task, worker int) {
+		t := ws.tasks[task]
+		t.li = li
+		if t.group >= 0 {
+			m.attendGroup(ws, &ws.scratch[worker], rows, t)
+			return
+		}
+		m.attendTask(ws, &ws.scratch[worker], rows, t)
+	}
+	// Small work is not worth waking other goroutines for.
+	if ws.attnWork*p.Heads*p.HeadDim < 1<<15 {
+		for t := range ws.tasks {
+			fn(t, 0)
+		}
+		return
+	}
+	m.parallel(len(ws.tasks), fn)
+}
+
+// planAttention groups the segments (groupSegments), hands out the pass's attention tasks
+// (without their layer) and counts its work, from the first layer's spans.
+func (m *Model) planAttention(ws *workspace, rows []rowInfo) {
+	p := &m.p
+	ws.attnWork = 0
+	for _, sg := range ws.segs {
+		ws.attnWork += (sg.b - sg.a) * (rows[sg.b-1].pos + 1)
 	}
 	group := m.groupSegments(ws)
 	heads, split := attnSplit(len(ws.segs), p.KVHeads, m.workers)
@@ -137,7 +166,7 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 	}
 	for gi := range ws.groups {
 		for g := 0; g < p.KVHeads; g += gheads {
-			ws.tasks = append(ws.tasks, attnTask{li: li, group: gi, g0: g, g1: min(g+gheads, p.KVHeads)})
+			ws.tasks = append(ws.tasks, attnTask{group: gi, g0: g, g1: min(g+gheads, p.KVHeads)})
 		}
 	}
 	for s, sg := range ws.segs {
@@ -149,25 +178,10 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 			for k := range parts {
 				a := sg.a + k*(sg.b-sg.a)/parts
 				b := sg.a + (k+1)*(sg.b-sg.a)/parts
-				ws.tasks = append(ws.tasks, attnTask{li: li, seg: s, group: -1, g0: g, g1: min(g+heads, p.KVHeads), a: a, b: b})
+				ws.tasks = append(ws.tasks, attnTask{seg: s, group: -1, g0: g, g1: min(g+heads, p.KVHeads), a: a, b: b})
 			}
 		}
 	}
-	fn := func(task, worker int) {
-		if t := ws.tasks[task]; t.group >= 0 {
-			m.attendGroup(ws, &ws.scratch[worker], rows, t)
-			return
-		}
-		m.attendTask(ws, &ws.scratch[worker], rows, ws.tasks[task])
-	}
-	// Small work is not worth waking other goroutines for.
-	if work*p.Heads*p.HeadDim < 1<<15 {
-		for t := range ws.tasks {
-			fn(t, 0)
-		}
-		return
-	}
-	m.parallel(len(ws.tasks), fn)
 }
 
 // attnSplit returns how attention shares its work among workers: tasks of heads key/value
@@ -194,9 +208,10 @@ func attnSplit(segs, kvHeads, workers int) (heads, split int) {
 // maxAttnScores bounds the scores a task holds at once (a variable for tests).
 var maxAttnScores = 1 << 20
 
-// attnTask is the attention of key/value heads [g0, g1) for rows [a, b) of segment seg, or,
-// when group is not -1, for the single rows of the segments of workspace.groups[group]
-// (attendGroup).
+// attnTask is the attention in layer li of key/value heads [g0, g1) for rows [a, b) of
+// segment seg, or, when group is not -1, for the single rows of the segments of
+// workspace.groups[group] (attendGroup). planAttention makes a pass's tasks; attention sets
+// the layer as it runs them.
 type attnTask struct{ li, seg, group, g0, g1, a, b int }
 
 // segGroup is up to four segments of one row each whose sequences share their first cache

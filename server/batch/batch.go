@@ -66,11 +66,8 @@ type Model struct {
 	wake    chan struct{} // signalled when a call arrives or a session leaves
 	active  int           // joined sessions
 	pending []*call
-	// warm holds the leading tokens (prefixKey) of prompts prefilled lately: their blocks are
-	// in the wrapped model's prefix cache, so prompts beginning with them need not wait.
-	warm   map[string]bool
-	closed bool
-	done   chan struct{}
+	closed  bool
+	done    chan struct{}
 }
 
 // call is one Forward call waiting for or taking part in steps.
@@ -85,7 +82,8 @@ type call struct {
 	// withdrawn.
 	inFlight bool
 	// waited is set (under Model.mu) when the call, a prompt, was held back for an earlier
-	// prompt's prefill (Model.take); once that one is done it goes without leading others.
+	// prompt's prefill (Model.take); once that one is done it goes without leading others,
+	// even where the cache did not keep the shared part (a cache block longer than it).
 	waited bool
 }
 
@@ -201,16 +199,23 @@ const minSharedPrefix = 32
 // take returns the waiting calls a step runs, marking them in flight (b.mu held): all of them
 // but the prompts that begin as a prompt taken before them (in this step or an earlier one,
 // not finished yet) does, which wait in b.pending until its prefill is done and then go
-// together, their shared part in the prefix cache.
+// together, their shared part in the prefix cache. A prompt whose beginning the cache already
+// holds, or that has waited once, goes at once and holds nobody back.
 func (b *Model) take() []*call {
 	step := make([]*call, 0, len(b.pending))
 	var leaders []*call // prompts being prefilled that others wait for, in arrival order
 	for _, c := range b.pending {
-		if c.prompt() && !c.advanced() && !b.isWarm(c) && slices.ContainsFunc(leaders, c.sharesPrefix) {
-			c.waited = true
-			continue
+		lead := c.prompt() && !c.waited
+		if lead && !c.advanced() {
+			switch {
+			case c.cached():
+				lead = false
+			case slices.ContainsFunc(leaders, c.sharesPrefix):
+				c.waited = true
+				continue
+			}
 		}
-		if c.prompt() && !c.waited && !b.isWarm(c) {
+		if lead {
 			leaders = append(leaders, c)
 		}
 		c.inFlight = true
@@ -219,46 +224,17 @@ func (b *Model) take() []*call {
 	return step
 }
 
-// maxWarm bounds Model.warm; past it the set starts again.
-const maxWarm = 256
-
-// prefixKey is the first minSharedPrefix tokens of toks as a map key, "" when toks is shorter.
-func prefixKey(toks []core.TokenID) string {
-	if len(toks) < minSharedPrefix {
-		return ""
-	}
-	b := make([]byte, 0, 4*minSharedPrefix)
-	for _, t := range toks[:minSharedPrefix] {
-		b = append(b, byte(t), byte(t>>8), byte(t>>16), byte(t>>24))
-	}
-	return string(b)
-}
-
-// isWarm reports whether every item of c begins as a prompt prefilled lately (b.mu held).
-func (b *Model) isWarm(c *call) bool {
+// cached reports whether the wrapped model's prefix cache holds the first minSharedPrefix
+// tokens of every item of c, a prompt not started yet, as its states report (loom's runtime's
+// do; for others it is false).
+func (c *call) cached() bool {
 	for _, it := range c.items {
-		if k := prefixKey(it.Tokens); k == "" || !b.warm[k] {
+		pc, ok := it.State.(prefixCache)
+		if !ok || len(it.Tokens) <= minSharedPrefix || pc.CachedPrefix(it.Tokens[:minSharedPrefix]) < minSharedPrefix {
 			return false
 		}
 	}
 	return true
-}
-
-// warmUp records the beginnings of the prompts of calls that completed (b.mu held).
-func (b *Model) warmUp(calls []*call) {
-	for _, c := range calls {
-		if !c.prompt() {
-			continue
-		}
-		for _, it := range c.items {
-			if k := prefixKey(it.Tokens); k != "" {
-				if b.warm == nil || len(b.warm) >= maxWarm {
-					b.warm = map[string]bool{}
-				}
-				b.warm[k] = true
-			}
-		}
-	}
 }
 
 // prompt reports whether every item of c starts its sequence (a prefill of a new state).

@@ -132,11 +132,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 // TestErrorFailsOnlyItsCall checks that a call the model refuses (beyond the context length)
 // fails alone, with its state unchanged, while the calls batched with it succeed.
 func TestErrorFailsOnlyItsCall(t *testing.T) {
-	m, _, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openDefault(t, llama.Options{})
 	bm := batch.New(m, batch.Options{Window: 50 * time.Millisecond})
 	defer bm.Close()
 	ctxLen := m.Config().ContextLength
@@ -170,11 +166,7 @@ func TestErrorFailsOnlyItsCall(t *testing.T) {
 // TestCancelWhileWaiting checks that a call whose context ends before its step returns the
 // context's error and leaves its state alone, and that Forward after Close fails.
 func TestCancelWhileWaiting(t *testing.T) {
-	m, _, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openDefault(t, llama.Options{})
 	bm := batch.New(m, batch.Options{Window: time.Hour})
 	st, _ := bm.NewState()
 	defer st.Close()
@@ -201,16 +193,8 @@ func TestCancelWhileWaiting(t *testing.T) {
 // blocks from the prefix cache; every prompt's logits are those of its prefill alone. Two
 // prompts sent later with the same beginning go together: it is in the cache already.
 func TestSharedPromptsWaitForTheFirst(t *testing.T) {
-	m, _, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	alone, _, err := models.Open("default", llama.Options{NoPrefixCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alone.Close()
+	m := openDefault(t, llama.Options{})
+	alone := openDefault(t, llama.Options{NoPrefixCache: true})
 	system := make([]core.TokenID, 48)
 	for i := range system {
 		system[i] = core.TokenID(300 + i*37%2000)
@@ -283,11 +267,7 @@ func TestSharedPromptsWaitForTheFirst(t *testing.T) {
 // a prompt beginning with it: the 64 positions the prefix cache holds go with its first chunk,
 // so it takes one step, and its logits are those of its prefill alone.
 func TestCachedPrefixRidesWithChunk(t *testing.T) {
-	m, _, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openDefault(t, llama.Options{})
 	var steps []batch.Step
 	bm := batch.New(m, batch.Options{ChunkTokens: 16, OnStep: func(s batch.Step) { steps = append(steps, s) }})
 	defer bm.Close()
@@ -314,11 +294,7 @@ func TestCachedPrefixRidesWithChunk(t *testing.T) {
 	if len(steps) != 1 || steps[0].Partial != 0 {
 		t.Errorf("steps %+v: want the second prompt in one step, its 64 cached positions with its chunk", steps)
 	}
-	alone, _, err := models.Open("default", llama.Options{NoPrefixCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alone.Close()
+	alone := openDefault(t, llama.Options{NoPrefixCache: true})
 	st, _ := alone.NewState()
 	defer st.Close()
 	ref := []core.ForwardItem{{State: st, Tokens: second}}
@@ -335,11 +311,7 @@ func TestCachedPrefixRidesWithChunk(t *testing.T) {
 // completes. The second prompt is sent after the first one's first chunk (so that the first
 // leads) and cancelled after the second chunk, which it was held back from.
 func TestCancelWhileHeldBack(t *testing.T) {
-	m, _, err := models.Open("default", llama.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openDefault(t, llama.Options{})
 	system := make([]core.TokenID, 64)
 	for i := range system {
 		system[i] = core.TokenID(300 + i*37%2000)
@@ -382,4 +354,15 @@ func TestCancelWhileHeldBack(t *testing.T) {
 	if errB != context.Canceled || second.Len() != 0 {
 		t.Errorf("held-back prompt: err %v, length %d; want %v and length 0", errB, second.Len(), context.Canceled)
 	}
+}
+
+// openDefault opens the embedded default model with opts, closed when the test ends.
+func openDefault(t testing.TB, opts llama.Options) *llama.Model {
+	t.Helper()
+	m, _, err := models.Open("default", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
