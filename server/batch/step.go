@@ -129,6 +129,9 @@ func (b *Model) complete(calls []*call, err error) {
 	}
 	b.mu.Lock()
 	b.pending = slices.DeleteFunc(b.pending, func(p *call) bool { return slices.Contains(calls, p) })
+	if err == nil {
+		b.warmUp(calls)
+	}
 	b.mu.Unlock()
 	for _, c := range calls {
 		c.err = err
