@@ -107,6 +107,13 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 	if t.maxLen >= len(onStack) {
 		pushed = make([]bool, t.maxLen+1)
 	}
+	// level is the number of states pushed on r; stays[level] holds the bytes after which its
+	// state was found to stay the same (Aliaser): such a byte met again from that state needs
+	// no Advance (inside a JSON string most bytes of a token leave the parser where it was,
+	// and a walk meets the same bytes thousands of times).
+	level := 0
+	var staysStack [16]staying
+	stays := staysStack[:1]
 	pop := func(to int) {
 		n := 0
 		for d := to + 1; d <= depth; d++ {
@@ -116,6 +123,7 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 		}
 		if n > 0 {
 			r.Pop(n)
+			level -= n
 		}
 		depth = to
 	}
@@ -143,15 +151,28 @@ func (t *Trie) FillWith(r Recognizer, mask Mask, o WalkOptions) int {
 			i++
 			continue
 		}
-		if !r.Advance(nd.b) {
+		switch {
+		case stays[level].has(nd.b):
+			depth++ // r stays where it is
+			pushed[depth] = false
+		case !r.Advance(nd.b):
 			i = int(nd.end)
 			continue
-		}
-		depth++
-		pushed[depth] = true
-		if alias != nil && alias.SameAsPreviousWithin(t.maxLen) {
-			r.Pop(1)
-			pushed[depth] = false
+		default:
+			depth++
+			pushed[depth] = true
+			if alias != nil && alias.SameAsPreviousWithin(t.maxLen) {
+				r.Pop(1)
+				pushed[depth] = false
+				stays[level].add(nd.b)
+				break
+			}
+			level++ // a new state: nothing known of its bytes yet
+			if level == len(stays) {
+				stays = append(stays, staying{})
+			} else {
+				stays[level] = staying{}
+			}
 		}
 		if nd.hasTok {
 			for _, id := range t.nodeTokens(i) {
@@ -198,3 +219,11 @@ func skipped(slices []*Slice, i int) bool {
 	}
 	return false
 }
+
+// staying is, for one state of a walk's recogniser, the bytes after which the state was found
+// to stay the same (Aliaser).
+type staying [4]uint64
+
+func (a *staying) has(b byte) bool { return a[b>>6]&(1<<(b&63)) != 0 }
+
+func (a *staying) add(b byte) { a[b>>6] |= 1 << (b & 63) }
