@@ -16,6 +16,7 @@ package earley
 import (
 	"fmt"
 	"math"
+	bits64 "math/bits"
 	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/grammar"
@@ -295,6 +296,52 @@ func (m *Matcher) keepWalkChart() {
 	for _, s := range m.sets[m.walkBase+1:] {
 		s.walkOnly = false
 	}
+}
+
+// StayingBytes returns the bytes that may come next (NextBytes) and, among them, those after
+// which the state stays the same within horizon bytes (SameAsPreviousWithin), or ok false if
+// that takes more than most Advances: bytes with the same signature (the scan items they
+// match) lead to the same state, so it advances once per signature
+// (tokentrie.StayingReporter).
+func (m *Matcher) StayingBytes(horizon, most int) (next, stays [4]uint64, ok bool) {
+	cur := m.sets[len(m.sets)-1]
+	ns := cur.next
+	if len(cur.scan) > 64 { // signatures past one word: not worth it
+		return ns, stays, false
+	}
+	var sig [256]uint64
+	for j, ii := range cur.scan {
+		t := &m.g.Terminals[cur.items[ii].next.Terminal()]
+		for w, bits := range t {
+			for bits != 0 {
+				b := w<<6 | bits64.TrailingZeros64(bits)
+				bits &= bits - 1
+				sig[b] |= 1 << j
+			}
+		}
+	}
+	var seen [256]bool // by byte: its signature's answer is known
+	for b := range 256 {
+		c := byte(b)
+		if !ns.Has(c) || seen[b] {
+			continue
+		}
+		if most--; most < 0 {
+			return ns, [4]uint64{}, false
+		}
+		m.Advance(c)
+		same := m.SameAsPreviousWithin(horizon)
+		m.Pop(1)
+		for o := b; o < 256; o++ {
+			if sig[o] == sig[b] && ns.Has(byte(o)) {
+				seen[o] = true
+				if same {
+					stays[o>>6] |= 1 << (o & 63)
+				}
+			}
+		}
+	}
+	return ns, stays, true
 }
 
 // SameAsPrevious reports whether the last byte advanced left the parser in a state that

@@ -392,3 +392,57 @@ func TestSameAsPreviousWithinAnyHorizonOrder(t *testing.T) {
 		t.Fatalf("answers %v: the test is vacuous", asked)
 	}
 }
+
+// TestStayingBytesMatchesEachByte checks StayingBytes against asking byte by byte (CanAdvance,
+// then Advance, SameAsPreviousWithin and Pop) in the states of random walks through grammars
+// with strings, loops and bounded repetitions, at several horizons, and that the matcher is
+// left as it was; a limit below the states it needs gives ok false.
+func TestStayingBytesMatchesEachByte(t *testing.T) {
+	tests := []struct{ grammar, alphabet string }{
+		{jsonGrammar, `{}[]":, 0123456789-.eEtrufalsn\/ab` + "\n"},
+		{`root ::= "\"" [a-c]{0,30} "\"" ("x" | "yz")`, `abc"xyz`},
+		{`root ::= "<" [a-c=]* (">" | "=>") [0-9]{0,8} "."`, "<>=abc019."},
+		{"root ::= x\nx ::= \"(\" x \")\" | \"a\"", "(((a)"},
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	checked, stayed, refused := 0, 0, 0
+	for _, tt := range tests {
+		g := grammar.MustCompile(tt.grammar)
+		for _, h := range []int{0, 3, 128} {
+			randomSteps(g, tt.alphabet, rng, 20, 40, func(_, m *Matcher, _ byte) {
+				var next, stays [4]uint64
+				for b := range 256 {
+					c := byte(b)
+					if !m.CanAdvance(c) {
+						continue
+					}
+					next[b>>6] |= 1 << (b & 63)
+					m.Advance(c)
+					if m.SameAsPreviousWithin(h) {
+						stays[b>>6] |= 1 << (b & 63)
+						stayed++
+					}
+					m.Pop(1)
+				}
+				n := m.Len()
+				gotNext, gotStays, ok := m.StayingBytes(h, 256)
+				if !ok {
+					t.Fatalf("%s: StayingBytes refused with a limit of 256 states", tt.grammar)
+				}
+				if gotNext != next || gotStays != stays {
+					t.Fatalf("%s, horizon %d, after %d bytes: StayingBytes %x %x, byte by byte %x %x", tt.grammar, h, n, gotNext, gotStays, next, stays)
+				}
+				if m.Len() != n {
+					t.Fatalf("%s: StayingBytes left the matcher at %d bytes, not %d", tt.grammar, m.Len(), n)
+				}
+				if _, _, ok := m.StayingBytes(h, 0); !ok && next != [4]uint64{} {
+					refused++
+				}
+				checked++
+			})
+		}
+	}
+	if stayed == 0 || refused == 0 {
+		t.Fatalf("%d states checked, %d staying bytes, %d refusals: the test is vacuous", checked, stayed, refused)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomlm/loom/core"
 )
@@ -41,6 +42,7 @@ type Trie struct {
 	empty     []core.TokenID // tokens with no bytes (control tokens)
 	maxLen    int
 	cache     sliceCache
+	traces    traceCache
 }
 
 // New builds the trie of tok's vocabulary. Tokens with no bytes (control tokens) are not in
@@ -135,7 +137,11 @@ type Slice struct {
 	subMax []uint8
 	budget int // unbounded when < 0
 	count  int
+	id     uint64 // unique among slices: names it in a walk's trace key
 }
+
+// sliceIDs numbers slices.
+var sliceIDs atomic.Uint64
 
 // Tokens is the number of tokens in the slice.
 func (s *Slice) Tokens() int { return s.count }
@@ -202,7 +208,7 @@ func (t *Trie) budget(e *sliceEntry, r int) *Slice {
 			count += int(in)
 		}
 	}
-	e.budgets[r] = &Slice{tokens: tokens, skip: e.all.skip, subMax: e.subMax, budget: r, count: count}
+	e.budgets[r] = &Slice{tokens: tokens, skip: e.all.skip, subMax: e.subMax, budget: r, count: count, id: sliceIDs.Add(1)}
 	return e.budgets[r]
 }
 
@@ -413,7 +419,7 @@ const (
 
 // newPassSlice returns an empty unbounded slice of the trie, for a pass to fill.
 func (t *Trie) newPassSlice() *Slice {
-	return &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
+	return &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1, id: sliceIDs.Add(1)}
 }
 
 // statusScratch returns the cache's node status scratch (its lock is held), padded to whole
