@@ -29,7 +29,10 @@
 // (inside a string, a run of '=' or spaces), or in one that accepts the same bytes for as far
 // as the longest token reaches (inside a string of bounded length, while more characters may
 // come than that), the walk goes on from that state instead of building one per byte
-// (earley.Matcher.SameAsPreviousWithin). And masks are cached by the parser
+// (earley.Matcher.SameAsPreviousWithin); what such a walk does without building a state
+// depends only on its slices and on the bytes the parser accepts and stays the same after, so
+// it is recorded once in a trace the token trie keeps and replayed by later walks from any
+// grammar (tokentrie.StayingReporter). And masks are cached by the parser
 // state's key within the longest token (earley.Matcher.AppendStateKeyWithin), in a cache
 // shared by a processor and its clones: inside a JSON string the state after every character
 // has the same key, and inside a string of bounded length too while more characters may come

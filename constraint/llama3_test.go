@@ -220,18 +220,18 @@ func BenchmarkMaskLlama3(b *testing.B) {
 // as for the first mask of each string in a document): a string without a length limit, one
 // of at most 80 characters (fewer than Llama 3's longest token holds: the walk builds a
 // parser state per byte of each long token down to where the limit rejects it) and one of at
-// most 300.
+// most 300; and the mask after the first word of a string without a limit ("inside").
 func BenchmarkMaskLlama3StringStart(b *testing.B) {
 	tok := llama3vocab.Tokenizer(b)
 	constraint.TrieFor(tok) // built once per tokenizer, outside the measurement
 	seq := newSeq(b, tok)
-	for _, tc := range []struct{ name, limit string }{{"unbounded", ""}, {"max80", `,"maxLength":80`}, {"max300", `,"maxLength":300`}} {
+	for _, tc := range []struct{ name, limit, word string }{{"unbounded", "", ""}, {"max80", `,"maxLength":80`, ""}, {"max300", `,"maxLength":300`, ""}, {"inside", "", "Intro"}} {
 		schema := `{"type":"object","properties":{"title":{"type":"string"` + tc.limit + `},"n":{"type":"integer"}},"required":["title","n"],"additionalProperties":false}`
 		start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		ids, err := tok.Encode(`{"title":"`, core.EncodeOptions{})
+		ids, err := tok.Encode(`{"title":"`+tc.word, core.EncodeOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
