@@ -101,7 +101,19 @@ type attnScratch struct {
 	q, s, tmp []float32
 	sum, acc  []float32
 	qq        []byte // the queries quantized for Q8_0 keys (kernels.QuantizeQuery)
+	blocks    []blockClusters
 }
+
+// blockClusters is, for one cache block of a group's rows (attendGroup), the sets of rows
+// that hold the same block: the rows of cluster c are members[from[c]:from[c+1]], in order.
+type blockClusters struct {
+	n       int
+	members [4]int
+	from    [5]int
+}
+
+// rows returns the rows of cluster c.
+func (b *blockClusters) rows(c int) []int { return b.members[b.from[c]:b.from[c+1]] }
 
 // attention computes ws.att for every row: for each query head, the softmax-weighted sum of
 // the value rows of its key/value head over the positions up to the row's own, read from the
@@ -470,11 +482,14 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		}
 		return nil
 	}
-	// clusters splits the rows holding block k into sets holding the same block: the rows of
-	// cluster c are members[from[c]:from[c+1]], in order.
-	var members [4]int
-	var from [5]int
-	clusters := func(k int) int {
+	// Each block's rows split into sets holding the same block (the same for both walks and
+	// their prefetches: worked out once).
+	if cap(sc.blocks) < nb {
+		sc.blocks = make([]blockClusters, nb)
+	}
+	blocks := sc.blocks[:nb]
+	for k := range blocks {
+		b := &blocks[k]
 		var done [4]bool
 		c, m := 0, 0
 		for j := range n {
@@ -482,17 +497,16 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 			if done[j] || sp == nil {
 				continue
 			}
-			from[c] = m
+			b.from[c] = m
 			for j2 := j; j2 < n; j2++ {
 				if sp2 := span(j2, k); !done[j2] && sp2 != nil && sameBlock(sp, sp2) {
-					members[m], done[j2] = j2, true
+					b.members[m], done[j2] = j2, true
 					m++
 				}
 			}
 			c++
 		}
-		from[c] = m
-		return c
+		b.from[c], b.n = m, c
 	}
 	// rowsOf returns where block sp starts and how many of its positions row j attends to.
 	rowsOf := func(sp *cache.Span, j int) (int, int) { return sp.Start, min(sp.Rows, pos[j]+1-sp.Start) }
@@ -500,9 +514,9 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		if k >= nb {
 			return
 		}
-		nc := clusters(k)
-		for c := range nc {
-			sp := span(members[from[c]], k)
+		b := &blocks[k]
+		for c := range b.n {
+			sp := span(b.rows(c)[0], k)
 			for g := g0; g < g1; g++ {
 				kernels.Prefetch(head(sp, g))
 			}
@@ -511,9 +525,9 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 
 	for k := range nb {
 		prefetch(k+1, (*cache.Span).KHead)
-		nc := clusters(k)
-		for c := range nc {
-			rs := members[from[c]:from[c+1]]
+		b := &blocks[k]
+		for c := range b.n {
+			rs := b.rows(c)
 			sp := span(rs[0], k)
 			st, nr := rowsOf(sp, rs[0]) // the same for every row holding the block
 			for i := range perRow {
@@ -539,7 +553,7 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 					}
 					rs = rs[step:]
 				}
-				rs = members[from[c]:from[c+1]]
+				rs = b.rows(c)
 			}
 		}
 	}
@@ -551,9 +565,9 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 	clear(sc.acc[:nq*hd])
 	for k := range nb {
 		prefetch(k+1, (*cache.Span).VHead)
-		nc := clusters(k)
-		for c := range nc {
-			rs := members[from[c]:from[c+1]]
+		b := &blocks[k]
+		for c := range b.n {
+			rs := b.rows(c)
 			sp := span(rs[0], k)
 			st, nr := rowsOf(sp, rs[0])
 			for i := range perRow {
@@ -575,7 +589,7 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 					}
 					rs = rs[step:]
 				}
-				rs = members[from[c]:from[c+1]]
+				rs = b.rows(c)
 			}
 		}
 	}
