@@ -9,7 +9,16 @@ import "golang.org/x/sys/cpu"
 // implementations.
 var useAVX2 = cpu.X86.HasAVX2
 
+// useAVX512 selects the AVX-512 exp-sum kernel (16 lanes a register, the same operations and
+// summation order as the AVX2 one, so the same bits): a softmax over a vocabulary or over an
+// attention row's positions is mostly exponentials.
+var useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2
+
 func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
+	if useAVX512 {
+		expShiftSumAVX512(dst, src, shift, lanes)
+		return
+	}
 	if useAVX2 {
 		expShiftSumAVX2(dst, src, shift, lanes)
 		return
@@ -85,6 +94,9 @@ func maskAboveBlocks(dst []uint64, xs []float32, t float32) {
 
 //go:noescape
 func expShiftSumAVX2(dst, src []float32, shift float32, lanes *[32]float64)
+
+//go:noescape
+func expShiftSumAVX512(dst, src []float32, shift float32, lanes *[32]float64)
 
 //go:noescape
 func maxAVX2(xs []float32) (max float32, nan bool)

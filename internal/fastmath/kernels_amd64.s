@@ -103,6 +103,94 @@ done:
 	VZEROUPPER
 	RET
 
+// EXP16 is EXP8 for the 16 values at off(SI)(AX*4) in a ZMM register (shift in Z15, +Inf in
+// Z14), the constants broadcast from ·expK's rows and the final selections masked (K1–K3). It
+// uses Z4–Z10.
+#define EXP16(off, acc) \
+	VMOVUPS          off(SI)(AX*4), Z4 \
+	VSUBPS           Z15, Z4, Z4 \
+	VMULPS.BCST      ·expK+0(SB), Z4, Z5 \
+	VADDPS.BCST      ·expK+32(SB), Z5, Z5 \
+	VPANDD.BCST      ·expK+64(SB), Z5, Z6 \
+	VPSUBD.BCST      ·expK+96(SB), Z6, Z6 \
+	VSUBPS.BCST      ·expK+32(SB), Z5, Z5 \
+	VMULPS.BCST      ·expK+128(SB), Z5, Z7 \
+	VSUBPS           Z7, Z4, Z7 \
+	VMULPS.BCST      ·expK+160(SB), Z5, Z5 \
+	VSUBPS           Z5, Z7, Z7 \
+	VMULPS.BCST      ·expK+192(SB), Z7, Z8 \
+	VADDPS.BCST      ·expK+224(SB), Z8, Z8 \
+	VMULPS           Z7, Z8, Z8 \
+	VADDPS.BCST      ·expK+256(SB), Z8, Z8 \
+	VMULPS           Z7, Z8, Z8 \
+	VADDPS.BCST      ·expK+288(SB), Z8, Z8 \
+	VMULPS           Z7, Z8, Z8 \
+	VADDPS.BCST      ·expK+320(SB), Z8, Z8 \
+	VMULPS           Z7, Z8, Z8 \
+	VADDPS.BCST      ·expK+352(SB), Z8, Z8 \
+	VMULPS           Z7, Z8, Z8 \
+	VADDPS.BCST      ·expK+384(SB), Z8, Z8 \
+	VMULPS           Z7, Z8, Z8 \
+	VADDPS.BCST      ·expK+384(SB), Z8, Z8 \
+	VPSRAD           $1, Z6, Z9 \
+	VPSUBD           Z9, Z6, Z10 \
+	VPADDD.BCST      ·expK+416(SB), Z9, Z9 \
+	VPSLLD           $23, Z9, Z9 \
+	VPADDD.BCST      ·expK+416(SB), Z10, Z10 \
+	VPSLLD           $23, Z10, Z10 \
+	VMULPS           Z9, Z8, Z8 \
+	VMULPS           Z10, Z8, Z8 \
+	VCMPPS.BCST      $0x1e, ·expK+448(SB), Z4, K1 \
+	VMOVAPS.Z        Z8, K1, Z8 \
+	VCMPPS.BCST      $0x1e, ·expK+480(SB), Z4, K2 \
+	VMOVAPS          Z14, K2, Z8 \
+	VCMPPS           $3, Z4, Z4, K3 \
+	VMOVAPS          Z4, K3, Z8 \
+	VMOVUPS          Z8, off(DI)(AX*4) \
+	VADDPS           Z8, acc, acc
+
+// FLUSH16 adds the 16 float32 lanes of zacc to the float64 lanes at lo(DX) (the low eight) and
+// hi(DX) and clears zacc.
+#define FLUSH16(zacc, yacc, lo, hi) \
+	VCVTPS2PD     yacc, Z4 \
+	VADDPD        lo(DX), Z4, Z4 \
+	VMOVUPD       Z4, lo(DX) \
+	VEXTRACTF64X4 $1, zacc, Y5 \
+	VCVTPS2PD     Y5, Z5 \
+	VADDPD        hi(DX), Z5, Z5 \
+	VMOVUPD       Z5, hi(DX) \
+	VXORPS        zacc, zacc, zacc
+
+// func expShiftSumAVX512(dst, src []float32, shift float32, lanes *[32]float64)
+TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         src_base+24(FP), SI
+	MOVQ         src_len+32(FP), CX
+	VBROADCASTSS shift+48(FP), Z15
+	VBROADCASTSS ·expK+512(SB), Z14
+	MOVQ         lanes+56(FP), DX
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	XORQ         AX, AX
+
+loop512:
+	CMPQ  AX, CX
+	JAE   done512
+	EXP16(0, Z0)
+	EXP16(64, Z1)
+	ADDQ  $32, AX
+	TESTQ $1023, AX
+	JNZ   loop512
+	FLUSH16(Z0, Y0, 0, 64)
+	FLUSH16(Z1, Y1, 128, 192)
+	JMP   loop512
+
+done512:
+	FLUSH16(Z0, Y0, 0, 64)
+	FLUSH16(Z1, Y1, 128, 192)
+	VZEROUPPER
+	RET
+
 // func maxAVX2(xs []float32) (max float32, nan bool)
 TEXT ·maxAVX2(SB), NOSPLIT, $0-29
 	MOVQ    xs_base+0(FP), SI

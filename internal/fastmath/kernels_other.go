@@ -2,8 +2,8 @@
 
 package fastmath
 
-// useAVX2 is false where the assembly kernels do not exist.
-var useAVX2 = false
+// useAVX2 and useAVX512 are false where the assembly kernels do not exist.
+var useAVX2, useAVX512 = false, false
 
 func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
 	expShiftSumGeneric(dst, src, shift, lanes)

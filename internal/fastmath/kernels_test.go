@@ -8,9 +8,17 @@ import (
 
 // withGeneric runs f with the Go kernels and returns to the default afterwards.
 func withGeneric(f func()) {
-	saved := useAVX2
-	useAVX2 = false
-	defer func() { useAVX2 = saved }()
+	saved, saved512 := useAVX2, useAVX512
+	useAVX2, useAVX512 = false, false
+	defer func() { useAVX2, useAVX512 = saved, saved512 }()
+	f()
+}
+
+// withoutAVX512 runs f with the AVX2 kernels where the default would take an AVX-512 one.
+func withoutAVX512(f func()) {
+	saved := useAVX512
+	useAVX512 = false
+	defer func() { useAVX512 = saved }()
 	f()
 }
 
@@ -43,17 +51,19 @@ func TestExpShiftSumMatchesGeneric(t *testing.T) {
 		for _, specials := range []bool{false, true} {
 			src := testRow(r, n, 8, specials)
 			for _, shift := range []float32{0, 3.5, -20, float32(math.Inf(1))} {
-				d1 := make([]float32, n)
-				d2 := make([]float32, n)
+				d1, d2, d3 := make([]float32, n), make([]float32, n), make([]float32, n)
 				s1 := ExpShiftSum(d1, src, shift)
-				var s2 float64
+				var s2, s3 float64
 				withGeneric(func() { s2 = ExpShiftSum(d2, src, shift) })
-				if math.Float64bits(s1) != math.Float64bits(s2) && !(s1 != s1 && s2 != s2) {
-					t.Errorf("n=%d shift=%v specials=%v: sum %v (default) != %v (generic)", n, shift, specials, s1, s2)
+				withoutAVX512(func() { s3 = ExpShiftSum(d3, src, shift) })
+				for _, s := range []float64{s1, s3} {
+					if math.Float64bits(s) != math.Float64bits(s2) && !(s != s && s2 != s2) {
+						t.Errorf("n=%d shift=%v specials=%v: sum %v (default, AVX-512 %v), %v without AVX-512, %v generic", n, shift, specials, s1, useAVX512, s3, s2)
+					}
 				}
 				for i := range d1 {
-					if !sameBits(d1[i], d2[i]) {
-						t.Fatalf("n=%d shift=%v: element %d (x=%v): %v (default) != %v (generic)", n, shift, i, src[i], d1[i], d2[i])
+					if !sameBits(d1[i], d2[i]) || !sameBits(d3[i], d2[i]) {
+						t.Fatalf("n=%d shift=%v: element %d (x=%v): %v (default), %v (without AVX-512) != %v (generic)", n, shift, i, src[i], d1[i], d3[i], d2[i])
 					}
 					if want := Exp(src[i] - shift); !sameBits(d1[i], want) {
 						t.Fatalf("n=%d: element %d: %v, Exp gives %v", n, i, d1[i], want)
