@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	bits64 "math/bits"
+	"slices"
 	"sync/atomic"
 
 	"github.com/loomlm/loom/constraint/grammar"
@@ -320,25 +321,32 @@ func (m *Matcher) StayingBytes(horizon, most int) (next, stays [4]uint64, ok boo
 			}
 		}
 	}
-	var seen [256]bool // by byte: its signature's answer is known
+	// The bytes by signature, in one pass: a signature's first byte advances for all its bytes
+	// (consecutive bytes mostly share one).
+	var classSig [256]uint64
+	var classStays [256]bool
+	n, last := 0, -1
 	for b := range 256 {
-		c := byte(b)
-		if !ns.Has(c) || seen[b] {
+		if !ns.Has(byte(b)) {
 			continue
 		}
-		if most--; most < 0 {
-			return ns, [4]uint64{}, false
+		k := last
+		if k < 0 || classSig[k] != sig[b] {
+			k = slices.Index(classSig[:n], sig[b])
 		}
-		m.Advance(c)
-		same := m.SameAsPreviousWithin(horizon)
-		m.Pop(1)
-		for o := b; o < 256; o++ {
-			if sig[o] == sig[b] && ns.Has(byte(o)) {
-				seen[o] = true
-				if same {
-					stays[o>>6] |= 1 << (o & 63)
-				}
+		if k < 0 {
+			if n >= most {
+				return ns, [4]uint64{}, false
 			}
+			m.Advance(byte(b))
+			classStays[n] = m.SameAsPreviousWithin(horizon)
+			m.Pop(1)
+			classSig[n], k = sig[b], n
+			n++
+		}
+		last = k
+		if classStays[k] {
+			stays[b>>6] |= 1 << (b & 63)
 		}
 	}
 	return ns, stays, true
