@@ -35,3 +35,17 @@ func BenchmarkAdvance(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStayingBytes asks, inside a JSON string, which bytes may come next and after which
+// the state stays the same (what a token-trie walk asks first from a state with slices).
+func BenchmarkStayingBytes(b *testing.B) {
+	m := New(grammar.MustCompile(jsonGrammar))
+	if _, ok := m.AdvanceBytes([]byte(`{"name": "ab`)); !ok {
+		b.Fatal("prefix rejected")
+	}
+	for b.Loop() {
+		if _, _, ok := m.StayingBytes(128, 16); !ok {
+			b.Fatal("refused")
+		}
+	}
+}
