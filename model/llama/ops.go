@@ -508,91 +508,83 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		}
 		b.from[c], b.n = m, c
 	}
-	// rowsOf returns where block sp starts and how many of its positions row j attends to.
-	rowsOf := func(sp *cache.Span, j int) (int, int) { return sp.Start, min(sp.Rows, pos[j]+1-sp.Start) }
-	prefetch := func(k int, head func(*cache.Span, int) []byte) {
-		if k >= nb {
-			return
-		}
-		b := &blocks[k]
-		for c := range b.n {
-			sp := span(b.rows(c)[0], k)
-			for g := g0; g < g1; g++ {
-				kernels.Prefetch(head(sp, g))
+	// eachCluster calls fn for every block, in order, and every set of rows holding it, with
+	// where the block starts and how many of its positions the rows attend to (the same for
+	// every row holding it), having asked for the next block's heads (head) to be prefetched.
+	eachCluster := func(head func(*cache.Span, int) []byte, fn func(sp *cache.Span, rs []int, st, nr int)) {
+		for k := range nb {
+			if k+1 < nb {
+				next := &blocks[k+1]
+				for c := range next.n {
+					sp := span(next.rows(c)[0], k+1)
+					for g := g0; g < g1; g++ {
+						kernels.Prefetch(head(sp, g))
+					}
+				}
+			}
+			b := &blocks[k]
+			for c := range b.n {
+				rs := b.rows(c)
+				sp := span(rs[0], k)
+				fn(sp, rs, sp.Start, min(sp.Rows, pos[rs[0]]+1-sp.Start))
 			}
 		}
 	}
 
-	for k := range nb {
-		prefetch(k+1, (*cache.Span).KHead)
-		b := &blocks[k]
-		for c := range b.n {
-			rs := b.rows(c)
-			sp := span(rs[0], k)
-			st, nr := rowsOf(sp, rs[0]) // the same for every row holding the block
-			for i := range perRow {
-				keys := sp.KHead(g0 + i/group)
-				for len(rs) > 0 {
-					step := 1
-					switch {
-					case len(rs) == 4 && qb == 0:
-						step = 4
-						kernels.AttnScores4([4][]float32{out(0), out(1), out(2), out(3)},
-							[4][]float32{query(rs[0]*perRow + i), query(rs[1]*perRow + i), query(rs[2]*perRow + i), query(rs[3]*perRow + i)}, keys, ap.dt, hd, ap.bs)
-					case len(rs) >= 2 && qb == 0:
-						step = 2
-						kernels.AttnScores2(out(0), out(1), query(rs[0]*perRow+i), query(rs[1]*perRow+i), keys, ap.dt, hd, ap.bs)
-					case qb > 0:
-						q := rs[0]*perRow + i
-						kernels.AttnScoresQ8(out(0), sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
-					default:
-						kernels.AttnScores(out(0), query(rs[0]*perRow+i), keys, ap.dt, hd, ap.bs)
-					}
-					for j, r := range rs[:step] {
-						copy(scores(r*perRow + i)[st:st+nr], out(j)[:nr])
-					}
-					rs = rs[step:]
+	eachCluster((*cache.Span).KHead, func(sp *cache.Span, rs []int, st, nr int) {
+		for i := range perRow {
+			keys := sp.KHead(g0 + i/group)
+			for rest := rs; len(rest) > 0; {
+				step := 1
+				switch {
+				case len(rest) == 4 && qb == 0:
+					step = 4
+					kernels.AttnScores4([4][]float32{out(0), out(1), out(2), out(3)},
+						[4][]float32{query(rest[0]*perRow + i), query(rest[1]*perRow + i), query(rest[2]*perRow + i), query(rest[3]*perRow + i)}, keys, ap.dt, hd, ap.bs)
+				case len(rest) >= 2 && qb == 0:
+					step = 2
+					kernels.AttnScores2(out(0), out(1), query(rest[0]*perRow+i), query(rest[1]*perRow+i), keys, ap.dt, hd, ap.bs)
+				case qb > 0:
+					q := rest[0]*perRow + i
+					kernels.AttnScoresQ8(out(0), sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
+				default:
+					kernels.AttnScores(out(0), query(rest[0]*perRow+i), keys, ap.dt, hd, ap.bs)
 				}
-				rs = b.rows(c)
+				for j, r := range rest[:step] {
+					copy(scores(r*perRow + i)[st:st+nr], out(j)[:nr])
+				}
+				rest = rest[step:]
 			}
 		}
-	}
+	})
 	for q := range nq {
 		j := q / perRow
 		sc.sum[q] = ap.softmax(scores(q)[:pos[j]+1], pos[j])
 	}
 
 	clear(sc.acc[:nq*hd])
-	for k := range nb {
-		prefetch(k+1, (*cache.Span).VHead)
-		b := &blocks[k]
-		for c := range b.n {
-			rs := b.rows(c)
-			sp := span(rs[0], k)
-			st, nr := rowsOf(sp, rs[0])
-			for i := range perRow {
-				values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
-				w := func(r int) []float32 { return scores(r*perRow + i)[st : st+nr] }
-				a := func(r int) []float32 { return acc(r*perRow + i) }
-				for len(rs) > 0 {
-					step := 1
-					switch {
-					case len(rs) == 4:
-						step = 4
-						kernels.AttnAccumulate4([4][]float32{a(rs[0]), a(rs[1]), a(rs[2]), a(rs[3])},
-							[4][]float32{w(rs[0]), w(rs[1]), w(rs[2]), w(rs[3])}, values, ap.dt, hd, nr)
-					case len(rs) >= 2:
-						step = 2
-						kernels.AttnAccumulate2(a(rs[0]), a(rs[1]), w(rs[0]), w(rs[1]), values, ap.dt, hd, nr)
-					default:
-						kernels.AttnAccumulate(a(rs[0]), w(rs[0]), values, ap.dt, hd, nr)
-					}
-					rs = rs[step:]
+	eachCluster((*cache.Span).VHead, func(sp *cache.Span, rs []int, st, nr int) {
+		for i := range perRow {
+			values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
+			w := func(r int) []float32 { return scores(r*perRow + i)[st : st+nr] }
+			a := func(r int) []float32 { return acc(r*perRow + i) }
+			for rest := rs; len(rest) > 0; {
+				step := 1
+				switch {
+				case len(rest) == 4:
+					step = 4
+					kernels.AttnAccumulate4([4][]float32{a(rest[0]), a(rest[1]), a(rest[2]), a(rest[3])},
+						[4][]float32{w(rest[0]), w(rest[1]), w(rest[2]), w(rest[3])}, values, ap.dt, hd, nr)
+				case len(rest) >= 2:
+					step = 2
+					kernels.AttnAccumulate2(a(rest[0]), a(rest[1]), w(rest[0]), w(rest[1]), values, ap.dt, hd, nr)
+				default:
+					kernels.AttnAccumulate(a(rest[0]), w(rest[0]), values, ap.dt, hd, nr)
 				}
-				rs = b.rows(c)
+				rest = rest[step:]
 			}
 		}
-	}
+	})
 	for j, s := range grp.segs[:n] {
 		r := ws.segs[s].a
 		for i := range perRow {
