@@ -210,12 +210,14 @@ func (b *Model) take() []*call {
 	step := make([]*call, 0, len(b.pending))
 	var leaders []*call // prompts being prefilled that others wait for, in arrival order
 	for _, c := range b.pending {
-		if c.prompt() && !c.advanced() && !b.isWarm(c) && slices.ContainsFunc(leaders, c.sharesPrefix) {
-			c.waited = true
-			continue
-		}
-		if c.prompt() && !c.waited && !b.isWarm(c) {
-			leaders = append(leaders, c)
+		if c.prompt() && !b.isWarm(c) {
+			if !c.advanced() && slices.ContainsFunc(leaders, c.sharesPrefix) {
+				c.waited = true
+				continue
+			}
+			if !c.waited {
+				leaders = append(leaders, c)
+			}
 		}
 		c.inFlight = true
 		step = append(step, c)
@@ -226,22 +228,23 @@ func (b *Model) take() []*call {
 // maxWarm bounds Model.warm; past it the set starts again.
 const maxWarm = 256
 
-// prefixKey is the first minSharedPrefix tokens of toks as a map key, "" when toks is shorter.
-func prefixKey(toks []core.TokenID) string {
+// prefixKey writes the first minSharedPrefix tokens of toks to key, as the bytes of a map key
+// (a lookup by string(key[:]) allocates nothing), and reports whether toks has that many.
+func prefixKey(key *[4 * minSharedPrefix]byte, toks []core.TokenID) bool {
 	if len(toks) < minSharedPrefix {
-		return ""
+		return false
 	}
-	b := make([]byte, 0, 4*minSharedPrefix)
-	for _, t := range toks[:minSharedPrefix] {
-		b = append(b, byte(t), byte(t>>8), byte(t>>16), byte(t>>24))
+	for i, t := range toks[:minSharedPrefix] {
+		key[4*i], key[4*i+1], key[4*i+2], key[4*i+3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
 	}
-	return string(b)
+	return true
 }
 
 // isWarm reports whether every item of c begins as a prompt prefilled lately (b.mu held).
 func (b *Model) isWarm(c *call) bool {
+	var key [4 * minSharedPrefix]byte
 	for _, it := range c.items {
-		if k := prefixKey(it.Tokens); k == "" || !b.warm[k] {
+		if !prefixKey(&key, it.Tokens) || !b.warm[string(key[:])] {
 			return false
 		}
 	}
@@ -254,12 +257,13 @@ func (b *Model) warmUp(calls []*call) {
 		if !c.prompt() {
 			continue
 		}
+		var key [4 * minSharedPrefix]byte
 		for _, it := range c.items {
-			if k := prefixKey(it.Tokens); k != "" {
+			if prefixKey(&key, it.Tokens) {
 				if b.warm == nil || len(b.warm) >= maxWarm {
 					b.warm = map[string]bool{}
 				}
-				b.warm[k] = true
+				b.warm[string(key[:])] = true
 			}
 		}
 	}
