@@ -342,11 +342,8 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 		modelOption("kv_type", *o.KVType, "--kv-type")
 	}
 	if o.NoMmap {
-		modelOption("mmap", false, "--no-mmap")
-		if spec.DraftModel != nil {
-			spec.DraftModel.SetOption("mmap", false)
-			el.flags["draft_model.mmap"] = "--no-mmap (draft model)"
-		}
+		spec.SetModelsOption("mmap", false)
+		el.flags["model.mmap"], el.flags["draft_model.mmap"] = "--no-mmap", "--no-mmap (draft model)"
 	}
 	// set overrides the parameter of the first processor of type typ, or adds a processor;
 	// either way the parameter's errors name the flag.

@@ -62,6 +62,15 @@ func (m *ModelSpec) SetOption(key string, v any) {
 	m.Options[key] = v
 }
 
+// SetModelsOption sets the option key to v on [model] and, when the pipeline has one,
+// [draft_model] (a command-line setting for every model file, such as --no-mmap).
+func (s *Spec) SetModelsOption(key string, v any) {
+	s.Model.SetOption(key, v)
+	if s.DraftModel != nil {
+		s.DraftModel.SetOption(key, v)
+	}
+}
+
 // Generation holds the request defaults of [generation].
 type Generation struct {
 	MaxNewTokens int

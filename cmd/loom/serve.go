@@ -142,10 +142,7 @@ func loadServed(s *server.Server, files []string, model string, noMmap bool) err
 			spec.Model.Path, spec.Model.Builtin = model, ""
 		}
 		if noMmap {
-			spec.Model.SetOption("mmap", false)
-			if spec.DraftModel != nil {
-				spec.DraftModel.SetOption("mmap", false)
-			}
+			spec.SetModelsOption("mmap", false)
 		}
 		if err := s.Add(src.name, spec); err != nil {
 			return err

@@ -34,10 +34,8 @@ func readGen(t testing.TB) []int32 {
 }
 
 // TestPipelineGreedy runs a TOML pipeline on the reference model through the installed file
-// opener: the prompt text encodes to the reference ids and greedy decoding reproduces
-// llama.cpp's continuation.
-// TestPipelineGreedy runs a pipeline on a model file, mapped and read into memory
-// (mmap = false), against llama.cpp's greedy run.
+// opener, the file mapped and read into memory (mmap = false): the prompt text encodes to the
+// reference ids and greedy decoding reproduces llama.cpp's continuation.
 func TestPipelineGreedy(t *testing.T) {
 	for _, mmap := range []string{"", "mmap = false\n"} {
 		t.Run(strings.TrimSpace(mmap), func(t *testing.T) { testPipelineGreedy(t, mmap) })
