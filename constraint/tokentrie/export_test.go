@@ -14,8 +14,8 @@ import (
 // Slice's answer for each budget is checked too.
 func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 	t.cache.mu.Lock()
-	flat, counted := t.newSliceEntry(a, false), t.newSliceEntry(a, true)
-	late := t.newSliceEntry(a, false) // counted after its unbounded slice, as Slice does for a later budget
+	flat, counted := t.newFlatSliceEntry(a, nil), t.newSliceEntry(a)
+	late := t.newFlatSliceEntry(a, nil) // counted after its unbounded slice, as Slice does for a later budget
 	t.countCopies(late, a)
 	t.cache.mu.Unlock()
 	n := len(t.nodes)
@@ -91,6 +91,64 @@ func (t *Trie) CheckPasses(a Automaton, budgets []int) error {
 	return nil
 }
 
+// CheckShadow builds a's unbounded slice in the shadow of base's (newShadow) and compares it
+// with a's plain pass (which CheckPasses checks against a recomputation): the same tokens,
+// count and skipped subtrees. It reports whether a shadow was made and how many trie nodes
+// its first pass left in step.
+func (t *Trie) CheckShadow(a, base Automaton) (shadowed bool, inStepNodes int, err error) {
+	t.cache.mu.Lock()
+	defer t.cache.mu.Unlock()
+	var r reducer
+	d, ok := r.reachable(a, maxLanguageStates)
+	if !ok {
+		return false, 0, fmt.Errorf("%s: more than %d states", a.Key(), maxLanguageStates)
+	}
+	m := r.minimal(d)
+	bd, ok := r.reachable(base, maxLanguageStates)
+	if !ok {
+		return false, 0, fmt.Errorf("%s: more than %d states", base.Key(), maxLanguageStates)
+	}
+	plain := t.newFlatSliceEntry(a, nil).all
+	sh, ok := r.newShadow(m, r.minimal(bd), t.newFlatSliceEntry(base, nil).all)
+	if !ok {
+		return false, 0, nil
+	}
+	status := t.statusScratch()
+	t.shadowPass(sh, status)
+	for _, s := range status {
+		if s == inStep {
+			inStepNodes++
+		}
+	}
+	clear(status)
+	got := t.newFlatSliceEntry(a, sh).all
+	if !slices.Equal(got.tokens, plain.tokens) || got.count != plain.count {
+		return true, inStepNodes, fmt.Errorf("in the shadow: %d tokens (count %d), the plain pass %d (count %d)", got.tokens.Count(), got.count, plain.tokens.Count(), plain.count)
+	}
+	for i := 1; i < len(t.nodes); i++ {
+		if got.skips(i) != plain.skips(i) {
+			return true, inStepNodes, fmt.Errorf("in the shadow: node %d (depth %d) skipped %v, in the plain pass %v", i, t.nodes[i].depth, got.skips(i), plain.skips(i))
+		}
+	}
+	return true, inStepNodes, nil
+}
+
+// SliceTokens returns s's token set.
+func SliceTokens(s *Slice) Mask { return s.tokens }
+
+// SameLanguage reports whether a and b have the same languageKey (false past
+// maxLanguageStates states).
+func SameLanguage(a, b Automaton) bool {
+	var r reducer
+	da, ok := r.reachable(a, maxLanguageStates)
+	if !ok {
+		return false
+	}
+	ma := r.minimal(da)
+	db, ok := r.reachable(b, maxLanguageStates)
+	return ok && ma.languageKey() == r.minimal(db).languageKey()
+}
+
 // CheckNodeTokens checks that every token of tok's vocabulary with bytes ends at the node whose
 // path spells them (nodeTokens, hasTok), and at no other node.
 func (t *Trie) CheckNodeTokens(tok interface{ TokenBytes(core.TokenID) []byte }) error {
@@ -114,4 +172,25 @@ func (t *Trie) CheckNodeTokens(tok interface{ TokenBytes(core.TokenID) []byte })
 		return fmt.Errorf("%d tokens at nodes, %d in the trie", len(seen), len(t.tokens))
 	}
 	return nil
+}
+
+// ReduceSteps are the steps of a new unbounded slice in a shadow, for a benchmark to time
+// one by one.
+func (t *Trie) ReduceSteps(a, base Automaton) map[string]func() {
+	var r reducer
+	bd, _ := r.reachable(base, maxLanguageStates)
+	bm := r.minimal(bd)
+	bs := t.newFlatSliceEntry(base, nil).all
+	d, _ := r.reachable(a, maxLanguageStates)
+	m := r.minimal(d)
+	sh, _ := r.newShadow(m, bm, bs)
+	var r2 reducer
+	return map[string]func(){
+		"reachable":   func() { r2.reachable(a, maxLanguageStates) },
+		"minimal":     func() { d, _ := r2.reachable(a, maxLanguageStates); r2.minimal(d) },
+		"languageKey": func() { m.languageKey() },
+		"newShadow":   func() { r2.newShadow(m, bm, bs) },
+		"shadowPass":  func() { t.newFlatSliceEntry(a, sh) },
+		"plainPass":   func() { t.newFlatSliceEntry(a, nil) },
+	}
 }

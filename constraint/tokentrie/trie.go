@@ -160,7 +160,37 @@ type sliceCache struct {
 	status   []uint8 // the slice passes' scratch (statusScratch), kept for the next
 	entries  map[string]*sliceEntry
 	children map[string]*ChildSlice
+	// languages holds the unbounded slices by their automata's languageKey; bases, the last
+	// maxShadowBases of them holding half the vocabulary or more, with their automata's
+	// states, for a new automaton's shadow (see language.go).
+	languages map[string]*Slice
+	bases     []shadowBase
+	reducer   reducer
+	stats     SliceStats
 }
+
+// SliceStats counts how a trie's unbounded slices were made.
+type SliceStats struct {
+	Passes   int // by a pass over the whole trie
+	Shared   int // taken from a slice of the same language
+	Shadowed int // by a pass in the shadow of a built slice
+}
+
+// SliceStats returns the counts of the trie's slices so far.
+func (t *Trie) SliceStats() SliceStats {
+	t.cache.mu.Lock()
+	defer t.cache.mu.Unlock()
+	return t.cache.stats
+}
+
+// shadowBase is a built unbounded slice and its automaton's states.
+type shadowBase struct {
+	d     *dfa
+	slice *Slice
+}
+
+// maxShadowBases is the most slices a new automaton's shadow is tried against.
+const maxShadowBases = 4
 
 // sliceEntry is one automaton's slices: unbounded, and per budget below the most copies any
 // token starts (only for a counted automaton), each made when first asked for.
@@ -224,7 +254,11 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	bounded := budget >= 0 && budget < t.maxLen && a.Counted()
 	e, ok := t.cache.entries[a.Key()]
 	if !ok {
-		e = t.newSliceEntry(a, bounded)
+		if bounded {
+			e = t.newSliceEntry(a)
+		} else {
+			e = t.newUnboundedEntry(a)
+		}
 		if t.cache.entries == nil || len(t.cache.entries) >= maxCachedSlices {
 			t.cache.entries = map[string]*sliceEntry{}
 		}
@@ -247,19 +281,63 @@ func (t *Trie) Slice(a Automaton, budget int) *Slice {
 	return t.budget(e, min(budget, manyUnits-1))
 }
 
-// newSliceEntry makes a's unbounded slice and, when counted (a counts copies), what its
-// budgets need: newFlatSliceEntry's passes, or countCopies'.
-func (t *Trie) newSliceEntry(a Automaton, counted bool) *sliceEntry {
-	if !counted {
-		return t.newFlatSliceEntry(a)
-	}
-	e := &sliceEntry{all: t.newPassSlice()}
+// newSliceEntry makes a's unbounded slice and what its budgets need (a counts copies), in
+// countCopies' passes.
+func (t *Trie) newSliceEntry(a Automaton) *sliceEntry {
+	t.cache.stats.Passes++
+	e := &sliceEntry{}
 	t.countCopies(e, a)
 	return e
 }
 
-// countCopies makes what e's budgets need (and e's unbounded slice, which it fills again,
-// alike, when the entry has it already), in two passes
+// newUnboundedEntry makes a's unbounded slice: the slice of a built one of the same language,
+// or newFlatSliceEntry's passes, in the shadow of a large built slice where a reaches states
+// that accept as its automaton's do (language.go).
+func (t *Trie) newUnboundedEntry(a Automaton) *sliceEntry {
+	if !acceptsMany(a) {
+		t.cache.stats.Passes++
+		return t.newFlatSliceEntry(a, nil)
+	}
+	red := &t.cache.reducer
+	r, ok := red.reachable(a, maxLanguageStates)
+	if !ok {
+		t.cache.stats.Passes++
+		return t.newFlatSliceEntry(a, nil)
+	}
+	d := red.minimal(r)
+	lang := d.languageKey()
+	if s := t.cache.languages[lang]; s != nil {
+		t.cache.stats.Shared++
+		return &sliceEntry{all: s}
+	}
+	var sh *shadow
+	for i := len(t.cache.bases) - 1; i >= 0 && sh == nil; i-- {
+		b := t.cache.bases[i]
+		if s, ok := red.newShadow(d, b.d, b.slice); ok {
+			sh = s
+		}
+	}
+	if sh != nil {
+		t.cache.stats.Shadowed++
+	} else {
+		t.cache.stats.Passes++
+	}
+	e := t.newFlatSliceEntry(a, sh)
+	if t.cache.languages == nil || len(t.cache.languages) >= maxCachedSlices {
+		t.cache.languages = map[string]*Slice{}
+	}
+	t.cache.languages[lang] = e.all
+	if 2*e.all.count >= len(t.tokens) {
+		if len(t.cache.bases) == maxShadowBases {
+			t.cache.bases = append(t.cache.bases[:0], t.cache.bases[1:]...)
+		}
+		t.cache.bases = append(t.cache.bases, shadowBase{d, e.all})
+	}
+	return e
+}
+
+// countCopies makes what e's budgets need (and e's unbounded slice when the entry has none
+// yet: one it has may be shared, and is left as it is), in two passes
 // over the trie as newFlatSliceEntry's, the first also counting the copies the path to each
 // live node starts, the second also the most copies below each node, from its children's
 // (passed just before it in reverse preorder, their maximum kept by depth). A stack of the
@@ -308,7 +386,11 @@ func (t *Trie) countCopies(e *sliceEntry, a Automaton) {
 		e.units, e.subMax = units, make([]uint8, len(nodes))
 		e.budgets = make([]*Slice, maxUnits)
 	}
-	t.secondPass(e, status, lives)
+	all := t.newPassSlice()
+	t.secondPass(e, all, status, lives, nil)
+	if e.all == nil {
+		e.all = all
+	}
 }
 
 // newFlatSliceEntry makes a's unbounded slice without copy counts, in two passes without a
@@ -322,9 +404,17 @@ func (t *Trie) countCopies(e *sliceEntry, a Automaton) {
 // each live node as the pass met it cost as much again (a loop of zero or one token, its branch
 // mispredicted): where most nodes are live, one pass over the tokens in the trie's order sets
 // them from their nodes' status instead, 3.3–3.6 → 1.4–2.1 ms (table: 2.4–3.6 → 1.2–1.8 ms).
-func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
-	nodes := t.nodes
+//
+// In a shadow (sh not nil) the first pass steps the shadow's pairs instead, and leaves below
+// a node whose pair is in step, which the second pass fills from the shadow's base.
+func (t *Trie) newFlatSliceEntry(a Automaton, sh *shadow) *sliceEntry {
 	e := &sliceEntry{all: t.newPassSlice()}
+	if sh != nil {
+		status := t.statusScratch()
+		t.secondPass(e, e.all, status, t.shadowPass(sh, status), sh.base)
+		return e
+	}
+	nodes := t.nodes
 	status := t.statusScratch()
 	states := make([]uint32, t.maxLen+1)
 	states[0] = a.Start()
@@ -348,19 +438,48 @@ func (t *Trie) newFlatSliceEntry(a Automaton) *sliceEntry {
 		states[d] = st
 		lives++
 	}
-	t.secondPass(e, status, lives)
+	t.secondPass(e, e.all, status, lives, nil)
 	return e
 }
 
-// secondPass finishes a slice entry whose first pass left each node's status and counted
-// lives live nodes: the live nodes' tokens (with many, in one pass over the tokens
-// (setLiveTokens); with few, node by node here, which visits only them), the skipped
-// subtrees (in reverse preorder, knowing the first rejected node after each live node), and
-// with the copies of a counting pass (e.units, nil for none) the most copies below each node,
-// from its children's (passed just before it, their maximum kept by depth). It leaves the
-// status scratch all unseen.
-func (t *Trie) secondPass(e *sliceEntry, status []uint8, lives int) {
-	nodes, all := t.nodes, e.all
+// shadowPass is newFlatSliceEntry's first pass in a shadow: a node whose pair is in step is
+// inStep, and the pass leaves its subtree unseen. It returns the live nodes it met.
+func (t *Trie) shadowPass(sh *shadow, status []uint8) int {
+	nodes := t.nodes
+	states := make([]uint16, t.maxLen+1)
+	states[0] = 1
+	trans, in := sh.trans, sh.inStep
+	lives := 0
+	for i := 1; i < len(nodes); i++ {
+		nd := &nodes[i]
+		d := int(nd.depth)
+		st := trans[int(states[d-1]-1)<<8|int(nd.b)]
+		switch {
+		case st == 0:
+			status[i] = rejected
+			i = int(nd.end) - 1
+		case in[st-1]:
+			status[i] = inStep
+			i = int(nd.end) - 1
+		default:
+			status[i] = live
+			states[d] = st
+			lives++
+		}
+	}
+	return lives
+}
+
+// secondPass fills all, the unbounded slice of entry e, whose first pass left each node's
+// status and counted lives live nodes: the live nodes' tokens (with many, in one pass over
+// the tokens (setLiveTokens); with few, node by node here, which visits only them), the
+// skipped subtrees (in reverse preorder, knowing the first rejected node after each live
+// node), and with the copies of a counting pass (e.units, nil for none) the most copies below
+// each node, from its children's (passed just before it, their maximum kept by depth). Below
+// a node in step with a shadow's base (inStep, base not nil) it copies the base's skipped
+// nodes and tokens. It leaves the status scratch all unseen.
+func (t *Trie) secondPass(e *sliceEntry, all *Slice, status []uint8, lives int, base *Slice) {
+	nodes := t.nodes
 	mask, skip, units, subMax := all.tokens, all.skip, e.units, e.subMax
 	e.fewLive = lives*4 <= len(t.tokens)
 	count := 0
@@ -380,6 +499,27 @@ func (t *Trie) secondPass(e *sliceEntry, status []uint8, lives int) {
 		switch status[i] {
 		case rejected:
 			next = int32(i)
+			status[i] = unseen
+		case inStep:
+			nd := &nodes[i]
+			// Below node i the base's automaton accepts as this one: its skipped nodes
+			// (node i's own bit included) and its tokens are this slice's.
+			copyBits(skip, base.skip, i, int(nd.end))
+			if !base.skips(i) {
+				next = int32(i) // a rejected node lies below i, inside every ancestor's subtree
+			}
+			for _, id := range t.tokens[t.tokStart[i+1]:t.tokStart[nd.end]] {
+				in := base.tokens[id>>6] >> (id & 63) & 1
+				mask[id>>6] |= in << (id & 63)
+				count += int(in)
+			}
+			if e.fewLive && nd.hasTok { // node i's own tokens (setLiveTokens sets them otherwise)
+				ids := t.nodeTokens(i)
+				for _, id := range ids {
+					mask.Set(id)
+				}
+				count += len(ids)
+			}
 			status[i] = unseen
 		case live:
 			nd := &nodes[i]
@@ -409,13 +549,30 @@ func (t *Trie) secondPass(e *sliceEntry, status []uint8, lives int) {
 	all.count = count
 }
 
-// Node status in a slice's passes: nothing (not reached), live, or rejected; live is the only
-// odd one (setLiveTokens).
+// Node status in a slice's passes: nothing (not reached), live, rejected, or live and in step
+// with a shadow's base (its subtree not reached); live and inStep are the odd ones
+// (setLiveTokens).
 const (
 	unseen   = 0
 	live     = 1
 	rejected = 2
+	inStep   = 3
 )
+
+// copyBits copies bits [from, to) of src into dst.
+func copyBits(dst, src []uint64, from, to int) {
+	for from < to {
+		w := from >> 6
+		lo := from & 63
+		hi := min(64, lo+(to-from))
+		m := ^uint64(0) << lo
+		if hi < 64 {
+			m &= 1<<hi - 1
+		}
+		dst[w] = dst[w]&^m | src[w]&m
+		from += hi - lo
+	}
+}
 
 // newPassSlice returns an empty unbounded slice of the trie, for a pass to fill.
 func (t *Trie) newPassSlice() *Slice {
