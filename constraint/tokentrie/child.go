@@ -65,53 +65,59 @@ func (t *Trie) ChildSlice(a Automaton) *ChildSlice {
 	return s
 }
 
-// newChildPart builds the part of a's child slice below the first-byte node first: one pass
-// in preorder over its subtree, as newSliceEntry's over the trie (the automaton starts again
-// below the first byte); dead[k] says a rejected node lies below the open node open[k].
+// newChildPart builds the part of a's child slice below the first-byte node first, in two
+// passes over its subtree as newFlatSliceEntry's over the trie (the automaton starts again
+// below the first byte): the first, in preorder, steps the automaton and notes each live and
+// each rejected node, the second, in reverse, knows the first rejected node after each live
+// one. A single pass that kept a path of open nodes, closing them as it left their subtrees,
+// cost more in that bookkeeping than in stepping.
 func (t *Trie) newChildPart(a Automaton, first int) *childPart {
 	base, end := first+1, int(t.nodes[first].end)
 	p := &childPart{base: int32(base), skip: make([]uint64, (end-base+63)/64)}
-	var open []int32
-	var dead []bool
-	closeTo := func(depth int) { // leave the subtrees of the open nodes deeper than depth
-		for len(open) > max(depth-1, 0) {
-			n := len(open) - 1
-			if !dead[n] {
-				j := open[n] - int32(base)
-				p.skip[j>>6] |= 1 << (j & 63)
-			}
-			if n > 0 {
-				dead[n-1] = dead[n-1] || dead[n]
-			}
-			open, dead = open[:n], dead[:n]
-		}
-	}
+	t.cache.mu.Lock()
+	defer t.cache.mu.Unlock()
+	status := t.statusScratch()
 	states := make([]uint32, t.maxLen+1)
 	states[1] = a.Start()
 	step := newStepper(a)
+	lives := 0
 	for i := base; i < end; i++ {
 		nd := &t.nodes[i]
 		d := int(nd.depth)
-		closeTo(d - 1)
 		var st uint32
 		if step.trans != nil {
 			st, _ = step.table(states[d-1], nd.b)
 		} else {
 			st, _ = step.Step(states[d-1], nd.b)
 		}
-		if st == 0 { // the parent is live: dead subtrees are skipped
-			if n := len(open); n > 0 {
-				dead[n-1] = true
-			}
+		if st == 0 {
+			status[i] = rejected
 			i = int(nd.end) - 1 // the whole subtree is rejected
 			continue
 		}
+		status[i] = live
 		states[d] = st
-		open, dead = append(open, int32(i)), append(dead, false)
-		if nd.hasTok {
-			p.ids = append(p.ids, t.nodeTokens(i)...)
-		}
+		lives++
 	}
-	closeTo(0)
+	p.ids = make([]core.TokenID, 0, lives)
+	next := int32(end) // the first rejected node after i
+	for i := end - 1; i >= base; i-- {
+		switch status[i] {
+		case rejected:
+			next = int32(i)
+		case live:
+			nd := &t.nodes[i]
+			if next >= nd.end {
+				j := i - base
+				p.skip[j>>6] |= 1 << (j & 63)
+			}
+			if nd.hasTok {
+				p.ids = append(p.ids, t.nodeTokens(i)...)
+			}
+		default:
+			continue
+		}
+		status[i] = unseen
+	}
 	return p
 }

@@ -194,3 +194,12 @@ func (t *Trie) ReduceSteps(a, base Automaton) map[string]func() {
 		"plainPass":   func() { t.newFlatSliceEntry(a, nil) },
 	}
 }
+
+// BuildChildParts builds a's child slice parts below every first byte afresh.
+func (t *Trie) BuildChildParts(a Automaton) int {
+	n := 0
+	for i := 1; i < len(t.nodes); i = int(t.nodes[i].end) {
+		n += len(t.newChildPart(a, i).ids)
+	}
+	return n
+}

@@ -226,3 +226,13 @@ func BenchmarkReduce(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChildParts builds the child slice parts of a property name's automaton (the names
+// of an object that admits every name but twelve) below every first byte of Llama 3's trie.
+func BenchmarkChildParts(b *testing.B) {
+	trie := tokentrie.New(llama3vocab.Tokenizer(b))
+	names := tabulate(newExceptNames("id", "name", "type", "created_at", "updated_at", "owner", "description", "tags", "status", "priority", "labels", "url"))
+	for b.Loop() {
+		trie.BuildChildParts(names)
+	}
+}
