@@ -1,10 +1,6 @@
 package tokentrie
 
-import (
-	"sync/atomic"
-
-	"github.com/loomlm/loom/core"
-)
+import "sync/atomic"
 
 // ChildSlice is a Slice taken one byte below the root: for each first byte c, the tokens
 // c·w of c's subtree whose rest w keeps the automaton alive from its start (any number of
@@ -27,7 +23,20 @@ type ChildSlice struct {
 type childPart struct {
 	base int32    // the first node below the first byte
 	skip []uint64 // bit i−base: every token in node i's subtree is alive (node i of depth ≥ 2)
-	ids  []core.TokenID
+	// The part's tokens, as the words of a vocabulary mask that hold any: bits[k] is word
+	// words[k]. A walk that takes the part ORs them in: a first byte's tokens are thousands,
+	// spread over the vocabulary's ids, and setting them one by one was a twentieth of the
+	// masks' time over a corpus of schemas on Llama 3's vocabulary.
+	words []int32
+	bits  []uint64
+	count int
+}
+
+// addTo adds the part's tokens to mask.
+func (p *childPart) addTo(mask Mask) {
+	for k, w := range p.words {
+		mask[w] |= p.bits[k]
+	}
 }
 
 // skips reports whether every token below node i (of depth ≥ 2, in the part's subtree) is in
@@ -99,7 +108,11 @@ func (t *Trie) newChildPart(a Automaton, first int) *childPart {
 		states[d] = st
 		lives++
 	}
-	p.ids = make([]core.TokenID, 0, lives)
+	tokens := t.cache.partMask
+	if len(tokens) != (t.vocab+63)/64 {
+		tokens = NewMask(t.vocab)
+		t.cache.partMask = tokens
+	}
 	next := int32(end) // the first rejected node after i
 	for i := end - 1; i >= base; i-- {
 		switch status[i] {
@@ -112,12 +125,22 @@ func (t *Trie) newChildPart(a Automaton, first int) *childPart {
 				p.skip[j>>6] |= 1 << (j & 63)
 			}
 			if nd.hasTok {
-				p.ids = append(p.ids, t.nodeTokens(i)...)
+				for _, id := range t.nodeTokens(i) {
+					tokens.Set(id)
+				}
+				p.count += len(t.nodeTokens(i))
 			}
 		default:
 			continue
 		}
 		status[i] = unseen
+	}
+	for w, bits := range tokens {
+		if bits != 0 {
+			p.words = append(p.words, int32(w))
+			p.bits = append(p.bits, bits)
+			tokens[w] = 0 // the scratch is left empty
+		}
 	}
 	return p
 }

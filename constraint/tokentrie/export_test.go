@@ -199,7 +199,7 @@ func (t *Trie) ReduceSteps(a, base Automaton) map[string]func() {
 func (t *Trie) BuildChildParts(a Automaton) int {
 	n := 0
 	for i := 1; i < len(t.nodes); i = int(t.nodes[i].end) {
-		n += len(t.newChildPart(a, i).ids)
+		n += t.newChildPart(a, i).count
 	}
 	return n
 }

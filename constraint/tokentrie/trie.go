@@ -163,6 +163,7 @@ type sliceCache struct {
 	// languages holds the unbounded slices by their automata's languageKey; bases, the last
 	// maxShadowBases of them holding half the vocabulary or more, with their automata's
 	// states, for a new automaton's shadow (see language.go).
+	partMask  Mask // a child part's tokens while it is built (newChildPart), left empty
 	languages map[string]*Slice
 	bases     []shadowBase
 	reducer   reducer

@@ -260,9 +260,7 @@ func (w *walk) run(lo, hi int) {
 				}
 				p := cs.part(i)
 				w.parts = append(w.parts, p)
-				for _, id := range p.ids {
-					mask.Set(id)
-				}
+				p.addTo(mask)
 			}
 		}
 		i++
