@@ -111,6 +111,16 @@ type grammarRuns struct {
 	prefixes []atomic.Pointer[Automaton]
 	// canon is the last keyCanon made (AppendStateKeyWithin).
 	canon atomic.Pointer[keyCanon]
+	// itemRuns[prodStart[prod]+dot] is the run of the items at (prod, dot), resolved on first
+	// use (ActiveRuns asks for every item of a state: each asked a mutex and a map).
+	prodStart []int32
+	itemRuns  []atomic.Pointer[itemRun]
+}
+
+// itemRun is the run of the items at one production and dot (ok false: none).
+type itemRun struct {
+	run Run
+	ok  bool
 }
 
 // unbounded is the bound of L → ε | L X.
@@ -126,6 +136,13 @@ func (m *Matcher) grammarRuns() *grammarRuns {
 
 func newRuns(g *grammar.CFG) *grammarRuns {
 	r := &grammarRuns{g: g, body: make([]grammar.Symbol, len(g.Names)), bound: make([]int, len(g.Names)), automata: map[[2]grammar.Symbol]*Automaton{}}
+	r.prodStart = make([]int32, len(g.Prods))
+	items := int32(0)
+	for i, p := range g.Prods {
+		r.prodStart[i] = items
+		items += int32(len(p.RHS))
+	}
+	r.itemRuns = make([]atomic.Pointer[itemRun], items)
 	if len(g.Prefixes) > 0 {
 		r.prefixes = make([]atomic.Pointer[Automaton], len(g.Names))
 	}
@@ -471,33 +488,44 @@ func (m *Matcher) ActiveRuns(dst []Run) []Run {
 		if it.next == complete {
 			continue
 		}
-		if r.prefixes != nil && !it.next.IsTerminal() {
-			if a := r.prefix(int32(it.next)); a != nil {
-				if u := (Run{a, unbounded}); !slices.Contains(dst, u) {
-					dst = append(dst, u)
-				}
-				continue
-			}
+		j := r.prodStart[it.prod] + it.dot
+		e := r.itemRuns[j].Load()
+		if e == nil {
+			e = &itemRun{}
+			e.run, e.ok = r.itemRunOf(it.prod, it.dot, it.next)
+			r.itemRuns[j].Store(e)
 		}
-		n := r.budget(it.prod, it.dot)
-		lead := grammar.Symbol(-1)
-		if n >= 0 && n < minBudget {
-			// X followed by a repetition Y*: one run of X Y*.
-			rhs := r.g.Prods[it.prod].RHS
-			if int(it.dot)+1 >= len(rhs) || rhs[it.dot+1].IsTerminal() || r.bound[rhs[it.dot+1]] != unbounded {
-				continue
-			}
-			lead, n = rhs[it.dot+1], unbounded
-		}
-		a := r.automaton(it.next, lead)
-		if a == nil || (n >= 0 && !a.counted) {
-			continue
-		}
-		if u := (Run{a, n}); !slices.Contains(dst, u) {
-			dst = append(dst, u)
+		if e.ok && !slices.Contains(dst, e.run) {
+			dst = append(dst, e.run)
 		}
 	}
 	return dst
+}
+
+// itemRunOf returns the run of the items at (prod, dot), whose next symbol is next: next's
+// prefix automaton when it has one, else the repetition of next the item may consume copies
+// of (a budget of minBudget copies or more), or next followed by a repetition after it.
+func (r *grammarRuns) itemRunOf(prod, dot int32, next grammar.Symbol) (Run, bool) {
+	if r.prefixes != nil && !next.IsTerminal() {
+		if a := r.prefix(int32(next)); a != nil {
+			return Run{a, unbounded}, true
+		}
+	}
+	n := r.budget(prod, dot)
+	lead := grammar.Symbol(-1)
+	if n >= 0 && n < minBudget {
+		// X followed by a repetition Y*: one run of X Y*.
+		rhs := r.g.Prods[prod].RHS
+		if int(dot)+1 >= len(rhs) || rhs[dot+1].IsTerminal() || r.bound[rhs[dot+1]] != unbounded {
+			return Run{}, false
+		}
+		lead, n = rhs[dot+1], unbounded
+	}
+	a := r.automaton(next, lead)
+	if a == nil || (n >= 0 && !a.counted) {
+		return Run{}, false
+	}
+	return Run{a, n}, true
 }
 
 // newLeadAutomaton builds the automaton of x y*, or nil. It starts no copies (it is only
