@@ -283,7 +283,10 @@ func buildPart(el *errList, reg *Registry, kind Kind, ps PartSpec, env *Env) any
 	}
 	for _, e := range errs {
 		var pe *core.ParamError
+		var ve *valueError
 		switch {
+		case errors.As(e, &ve):
+			el.addIn(ps.Path+"."+ve.param, ve.line, ve.col, ve.msg)
 		case errors.As(e, &pe):
 			el.add(ps.Path+"."+pe.Param, "%s", strings.TrimPrefix(pe.Error(), pe.Param))
 		case env.modelFailed:

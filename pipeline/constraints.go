@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/loomlm/loom/constraint"
 	"github.com/loomlm/loom/constraint/grammar"
@@ -112,7 +114,23 @@ func newGrammarProcessor(a *Args) (core.LogitsProcessor, error) {
 			return constraint.New("grammar", cfg), nil
 		}
 	}
-	return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("grammar line %v", err)}
+	var ge *grammar.Error
+	if errors.As(err, &ge) && ge.Pos.Line > 0 {
+		return nil, &valueError{param: param, line: ge.Pos.Line, col: ge.Pos.Col, msg: ge.Msg}
+	}
+	return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("grammar: %v", err)}
+}
+
+// valueError is an error at a line and column inside a string parameter's value (an inline
+// grammar or schema), which the build places at that point of the pipeline file.
+type valueError struct {
+	param     string
+	line, col int // 1-based, inside the value
+	msg       string
+}
+
+func (e *valueError) Error() string {
+	return fmt.Sprintf("%s: %d:%d: %s", e.param, e.line, e.col, e.msg)
 }
 
 func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
@@ -150,6 +168,14 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 	}
 	p, err := constraint.NewJSONSchema([]byte(src), opt)
 	if err != nil {
+		var se *jsonschema.Error
+		switch {
+		case !errors.As(err, &se) || se.Line == 0:
+		case where == "":
+			return nil, &valueError{param: param, line: se.Line, col: se.Col, msg: err.Error()}
+		default:
+			where = fmt.Sprintf("%s:%d:%d: ", strings.TrimSuffix(where, ": "), se.Line, se.Col)
+		}
 		return nil, &core.ParamError{Param: param, Reason: where + err.Error()}
 	}
 	return p, nil

@@ -11,6 +11,7 @@ import (
 type Error struct {
 	File string
 	Line int    // 0 when unknown
+	Col  int    // 0 when unknown or not given
 	Path string // field path, e.g. "processors[2].p"
 	Msg  string
 	// Flag, when set, is the override that caused the error ("--top-p"); the error then reads
@@ -26,6 +27,9 @@ func (e *Error) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Col > 0 {
+			fmt.Fprintf(&b, ":%d", e.Col)
+		}
 	}
 	b.WriteString(": ")
 	if e.Path != "" {
@@ -73,6 +77,23 @@ func (l *errList) add(path, format string, args ...any) {
 		return
 	}
 	l.errs = append(l.errs, &Error{File: l.file, Line: l.loc.line(path), Path: path, Msg: msg})
+}
+
+// addIn records an error at a line and column inside the string value of a field path (an
+// inline grammar's or schema's): placed at that point of the file where the value's text can
+// be found there, else at the field with the position in the message.
+func (l *errList) addIn(path string, line, col int, msg string) {
+	_, flagged := l.flags[path]
+	start, ok := l.loc.value(path)
+	if flagged || !ok {
+		l.add(path, "%d:%d: %s", line, col, msg)
+		return
+	}
+	p := position{start.line + line - 1, col}
+	if line == 1 {
+		p.col += start.col - 1
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: p.line, Col: p.col, Path: path, Msg: msg})
 }
 
 // addFlag records an error of a flag's value: "--n 0: must be in [1, 1024]".

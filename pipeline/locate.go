@@ -10,10 +10,16 @@ import (
 // TOML lays out a pipeline: table headers, array-of-table headers and key = value lines.
 type locator struct {
 	lines map[string]int
+	// values maps the path of a key whose value is a string to where its text begins (for a
+	// multi-line string whose delimiter ends the line, the next line: TOML drops that newline).
+	values map[string]position
 }
 
+// position is a 1-based line and byte column of the source.
+type position struct{ line, col int }
+
 func newLocator(src []byte) *locator {
-	l := &locator{lines: map[string]int{}}
+	l := &locator{lines: map[string]int{}, values: map[string]position{}}
 	arrays := map[string]int{} // array-of-tables name → index of its current element
 	current := ""
 	inMultiline := ""
@@ -59,6 +65,11 @@ func newLocator(src []byte) *locator {
 				path = current + "." + key
 			}
 			l.set(path, lineNo)
+			if p, ok := valueStart(line, lineNo); ok {
+				if _, seen := l.values[path]; !seen {
+					l.values[path] = p
+				}
+			}
 			for _, q := range []string{`"""`, `'''`} {
 				if strings.Count(value, q)%2 == 1 {
 					inMultiline = q
@@ -67,6 +78,36 @@ func newLocator(src []byte) *locator {
 		}
 	}
 	return l
+}
+
+// valueStart returns where the text of the string value on a key = value line begins.
+func valueStart(line string, lineNo int) (position, bool) {
+	eq := strings.IndexByte(line, '=')
+	if eq < 0 {
+		return position{}, false
+	}
+	i := eq + 1
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	rest := line[i:]
+	for _, q := range []string{`"""`, `'''`, `"`, `'`} {
+		if !strings.HasPrefix(rest, q) {
+			continue
+		}
+		if len(q) == 3 && strings.TrimRight(rest[3:], "\r") == "" {
+			return position{lineNo + 1, 1}, true
+		}
+		return position{lineNo, i + len(q) + 1}, true
+	}
+	return position{}, false
+}
+
+// value returns where the text of path's string value begins, if the source writes it as a
+// key = value line.
+func (l *locator) value(path string) (position, bool) {
+	p, ok := l.values[path]
+	return p, ok
 }
 
 func (l *locator) set(path string, line int) {

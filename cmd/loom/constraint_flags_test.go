@@ -44,7 +44,7 @@ func TestConstraintFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--json-schema", filepath.Join(dir, "missing.json")}, "--json-schema"},
-		{[]string{"--json-schema", bad}, `--json-schema: ` + bad + `: json schema at (root): uniqueItems true is not supported`},
+		{[]string{"--json-schema", bad}, `--json-schema: ` + bad + `:1:1: json schema at (root): uniqueItems true is not supported`},
 		{[]string{"--regex", "[a-"}, "--regex: regex \"[a-\""},
 		{[]string{"--grammar", schema}, "--grammar: " + schema},
 	} {

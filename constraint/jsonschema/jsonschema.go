@@ -54,6 +54,7 @@ package jsonschema
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"maps"
@@ -76,10 +77,12 @@ const MaxSchemaBytes = 1 << 20
 const MaxRules = 50000
 
 // Error is a schema that cannot be compiled: Pointer is the JSON pointer of the schema at
-// fault ("" for the root).
+// fault ("" for the root), and Line and Col (1-based, columns in bytes; 0 when not known)
+// where that schema, or the JSON syntax error, is in the text.
 type Error struct {
-	Pointer string
-	Msg     string
+	Pointer   string
+	Msg       string
+	Line, Col int
 }
 
 func (e *Error) Error() string {
@@ -117,12 +120,23 @@ func Compile(schema []byte, opt Options) (*grammar.CFG, error) {
 
 // Translate returns the grammar of a schema given as JSON text (start rule "root").
 func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
+	g, err := translate(schema, opt)
+	var e *Error
+	if errors.As(err, &e) && e.Line == 0 && !strings.HasPrefix(e.Msg, "not valid JSON") {
+		e.Line, e.Col, _ = Position(schema, e.Pointer)
+	}
+	return g, err
+}
+
+func translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 	if len(schema) > MaxSchemaBytes {
 		return nil, &Error{Msg: fmt.Sprintf("the schema is %d bytes; at most %d are read", len(schema), MaxSchemaBytes)}
 	}
 	root, err := Decode(schema)
 	if err != nil {
-		return nil, &Error{Msg: "not valid JSON: " + err.Error()}
+		e := &Error{Msg: "not valid JSON: " + err.Error()}
+		e.Line, e.Col, _ = syntaxPosition(schema, err)
+		return nil, e
 	}
 	c := &compiler{root: root, res: newResources(root), opt: opt, refs: map[string]string{}, base: map[string]bool{}, entered: map[*Object][]string{}}
 	body, err := c.schema(root, "")
