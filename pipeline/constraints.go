@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/loomlm/loom/constraint"
 	"github.com/loomlm/loom/constraint/grammar"
@@ -87,13 +86,9 @@ func newGrammarProcessor(a *Args) (core.LogitsProcessor, error) {
 		return nil, &core.ParamError{Param: "grammar_file", Reason: "give either grammar or grammar_file, not both"}
 	case file != "":
 		param = "grammar_file"
-		path := file
-		if !filepath.IsAbs(path) && a.Env.Dir != "" {
-			path = filepath.Join(a.Env.Dir, path)
-		}
-		b, err := os.ReadFile(path)
+		path, b, err := readParamFile(a, param, file)
 		if err != nil {
-			return nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
+			return nil, err
 		}
 		src = string(b)
 		g, err := grammar.Parse(src)
@@ -148,35 +143,48 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 	if a.Err() != nil {
 		return nil, a.Err()
 	}
-	param, where := "schema", ""
+	param, path := "schema", "" // path: the schema file's
 	switch {
 	case src != "" && file != "":
 		return nil, &core.ParamError{Param: "schema_file", Reason: "give either schema or schema_file, not both"}
 	case file != "":
 		param = "schema_file"
-		path := file
-		if !filepath.IsAbs(path) && a.Env.Dir != "" {
-			path = filepath.Join(a.Env.Dir, path)
+		var b []byte
+		var err error
+		if path, b, err = readParamFile(a, param, file); err != nil {
+			return nil, err
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
-		}
-		src, where = string(b), path+": "
+		src = string(b)
 	case src == "":
 		return nil, &core.ParamError{Param: "schema", Reason: "missing: give schema (JSON text) or schema_file"}
 	}
 	p, err := constraint.NewJSONSchema([]byte(src), opt)
-	if err != nil {
-		var se *jsonschema.Error
-		switch {
-		case !errors.As(err, &se) || se.Line == 0:
-		case where == "":
-			return nil, &valueError{param: param, line: se.Line, col: se.Col, msg: err.Error()}
-		default:
-			where = fmt.Sprintf("%s:%d:%d: ", strings.TrimSuffix(where, ": "), se.Line, se.Col)
-		}
-		return nil, &core.ParamError{Param: param, Reason: where + err.Error()}
+	if err == nil {
+		return p, nil
 	}
-	return p, nil
+	var se *jsonschema.Error
+	switch positioned := errors.As(err, &se) && se.Line > 0; {
+	case path == "" && positioned:
+		return nil, &valueError{param: param, line: se.Line, col: se.Col, msg: err.Error()}
+	case path == "":
+		return nil, &core.ParamError{Param: param, Reason: err.Error()}
+	case positioned:
+		return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("%s:%d:%d: %v", path, se.Line, se.Col, err)}
+	default:
+		return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("%s: %v", path, err)}
+	}
+}
+
+// readParamFile reads the file a parameter names, relative to the pipeline file's directory.
+// It returns the path it read (for errors in the file's text) and the file's bytes.
+func readParamFile(a *Args, param, file string) (path string, data []byte, err error) {
+	path = file
+	if !filepath.IsAbs(path) && a.Env.Dir != "" {
+		path = filepath.Join(a.Env.Dir, path)
+	}
+	data, err = os.ReadFile(path)
+	if err != nil {
+		return "", nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
+	}
+	return path, data, nil
 }

@@ -120,15 +120,6 @@ func Compile(schema []byte, opt Options) (*grammar.CFG, error) {
 
 // Translate returns the grammar of a schema given as JSON text (start rule "root").
 func Translate(schema []byte, opt Options) (*grammar.Grammar, error) {
-	g, err := translate(schema, opt)
-	var e *Error
-	if errors.As(err, &e) && e.Line == 0 && !strings.HasPrefix(e.Msg, "not valid JSON") {
-		e.Line, e.Col, _ = Position(schema, e.Pointer)
-	}
-	return g, err
-}
-
-func translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 	if len(schema) > MaxSchemaBytes {
 		return nil, &Error{Msg: fmt.Sprintf("the schema is %d bytes; at most %d are read", len(schema), MaxSchemaBytes)}
 	}
@@ -138,6 +129,16 @@ func translate(schema []byte, opt Options) (*grammar.Grammar, error) {
 		e.Line, e.Col, _ = syntaxPosition(schema, err)
 		return nil, e
 	}
+	g, err := translate(root, opt)
+	var e *Error
+	if errors.As(err, &e) && e.Line == 0 { // the schema at fault is found in the text by its pointer
+		e.Line, e.Col, _ = Position(schema, e.Pointer)
+	}
+	return g, err
+}
+
+// translate returns the grammar of a decoded schema.
+func translate(root any, opt Options) (*grammar.Grammar, error) {
 	c := &compiler{root: root, res: newResources(root), opt: opt, refs: map[string]string{}, base: map[string]bool{}, entered: map[*Object][]string{}}
 	body, err := c.schema(root, "")
 	if err != nil {

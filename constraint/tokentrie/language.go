@@ -81,10 +81,9 @@ func acceptsMany(a Automaton) bool {
 }
 
 // reachable returns a's states reachable from its start (their transitions in r's scratch,
-// until its next reachable), or false past most of them. An
-// automaton's states are numbered in a small table of open addressing: a table automaton's
-// states may be those of a whole grammar's prefix automaton (thousands), of which a rule
-// reaches a few.
+// until its next reachable), or false past most of them. An automaton's states are numbered
+// in a small table of open addressing: a table automaton's states may be those of a whole
+// grammar's prefix automaton (thousands), of which a rule reaches a few.
 func (r *reducer) reachable(a Automaton, most int) (*dfa, bool) {
 	step := newStepper(a)
 	size := 1
@@ -105,9 +104,6 @@ func (r *reducer) reachable(a Automaton, most int) (*dfa, bool) {
 		}
 		if len(states) == most {
 			return -1
-		}
-		if len(states) == cap(states) {
-			states = append(make([]uint32, 0, max(2*len(states), 16)), states...)
 		}
 		keys[h], vals[h] = s+1, int32(len(states))
 		states = append(states, s)
@@ -144,11 +140,12 @@ func (r *reducer) reachable(a Automaton, most int) (*dfa, bool) {
 	return &dfa{n: len(states), next: next}, true
 }
 
-// blocks returns (in r's scratch, until its next blocks) the blocks of equivalent states of the automata ds taken together (the
-// states of ds[k] numbered after those of ds[:k]): Moore's partition refinement from one
-// block of every state, split by the blocks of their successors until no block splits, over
-// one byte of each class of bytes that every state maps alike. A state's signature (its block
-// and its successors') is hashed, and compared with the first state of its hash's block.
+// blocks returns (in r's scratch, until its next blocks) the blocks of equivalent states of
+// the automata ds taken together (the states of ds[k] numbered after those of ds[:k]):
+// Moore's partition refinement from one block of every state, split by the blocks of their
+// successors until no block splits, over one byte of each class of bytes that every state
+// maps alike. A state's signature (its block and its successors') is hashed, and compared
+// with the first state of its hash's block.
 func (r *reducer) blocks(ds ...*dfa) []int32 {
 	total := 0
 	for _, d := range ds {
@@ -273,8 +270,8 @@ func sameBlocks(block, succ, sig []int32) bool {
 	return true
 }
 
-// minimal returns d's minimal automaton (its own memory), its states numbered breadth first from the start's
-// block: automata of one language have equal minimal ones.
+// minimal returns d's minimal automaton (in memory of its own), its states numbered breadth
+// first from the start's block: automata of one language have equal minimal ones.
 func (r *reducer) minimal(d *dfa) *dfa {
 	block := r.blocks(d)
 	number := make([]int32, d.n) // by block: its number plus one
@@ -342,12 +339,12 @@ func (r *reducer) newShadow(d, bd *dfa, base *Slice) (*shadow, bool) {
 	pairs := []pair{{0, 0}}
 	ids[1] = 1
 	s := &shadow{base: base}
-	any := false
+	someInStep := false
 	for p := 0; p < len(pairs); p++ {
 		cur := pairs[p]
 		in := same(cur.a, cur.b)
 		s.inStep = append(s.inStep, in)
-		any = any || in
+		someInStep = someInStep || in
 		row := len(s.trans)
 		s.trans = append(s.trans, make([]uint16, 256)...)
 		if in { // the pass never steps from a pair in step
@@ -373,5 +370,5 @@ func (r *reducer) newShadow(d, bd *dfa, base *Slice) (*shadow, bool) {
 			s.trans[row+c] = ids[j]
 		}
 	}
-	return s, any
+	return s, someInStep
 }

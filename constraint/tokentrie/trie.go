@@ -160,10 +160,10 @@ type sliceCache struct {
 	status   []uint8 // the slice passes' scratch (statusScratch), kept for the next
 	entries  map[string]*sliceEntry
 	children map[string]*ChildSlice
+	partMask Mask // a child part's tokens while it is built (newChildPart), left empty
 	// languages holds the unbounded slices by their automata's languageKey; bases, the last
 	// maxShadowBases of them holding half the vocabulary or more, with their automata's
-	// states, for a new automaton's shadow (see language.go).
-	partMask  Mask // a child part's tokens while it is built (newChildPart), left empty
+	// minimal automata, for a new automaton's shadow (see language.go).
 	languages map[string]*Slice
 	bases     []shadowBase
 	reducer   reducer
@@ -501,33 +501,25 @@ func (t *Trie) secondPass(e *sliceEntry, all *Slice, status []uint8, lives int, 
 		case rejected:
 			next = int32(i)
 			status[i] = unseen
-		case inStep:
+		case live, inStep:
 			nd := &nodes[i]
-			// Below node i the base's automaton accepts as this one: its skipped nodes
-			// (node i's own bit included) and its tokens are this slice's.
-			copyBits(skip, base.skip, i, int(nd.end))
-			if !base.skips(i) {
-				next = int32(i) // a rejected node lies below i, inside every ancestor's subtree
-			}
-			for _, id := range t.tokens[t.tokStart[i+1]:t.tokStart[nd.end]] {
-				in := base.tokens[id>>6] >> (id & 63) & 1
-				mask[id>>6] |= in << (id & 63)
-				count += int(in)
-			}
-			if e.fewLive && nd.hasTok { // node i's own tokens (setLiveTokens sets them otherwise)
-				ids := t.nodeTokens(i)
-				for _, id := range ids {
-					mask.Set(id)
+			switch {
+			case status[i] == inStep:
+				// Below node i the base's automaton accepts as this one: its skipped nodes
+				// (node i's own bit included) and its tokens are this slice's.
+				copyBits(skip, base.skip, i, int(nd.end))
+				if !base.skips(i) {
+					next = int32(i) // a rejected node lies below i, inside every ancestor's subtree
 				}
-				count += len(ids)
-			}
-			status[i] = unseen
-		case live:
-			nd := &nodes[i]
-			if next >= nd.end {
+				for _, id := range t.tokens[t.tokStart[i+1]:t.tokStart[nd.end]] {
+					in := base.tokens[id>>6] >> (id & 63) & 1
+					mask[id>>6] |= in << (id & 63)
+					count += int(in)
+				}
+			case next >= nd.end:
 				skip[i>>6] |= 1 << (i & 63)
 			}
-			if e.fewLive && nd.hasTok {
+			if e.fewLive && nd.hasTok { // node i's own tokens (setLiveTokens sets them otherwise)
 				ids := t.nodeTokens(i)
 				for _, id := range ids {
 					mask.Set(id)
