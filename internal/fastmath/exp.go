@@ -85,9 +85,9 @@ func pow2(n int32) float32 { return math.Float32frombits(uint32(n+127) << 23) }
 func ExpShiftSum(dst, src []float32, shift float32) float64 {
 	dst = dst[:len(src)]
 	var lanes [32]float64
-	n := len(src) &^ 31
-	if n > 0 {
-		expShiftSumBlocks(dst[:n], src[:n], shift, &lanes)
+	n := 0
+	if len(src) > 0 {
+		n = expShiftSumBlocks(dst, src, shift, &lanes)
 	}
 	if n < len(src) {
 		expShiftSumGeneric(dst[n:], src[n:], shift, &lanes)

@@ -1,6 +1,7 @@
 package fastmath
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -61,6 +62,23 @@ func BenchmarkExpShiftSum151936(b *testing.B) {
 					ExpShiftSum(dst, src, 10)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkExpShiftSumShort runs ExpShiftSum over rows as short as an attention row's
+// positions, where the values past the last whole block of 32 are a large share.
+func BenchmarkExpShiftSumShort(b *testing.B) {
+	for _, n := range []int{20, 150, 1000} {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = float32(i%97) / 10
+		}
+		dst := make([]float32, n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				ExpShiftSum(dst, src, 10)
+			}
 		})
 	}
 }

@@ -14,16 +14,20 @@ var useAVX2 = cpu.X86.HasAVX2
 // attention row's positions is mostly exponentials.
 var useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2
 
-func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
+// expShiftSumBlocks runs the exp-sum kernel over src and returns how many values it took: all
+// of them with AVX-512 (the last len mod 32 under a mask), the whole blocks of 32 otherwise.
+func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) int {
 	if useAVX512 {
 		expShiftSumAVX512(dst, src, shift, lanes)
-		return
+		return len(src)
 	}
+	n := len(src) &^ 31
 	if useAVX2 {
-		expShiftSumAVX2(dst, src, shift, lanes)
-		return
+		expShiftSumAVX2(dst[:n], src[:n], shift, lanes)
+		return n
 	}
-	expShiftSumGeneric(dst, src, shift, lanes)
+	expShiftSumGeneric(dst[:n], src[:n], shift, lanes)
+	return n
 }
 
 func maxBlocks(xs []float32) (float32, bool) {

@@ -103,11 +103,10 @@ done:
 	VZEROUPPER
 	RET
 
-// EXP16 is EXP8 for the 16 values at off(SI)(AX*4) in a ZMM register (shift in Z15, +Inf in
-// Z14), the constants broadcast from ·expK's rows and the final selections masked (K1–K3). It
-// uses Z4–Z10.
-#define EXP16(off, acc) \
-	VMOVUPS          off(SI)(AX*4), Z4 \
+// EXPZ is EXP8 for the 16 values in Z4, its result in Z8 (shift in Z15, +Inf in Z14), the
+// constants broadcast from ·expK's rows and the final selections masked (K1–K3). It uses
+// Z4–Z10.
+#define EXPZ \
 	VSUBPS           Z15, Z4, Z4 \
 	VMULPS.BCST      ·expK+0(SB), Z4, Z5 \
 	VADDPS.BCST      ·expK+32(SB), Z5, Z5 \
@@ -145,9 +144,23 @@ done:
 	VCMPPS.BCST      $0x1e, ·expK+480(SB), Z4, K2 \
 	VMOVAPS          Z14, K2, Z8 \
 	VCMPPS           $3, Z4, Z4, K3 \
-	VMOVAPS          Z4, K3, Z8 \
-	VMOVUPS          Z8, off(DI)(AX*4) \
-	VADDPS           Z8, acc, acc
+	VMOVAPS          Z4, K3, Z8
+
+// EXP16 writes e**(x-shift) of the 16 values at off(SI)(AX*4) to off(DI)(AX*4) and adds them
+// to acc.
+#define EXP16(off, acc) \
+	VMOVUPS off(SI)(AX*4), Z4 \
+	EXPZ \
+	VMOVUPS Z8, off(DI)(AX*4) \
+	VADDPS  Z8, acc, acc
+
+// EXP16M is EXP16 for the lanes of mask k alone: the others are neither read nor written, and
+// acc keeps them.
+#define EXP16M(off, acc, k) \
+	VMOVUPS.Z off(SI)(AX*4), k, Z4 \
+	EXPZ \
+	VMOVUPS   Z8, k, off(DI)(AX*4) \
+	VADDPS    Z8, acc, k, acc
 
 // FLUSH16 adds the 16 float32 lanes of zacc to the float64 lanes at lo(DX) (the low eight) and
 // hi(DX) and clears zacc.
@@ -166,6 +179,9 @@ TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-64
 	MOVQ         dst_base+0(FP), DI
 	MOVQ         src_base+24(FP), SI
 	MOVQ         src_len+32(FP), CX
+	MOVQ         CX, BX
+	ANDQ         $31, BX
+	SUBQ         BX, CX
 	VBROADCASTSS shift+48(FP), Z15
 	VBROADCASTSS ·expK+512(SB), Z14
 	MOVQ         lanes+56(FP), DX
@@ -188,6 +204,24 @@ loop512:
 done512:
 	FLUSH16(Z0, Y0, 0, 64)
 	FLUSH16(Z1, Y1, 128, 192)
+
+	// The last len mod 32 values, in lanes of their own as the Go loop adds them: K4 masks
+	// the first 16 of them, K5 the rest.
+	TESTQ BX, BX
+	JZ    ret512
+	MOVQ  BX, CX
+	MOVL  $1, R8
+	SHLL  CX, R8
+	DECL  R8
+	KMOVW R8, K4
+	SHRL  $16, R8
+	KMOVW R8, K5
+	EXP16M(0, Z0, K4)
+	EXP16M(64, Z1, K5)
+	FLUSH16(Z0, Y0, 0, 64)
+	FLUSH16(Z1, Y1, 128, 192)
+
+ret512:
 	VZEROUPPER
 	RET
 

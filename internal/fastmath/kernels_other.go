@@ -5,8 +5,10 @@ package fastmath
 // useAVX2 and useAVX512 are false where the assembly kernels do not exist.
 var useAVX2, useAVX512 = false, false
 
-func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) {
-	expShiftSumGeneric(dst, src, shift, lanes)
+func expShiftSumBlocks(dst, src []float32, shift float32, lanes *[32]float64) int {
+	n := len(src) &^ 31
+	expShiftSumGeneric(dst[:n], src[:n], shift, lanes)
+	return n
 }
 
 func maxBlocks(xs []float32) (float32, bool) {

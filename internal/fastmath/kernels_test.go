@@ -43,7 +43,7 @@ func sameBits(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
-var lengths = []int{0, 1, 7, 31, 32, 33, 63, 64, 100, 1023, 1024, 1025, 2048 + 37, 5000}
+var lengths = []int{0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 100, 150, 1023, 1024, 1025, 2048 + 37, 5000}
 
 func TestExpShiftSumMatchesGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -51,8 +51,19 @@ func TestExpShiftSumMatchesGeneric(t *testing.T) {
 		for _, specials := range []bool{false, true} {
 			src := testRow(r, n, 8, specials)
 			for _, shift := range []float32{0, 3.5, -20, float32(math.Inf(1))} {
-				d1, d2, d3 := make([]float32, n), make([]float32, n), make([]float32, n)
+				// d1's backing array runs 32 values past n: a kernel that writes past the
+				// end of dst changes them.
+				d1, d2, d3 := make([]float32, n, n+32), make([]float32, n), make([]float32, n)
+				past := d1[n : n+32]
+				for i := range past {
+					past[i] = -1
+				}
 				s1 := ExpShiftSum(d1, src, shift)
+				for i, v := range past {
+					if v != -1 {
+						t.Fatalf("n=%d: dst[%d], past the end, was written: %v", n, n+i, v)
+					}
+				}
 				var s2, s3 float64
 				withGeneric(func() { s2 = ExpShiftSum(d2, src, shift) })
 				withoutAVX512(func() { s3 = ExpShiftSum(d3, src, shift) })
