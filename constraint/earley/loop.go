@@ -106,6 +106,10 @@ type grammarRuns struct {
 
 	mu       sync.Mutex
 	automata map[[2]grammar.Symbol]*Automaton // nil: not regular within the limits
+	// long[n] tells whether a repetition too long for an automaton is reachable from n (nil:
+	// from none), once longKnown.
+	long      []bool
+	longKnown bool
 	// prefixes[nt] is nt's prefix automaton once resolved (noPrefix: none); nil when the
 	// grammar has no Prefixes.
 	prefixes []atomic.Pointer[Automaton]
@@ -276,31 +280,54 @@ func (r *grammarRuns) automaton(x grammar.Symbol, lead grammar.Symbol) *Automato
 const maxChainInAutomaton = 16
 
 // longChain reports whether the sub-grammar reachable from x holds a bounded repetition of
-// more than maxChainInAutomaton copies.
+// more than maxChainInAutomaton copies. The nonterminals that reach one are found once per
+// grammar (r.mu held), backwards from the long repetitions, which most grammars do not have.
 func (r *grammarRuns) longChain(x grammar.Symbol) bool {
 	if x.IsTerminal() {
 		return false
 	}
-	seen := map[int32]bool{}
-	var walk func(n int32) bool
-	walk = func(n int32) bool {
-		if seen[n] {
-			return false
+	if !r.longKnown {
+		r.longKnown = true
+		r.long = reachingLongChains(r.g, r.bound)
+	}
+	return r.long != nil && r.long[x]
+}
+
+// reachingLongChains marks the nonterminals of g from which one whose bound is past
+// maxChainInAutomaton is reachable (itself included), or returns nil if none is.
+func reachingLongChains(g *grammar.CFG, bound []int) []bool {
+	var stack []int32
+	for n, b := range bound {
+		if b > maxChainInAutomaton {
+			stack = append(stack, int32(n))
 		}
-		seen[n] = true
-		if r.bound[n] > maxChainInAutomaton {
-			return true
-		}
-		for _, pi := range r.g.ByLHS[n] {
-			for _, s := range r.g.Prods[pi].RHS {
-				if !s.IsTerminal() && walk(int32(s)) {
-					return true
-				}
+	}
+	if len(stack) == 0 {
+		return nil
+	}
+	users := make([][]int32, len(g.Names)) // users[m]: the nonterminals with m in a rule
+	for _, p := range g.Prods {
+		for _, s := range p.RHS {
+			if !s.IsTerminal() {
+				users[s] = append(users[s], p.LHS)
 			}
 		}
-		return false
 	}
-	return walk(int32(x))
+	long := make([]bool, len(g.Names))
+	for _, n := range stack {
+		long[n] = true
+	}
+	for len(stack) > 0 {
+		m := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, n := range users[m] {
+			if !long[n] {
+				long[n] = true
+				stack = append(stack, n)
+			}
+		}
+	}
+	return long
 }
 
 // cachedAutomaton returns the automaton of x* (lead < 0) or of x body[lead]*, from the cache
