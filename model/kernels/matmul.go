@@ -301,6 +301,14 @@ func rows4MaxCols(k kind) int {
 	return 256
 }
 
+// rows4ManyMaxCols is the longest row that products of more than four activation rows hand
+// to the kernel of four weight rows at a time, one group of four after another. `go test
+// ./model/kernels -run '^$' -bench 'MatMul/(F16|F32)/(4096x256|704x256)/n=(8|32)$'`, three
+// rounds alternating, 2026-11-29: F16 4 096×256 n=32 252–257 → 232–243 µs, 704×256 n=8
+// 14.5–14.9 → 11.9–12.9, F32 4 096×256 n=32 254–281 → 221–231, n=8 68–74 → 55–62; F32 rows of
+// 768 were level or slower (the 32 000×768 output matrix n=32 5.2–5.8 → 5.6 ms).
+const rows4ManyMaxCols = 256
+
 // rows computes rows [r0, r1) of the product for all n activation rows.
 func (p *product) rows(n, r0, r1 int) {
 	if p.packed != nil {
@@ -339,11 +347,17 @@ func (p *product) rows(n, r0, r1 int) {
 			for g := 0; g < n; g += 4 {
 				nx := min(4, n-g)
 				r := from
+				// Four weight rows at a time on short rows: for a single group of four (beams,
+				// a small batch), and for every group of a larger batch on rows of at most
+				// 256 (the embedded model's: 10–20 % less time than two weight rows at a
+				// time, where on 768-wide F32 rows the kernel of pairs without prefetch for
+				// the later groups was level or better).
+				short := nx == 4 && p.rows4 != nil && m.Cols <= rows4MaxCols(p.tk.kind) && (n == 4 || m.Cols <= rows4ManyMaxCols)
 				// Two weight rows at a time pay where several groups of activation rows pass
 				// over the same weights (from cache after the first); a single group streaming
 				// its weights from memory reads them faster one row at a time (four beams of a
 				// 110M F32 model: 0.58–0.75× greedy's speed against 0.49–0.64×).
-				if nx == 4 && n > 4 && p.pairs4 != nil {
+				if nx == 4 && n > 4 && p.pairs4 != nil && !short {
 					if even := (hi - r) &^ 1; even > 0 {
 						// The first group's pass brought the step's weights into cache; the
 						// later groups' prefetches would only take load slots (F32 prompt
@@ -357,9 +371,7 @@ func (p *product) rows(n, r0, r1 int) {
 						r += even
 					}
 				}
-				// A single group of four (beams, a small batch) on short rows: four weight
-				// rows at a time, their sums reduced together.
-				if nx == 4 && n == 4 && p.rows4 != nil && m.Cols <= rows4MaxCols(p.tk.kind) {
+				if short {
 					if full := (hi - r) &^ 3; full > 0 {
 						p.rows4(&m.Data[r*rb], rb, full, nBlocks, &a.b[g*a.stride], a.stride, &p.out[g*m.Rows+r], m.Rows)
 						r += full
