@@ -85,6 +85,24 @@ func scaleMulBlocks(dst, xs, ws []float32, s float32) {
 	scaleMulGeneric(dst, xs, ws, s)
 }
 
+// rotatePairsBlocks is RotatePairs on heads of 4k pairs.
+func rotatePairsBlocks(v, cos, sin []float32) {
+	if useAVX2 {
+		rotatePairsAVX2(v, cos, sin)
+		return
+	}
+	rotatePairsGeneric(v, cos, sin)
+}
+
+// rotateHalvesBlocks is RotateHalves on one head of 8k pairs.
+func rotateHalvesBlocks(lo, hi, cos, sin []float32) {
+	if useAVX2 {
+		rotateHalvesAVX2(lo, hi, cos, sin)
+		return
+	}
+	rotateHalvesGeneric(lo, hi, cos, sin)
+}
+
 func maskAboveBlocks(dst []uint64, xs []float32, t float32) {
 	if useAVX2 {
 		maskAboveAVX2(dst, xs, t)
@@ -125,3 +143,9 @@ func addAVX2(xs, ys []float32)
 
 //go:noescape
 func scaleMulAVX2(dst, xs, ws []float32, s float32)
+
+//go:noescape
+func rotatePairsAVX2(v, cos, sin []float32)
+
+//go:noescape
+func rotateHalvesAVX2(lo, hi, cos, sin []float32)

@@ -519,3 +519,80 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func rotatePairsAVX2(v, cos, sin []float32)
+// Every head of v (2·len(cos) values each), four pairs at a time: len(cos) a multiple of 4,
+// len(v) a multiple of 2·len(cos). Each angle is repeated for both values of its pair
+// (VPERMPS by ·rotateK's first row), the sine negated in the even lanes (its second row):
+// v·cos + swap(v)·(∓sin), products and sum rounded apart.
+TEXT ·rotatePairsAVX2(SB), NOSPLIT, $0-72
+	MOVQ    v_base+0(FP), DI
+	MOVQ    v_len+8(FP), R8
+	LEAQ    (DI)(R8*4), R8 // end of v
+	MOVQ    cos_base+24(FP), SI
+	MOVQ    cos_len+32(FP), CX
+	MOVQ    sin_base+48(FP), DX
+	VMOVUPS ·rotateK+0(SB), Y14
+	VMOVUPS ·rotateK+32(SB), Y15
+
+rothead:
+	CMPQ DI, R8
+	JAE  rotpairsdone
+	XORQ AX, AX
+
+rotpairs:
+	CMPQ      AX, CX
+	JAE       rotnext
+	VMOVUPS   (SI)(AX*4), X1
+	VPERMPS   Y1, Y14, Y1
+	VMOVUPS   (DX)(AX*4), X2
+	VPERMPS   Y2, Y14, Y2
+	VXORPS    Y15, Y2, Y2
+	VMOVUPS   (DI)(AX*8), Y0
+	VPERMILPS $0xb1, Y0, Y3
+	VMULPS    Y1, Y0, Y4
+	VMULPS    Y2, Y3, Y5
+	VADDPS    Y5, Y4, Y4
+	VMOVUPS   Y4, (DI)(AX*8)
+	ADDQ      $4, AX
+	JMP       rotpairs
+
+rotnext:
+	LEAQ (DI)(CX*8), DI
+	JMP  rothead
+
+rotpairsdone:
+	VZEROUPPER
+	RET
+
+// func rotateHalvesAVX2(lo, hi, cos, sin []float32)
+// Eight pairs at a time: len(cos) a multiple of 8, lo and hi as long.
+TEXT ·rotateHalvesAVX2(SB), NOSPLIT, $0-96
+	MOVQ lo_base+0(FP), DI
+	MOVQ hi_base+24(FP), R8
+	MOVQ cos_base+48(FP), SI
+	MOVQ cos_len+56(FP), CX
+	MOVQ sin_base+72(FP), DX
+	XORQ AX, AX
+
+rothalves:
+	CMPQ    AX, CX
+	JAE     rothalvesdone
+	VMOVUPS (SI)(AX*4), Y1
+	VMOVUPS (DX)(AX*4), Y2
+	VMOVUPS (DI)(AX*4), Y3
+	VMOVUPS (R8)(AX*4), Y4
+	VMULPS  Y1, Y3, Y5
+	VMULPS  Y2, Y4, Y6
+	VSUBPS  Y6, Y5, Y5
+	VMULPS  Y2, Y3, Y6
+	VMULPS  Y1, Y4, Y7
+	VADDPS  Y7, Y6, Y6
+	VMOVUPS Y5, (DI)(AX*4)
+	VMOVUPS Y6, (R8)(AX*4)
+	ADDQ    $8, AX
+	JMP     rothalves
+
+rothalvesdone:
+	VZEROUPPER
+	RET

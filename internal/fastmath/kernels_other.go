@@ -29,3 +29,7 @@ func siluGateBlocks(gs, es, us []float32) { siluGateGeneric(gs, es, us) }
 func addBlocks(xs, ys []float32) { addGeneric(xs, ys) }
 
 func scaleMulBlocks(dst, xs, ws []float32, s float32) { scaleMulGeneric(dst, xs, ws, s) }
+
+func rotatePairsBlocks(v, cos, sin []float32) { rotatePairsGeneric(v, cos, sin) }
+
+func rotateHalvesBlocks(lo, hi, cos, sin []float32) { rotateHalvesGeneric(lo, hi, cos, sin) }

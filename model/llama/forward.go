@@ -295,12 +295,8 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	m.overRows(n, qDim+kvDim, func(r0, r1, _ int) {
 		for r := r0; r < r1; r++ {
 			cos, sin := cosAll[r*half:(r+1)*half], sinAll[r*half:(r+1)*half]
-			for h := range p.Heads {
-				m.rope(ws.q[r*qDim+h*hd:r*qDim+(h+1)*hd], cos, sin)
-			}
-			for h := range p.KVHeads {
-				m.rope(ws.k[r*kvDim+h*hd:r*kvDim+(h+1)*hd], cos, sin)
-			}
+			m.rope(ws.q[r*qDim:(r+1)*qDim], hd, cos, sin)
+			m.rope(ws.k[r*kvDim:(r+1)*kvDim], hd, cos, sin)
 		}
 	})
 	// Each row's key and value go to its cache block: on the workers from two rows on for
@@ -403,21 +399,19 @@ func (m *Model) ropeTables(ws *workspace, rows []rowInfo) {
 	}
 }
 
-// rope rotates the first RopeDims dimensions of one head's vector: adjacent pairs (2i, 2i+1),
-// or, in the NeoX layout, pairs (i, i + RopeDims/2).
-func (m *Model) rope(v, cos, sin []float32) {
-	half := len(cos)
+// rope rotates the first RopeDims dimensions of each head (hd values) of one row's vectors:
+// adjacent pairs (2i, 2i+1), or, in the NeoX layout, pairs (i, i + RopeDims/2), all heads in
+// one call where the rotation spans the head.
+func (m *Model) rope(v []float32, hd int, cos, sin []float32) {
+	rotate := fastmath.RotatePairs
 	if m.p.RopeNeoX {
-		for i := range half {
-			x0, x1 := v[i], v[i+half]
-			v[i] = x0*cos[i] - x1*sin[i]
-			v[i+half] = x0*sin[i] + x1*cos[i]
-		}
+		rotate = fastmath.RotateHalves
+	}
+	if 2*len(cos) == hd {
+		rotate(v, cos, sin)
 		return
 	}
-	for i := range half {
-		x0, x1 := v[2*i], v[2*i+1]
-		v[2*i] = x0*cos[i] - x1*sin[i]
-		v[2*i+1] = x0*sin[i] + x1*cos[i]
+	for h := 0; h+hd <= len(v); h += hd {
+		rotate(v[h:h+2*len(cos)], cos, sin)
 	}
 }

@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -43,6 +44,9 @@ type Shape struct {
 	Tied bool
 	// RopeBase is the RoPE frequency base (10 000 when zero).
 	RopeBase float32
+	// RopeDims is the number of dimensions of each head that RoPE rotates (the whole head when
+	// zero), as partial-rotary models write rope.dimension_count.
+	RopeDims int
 }
 
 // Shapes are the named shapes WriteSynthetic knows. "rand110M" is the llama.cpp baseline
@@ -169,7 +173,7 @@ func WriteSynthetic(w io.Writer, s Shape, ftype string, seed uint64) error {
 	set(arch+".attention.head_count", uint32(s.Heads))
 	set(arch+".attention.head_count_kv", uint32(s.KVHeads))
 	set(arch+".attention.layer_norm_rms_epsilon", float32(1e-5))
-	set(arch+".rope.dimension_count", uint32(hd))
+	set(arch+".rope.dimension_count", uint32(cmp.Or(s.RopeDims, hd)))
 	set(arch+".rope.freq_base", base)
 	set(arch+".vocab_size", uint32(s.VocabSize))
 	if s.LongRope {

@@ -17,6 +17,10 @@ import (
 func init() {
 	// One key/value head: attention splits rows across tasks.
 	Shapes["tinymqa"] = Shape{Architecture: "llama", Dim: 64, Layers: 2, Heads: 4, KVHeads: 1, FFNDim: 128, VocabSize: 320, ContextLength: 128}
+	// RoPE over part of each head (22 of 32 dimensions: pairs past the rotation kernels'
+	// blocks of four and eight), in both layouts.
+	Shapes["tinypartial"] = Shape{Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, RopeDims: 22}
+	Shapes["tinyqwenpartial"] = Shape{Architecture: "qwen2", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 512, VocabSize: 320, ContextLength: 128, RopeBase: 1e6, RopeDims: 40}
 }
 
 // writeSynthetic writes a synthetic model to a temporary file and returns its path.
@@ -100,15 +104,16 @@ func naiveLogits(t testing.TB, path string, tokens []int32) []float64 {
 		}
 		return out
 	}
+	rd := u("rope.dimension_count") // the first rd dimensions of each head are rotated
 	rope := func(v []float64, pos int) {
 		for h := 0; h < len(v)/hd; h++ {
 			x := v[h*hd : (h+1)*hd]
-			for i := 0; i < hd/2; i++ {
-				theta := float64(pos) * math.Pow(float64(base), -2*float64(i)/float64(hd))
+			for i := 0; i < rd/2; i++ {
+				theta := float64(pos) * math.Pow(float64(base), -2*float64(i)/float64(rd))
 				c, s := math.Cos(theta), math.Sin(theta)
 				a, b := 2*i, 2*i+1
 				if arch == "qwen2" {
-					a, b = i, i+hd/2
+					a, b = i, i+rd/2
 				}
 				x[a], x[b] = x[a]*c-x[b]*s, x[a]*s+x[b]*c
 			}
@@ -213,6 +218,8 @@ func TestSyntheticAgainstNaive(t *testing.T) {
 		{"tinyqwen", "q6_k", 0.02},
 		{"tinyqwen", "q4_k_m", 0.05},
 		{"tinymqa", "f32", 1e-4},
+		{"tinypartial", "f32", 1e-4},
+		{"tinyqwenpartial", "f32", 1e-4},
 	} {
 		t.Run(tc.shape+"/"+tc.ftype, func(t *testing.T) {
 			path := writeSynthetic(t, tc.shape, tc.ftype)
