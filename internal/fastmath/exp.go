@@ -1,7 +1,8 @@
 // Package fastmath holds the float32 numerics on loom's per-token path: an exponential accurate
 // to a few units in the last place that is several times faster than math.Exp, the shifted
-// exp-sum that every softmax in loom is built from, and the few vocabulary-wide scans that
-// processors need (maximum, first value above a threshold, scaling).
+// exp-sum that every softmax in loom is built from, the few vocabulary-wide scans that
+// processors need (maximum, first value above a threshold, scaling), and the rotations of
+// RoPE.
 //
 // On amd64 with AVX2 the vocabulary-wide loops run in assembly (8 lanes at a time); elsewhere,
 // or when built with the purego tag, in Go. Both compute every element with the same float32
