@@ -203,3 +203,19 @@ func (t *Trie) BuildChildParts(a Automaton) int {
 	}
 	return n
 }
+
+// BuildSlice builds a's slice within budget (budget < 0: unbounded) with fresh passes over the
+// trie, as Slice does for an automaton it has not met, but never takes a built slice of the
+// same language or builds in one's shadow: every call of a benchmark makes the passes.
+func (t *Trie) BuildSlice(a Automaton, budget int) *Slice {
+	t.cache.mu.Lock()
+	defer t.cache.mu.Unlock()
+	if budget < 0 {
+		return t.newFlatSliceEntry(a, nil).all
+	}
+	e := t.newSliceEntry(a)
+	if budget >= len(e.budgets) {
+		return e.all
+	}
+	return t.budget(e, budget)
+}
