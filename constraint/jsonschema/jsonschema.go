@@ -2102,3 +2102,20 @@ func onlyAnnotations(s *Object) bool {
 func escapePointer(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
+
+// pointerTokens returns the reference tokens of a JSON pointer ("" for the whole document,
+// else "/" and the tokens, each escaped as escapePointer writes it), unescaped; false for a
+// pointer that does not start with "/".
+func pointerTokens(ptr string) ([]string, bool) {
+	if ptr == "" {
+		return nil, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false
+	}
+	tokens := strings.Split(ptr[1:], "/")
+	for i, t := range tokens {
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens, true
+}

@@ -13,14 +13,9 @@ import (
 // where the value at the JSON pointer ptr begins ("" is the whole document), or false when
 // data holds no such value.
 func Position(data []byte, ptr string) (line, col int, ok bool) {
-	var tokens []string
-	if ptr != "" {
-		if !strings.HasPrefix(ptr, "/") {
-			return 0, 0, false
-		}
-		for _, t := range strings.Split(ptr[1:], "/") {
-			tokens = append(tokens, strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~"))
-		}
+	tokens, ok := pointerTokens(ptr)
+	if !ok {
+		return 0, 0, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()

@@ -159,25 +159,23 @@ func (r *resources) resolve(from *Object, ref string) (any, string, error) {
 		return a.node, a.ptr, nil
 	}
 	node := res.node
-	if frag != "" {
-		for _, tok := range strings.Split(frag[1:], "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			switch n := node.(type) {
-			case *Object:
-				next, ok := n.Get(tok)
-				if !ok {
-					return nil, "", fmt.Errorf("%q: no %q in the schema", ref, tok)
-				}
-				node = next
-			case []any:
-				i, err := strconv.Atoi(tok)
-				if err != nil || i < 0 || i >= len(n) {
-					return nil, "", fmt.Errorf("%q: no item %q", ref, tok)
-				}
-				node = n[i]
-			default:
-				return nil, "", fmt.Errorf("%q: cannot step into a %s", ref, jsonType(node))
+	tokens, _ := pointerTokens(frag) // frag is "" or starts with "/" (an anchor otherwise, above)
+	for _, tok := range tokens {
+		switch n := node.(type) {
+		case *Object:
+			next, ok := n.Get(tok)
+			if !ok {
+				return nil, "", fmt.Errorf("%q: no %q in the schema", ref, tok)
 			}
+			node = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil, "", fmt.Errorf("%q: no item %q", ref, tok)
+			}
+			node = n[i]
+		default:
+			return nil, "", fmt.Errorf("%q: cannot step into a %s", ref, jsonType(node))
 		}
 	}
 	return node, res.ptr + frag, nil

@@ -125,10 +125,11 @@ func (t *Trie) newChildPart(a Automaton, first int) *childPart {
 				p.skip[j>>6] |= 1 << (j & 63)
 			}
 			if nd.hasTok {
-				for _, id := range t.nodeTokens(i) {
+				ids := t.nodeTokens(i)
+				for _, id := range ids {
 					tokens.Set(id)
 				}
-				p.count += len(t.nodeTokens(i))
+				p.count += len(ids)
 			}
 		default:
 			continue

@@ -99,17 +99,16 @@ func (t *Trie) CheckShadow(a, base Automaton) (shadowed bool, inStepNodes int, e
 	t.cache.mu.Lock()
 	defer t.cache.mu.Unlock()
 	var r reducer
-	d, ok := r.reachable(a, maxLanguageStates)
-	if !ok {
-		return false, 0, fmt.Errorf("%s: more than %d states", a.Key(), maxLanguageStates)
+	m, err := r.minimalOf(a)
+	if err != nil {
+		return false, 0, err
 	}
-	m := r.minimal(d)
-	bd, ok := r.reachable(base, maxLanguageStates)
-	if !ok {
-		return false, 0, fmt.Errorf("%s: more than %d states", base.Key(), maxLanguageStates)
+	bm, err := r.minimalOf(base)
+	if err != nil {
+		return false, 0, err
 	}
 	plain := t.newFlatSliceEntry(a, nil).all
-	sh, ok := r.newShadow(m, r.minimal(bd), t.newFlatSliceEntry(base, nil).all)
+	sh, ok := r.newShadow(m, bm, t.newFlatSliceEntry(base, nil).all)
 	if !ok {
 		return false, 0, nil
 	}
@@ -140,13 +139,21 @@ func SliceTokens(s *Slice) Mask { return s.tokens }
 // maxLanguageStates states).
 func SameLanguage(a, b Automaton) bool {
 	var r reducer
-	da, ok := r.reachable(a, maxLanguageStates)
-	if !ok {
+	ma, err := r.minimalOf(a)
+	if err != nil {
 		return false
 	}
-	ma := r.minimal(da)
-	db, ok := r.reachable(b, maxLanguageStates)
-	return ok && ma.languageKey() == r.minimal(db).languageKey()
+	mb, err := r.minimalOf(b)
+	return err == nil && ma.languageKey() == mb.languageKey()
+}
+
+// minimalOf returns a's minimal automaton, or an error past maxLanguageStates states.
+func (r *reducer) minimalOf(a Automaton) (*dfa, error) {
+	d, ok := r.reachable(a, maxLanguageStates)
+	if !ok {
+		return nil, fmt.Errorf("%s: more than %d states", a.Key(), maxLanguageStates)
+	}
+	return r.minimal(d), nil
 }
 
 // CheckNodeTokens checks that every token of tok's vocabulary with bytes ends at the node whose
@@ -175,14 +182,27 @@ func (t *Trie) CheckNodeTokens(tok interface{ TokenBytes(core.TokenID) []byte })
 }
 
 // ReduceSteps are the steps of a new unbounded slice in a shadow, for a benchmark to time
-// one by one.
-func (t *Trie) ReduceSteps(a, base Automaton) map[string]func() {
+// one by one (both automata within maxLanguageStates states). The passes hold the slice
+// cache's lock, whose scratch they use, as Slice does.
+func (t *Trie) ReduceSteps(a, base Automaton) (map[string]func(), error) {
 	var r reducer
-	bd, _ := r.reachable(base, maxLanguageStates)
-	bm := r.minimal(bd)
-	bs := t.newFlatSliceEntry(base, nil).all
-	d, _ := r.reachable(a, maxLanguageStates)
-	m := r.minimal(d)
+	bm, err := r.minimalOf(base)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.minimalOf(a)
+	if err != nil {
+		return nil, err
+	}
+	locked := func(f func()) func() {
+		return func() {
+			t.cache.mu.Lock()
+			defer t.cache.mu.Unlock()
+			f()
+		}
+	}
+	var bs *Slice
+	locked(func() { bs = t.newFlatSliceEntry(base, nil).all })()
 	sh, _ := r.newShadow(m, bm, bs)
 	var r2 reducer
 	return map[string]func(){
@@ -190,9 +210,9 @@ func (t *Trie) ReduceSteps(a, base Automaton) map[string]func() {
 		"minimal":     func() { d, _ := r2.reachable(a, maxLanguageStates); r2.minimal(d) },
 		"languageKey": func() { m.languageKey() },
 		"newShadow":   func() { r2.newShadow(m, bm, bs) },
-		"shadowPass":  func() { t.newFlatSliceEntry(a, sh) },
-		"plainPass":   func() { t.newFlatSliceEntry(a, nil) },
-	}
+		"shadowPass":  locked(func() { t.newFlatSliceEntry(a, sh) }),
+		"plainPass":   locked(func() { t.newFlatSliceEntry(a, nil) }),
+	}, nil
 }
 
 // BuildChildParts builds a's child slice parts below every first byte afresh.

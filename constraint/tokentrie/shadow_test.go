@@ -217,7 +217,10 @@ func TestSliceSharedByLanguage(t *testing.T) {
 func BenchmarkReduce(b *testing.B) {
 	trie := tokentrie.New(llama3vocab.Tokenizer(b))
 	names := newExceptNames("id", "name", "type", "created_at", "updated_at", "owner", "description", "tags", "status", "priority", "labels", "url")
-	steps := trie.ReduceSteps(tabulate(names), tabulate(newExceptNames()))
+	steps, err := trie.ReduceSteps(tabulate(names), tabulate(newExceptNames()))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, name := range []string{"reachable", "minimal", "languageKey", "newShadow", "shadowPass", "plainPass"} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {

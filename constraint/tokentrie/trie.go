@@ -9,6 +9,7 @@ package tokentrie
 
 import (
 	"encoding/binary"
+	"iter"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -169,7 +170,7 @@ type sliceCache struct {
 	reducer   reducer
 	stats     SliceStats
 	// below and rejects are newFlatSliceEntry's scratch; full, the slice that takes every
-	// token and skips every node (densePass starts from it), made on first use.
+	// token and skips every node (densePass starts from it), made on first use (fullSlice).
 	below   []uint64
 	rejects []int32
 	full    *Slice
@@ -183,9 +184,8 @@ func (c *sliceCache) belowScratch(n int) []uint64 {
 	return c.below
 }
 
-// fullScratch returns the slice of every token of the trie, which skips every node but the
-// root.
-func (c *sliceCache) fullScratch(t *Trie) *Slice {
+// fullSlice returns the slice of every token of the trie, which skips every node but the root.
+func (c *sliceCache) fullSlice(t *Trie) *Slice {
 	if c.full == nil {
 		s := &Slice{tokens: NewMask(t.vocab), skip: make([]uint64, (len(t.nodes)+63)/64), budget: -1}
 		for _, id := range t.tokens {
@@ -495,8 +495,7 @@ func (t *Trie) newFlatSliceEntry(a Automaton, sh *shadow) *sliceEntry {
 	}
 	t.cache.rejects = rejects
 	if total := len(t.tokens); removed*2 < total {
-		t.densePass(e, status, below, rejects, total-removed)
-		e.fewLive = lives*4 <= total
+		t.densePass(e, status, below, rejects, lives, total-removed)
 	} else {
 		t.secondPass(e, e.all, status, lives, nil)
 	}
@@ -509,10 +508,12 @@ func (t *Trie) newFlatSliceEntry(a Automaton, sh *shadow) *sliceEntry {
 // back what the rejected nodes (rejects, in preorder) rule out, their subtrees' nodes and
 // tokens and, for the nodes above them (below), the skip, in time of the order of what is
 // rejected rather than of the whole trie (a string's loop on Llama 3's trie passes 268 000
-// nodes and 128 000 tokens for a few thousand rejected ones). It leaves status all unseen.
-func (t *Trie) densePass(e *sliceEntry, status []uint8, below []uint64, rejects []int32, count int) {
+// nodes and 128 000 tokens for a few thousand rejected ones). The first pass met lives live
+// nodes, and count tokens are left. It leaves status all unseen.
+func (t *Trie) densePass(e *sliceEntry, status []uint8, below []uint64, rejects []int32, lives, count int) {
 	all := e.all
-	full := t.cache.fullScratch(t)
+	e.fewLive = lives*4 <= len(t.tokens)
+	full := t.cache.fullSlice(t)
 	copy(all.tokens, full.tokens)
 	for w := range all.skip {
 		all.skip[w] = full.skip[w] &^ below[w]
@@ -530,16 +531,8 @@ func (t *Trie) densePass(e *sliceEntry, status []uint8, below []uint64, rejects 
 
 // clearBits clears bits [from, to) of dst.
 func clearBits(dst []uint64, from, to int) {
-	for from < to {
-		w := from >> 6
-		lo := from & 63
-		hi := min(64, lo+(to-from))
-		m := ^uint64(0) << lo
-		if hi < 64 {
-			m &= 1<<hi - 1
-		}
+	for w, m := range bitRange(from, to) {
 		dst[w] &^= m
-		from += hi - lo
 	}
 }
 
@@ -654,16 +647,27 @@ const (
 
 // copyBits copies bits [from, to) of src into dst.
 func copyBits(dst, src []uint64, from, to int) {
-	for from < to {
-		w := from >> 6
-		lo := from & 63
-		hi := min(64, lo+(to-from))
-		m := ^uint64(0) << lo
-		if hi < 64 {
-			m &= 1<<hi - 1
-		}
+	for w, m := range bitRange(from, to) {
 		dst[w] = dst[w]&^m | src[w]&m
-		from += hi - lo
+	}
+}
+
+// bitRange yields, for each 64-bit word that bits [from, to) touch, its index and the mask of
+// those bits in it.
+func bitRange(from, to int) iter.Seq2[int, uint64] {
+	return func(yield func(int, uint64) bool) {
+		for from < to {
+			lo := from & 63
+			hi := min(64, lo+(to-from))
+			m := ^uint64(0) << lo
+			if hi < 64 {
+				m &= 1<<hi - 1
+			}
+			if !yield(from>>6, m) {
+				return
+			}
+			from += hi - lo
+		}
 	}
 }
 

@@ -1,5 +1,7 @@
 package fastmath
 
+import "fmt"
+
 // RotatePairs rotates each adjacent pair of v, (v[2i], v[2i+1]), by the angle whose cosine and
 // sine are cos[i] and sin[i] (RoPE's layout in llama-style models):
 //
@@ -7,14 +9,14 @@ package fastmath
 //
 // every product and sum rounded to float32 (no fused multiply-add), on every CPU. v holds one
 // or more heads of 2·len(cos) values each, all rotated by the same angles; sin must be at least
-// as long as cos.
+// as long as cos. It panics when len(v) is not a whole number of heads.
 func RotatePairs(v, cos, sin []float32) {
 	half := len(cos)
 	if half == 0 {
 		return
 	}
+	checkHeads("RotatePairs", v, half)
 	sin = sin[:half]
-	v = v[:len(v)/(2*half)*(2*half)]
 	if half&3 == 0 { // the kernel takes every head, four pairs at a time
 		rotatePairsBlocks(v, cos, sin)
 		return
@@ -38,14 +40,23 @@ func RotateHalves(v, cos, sin []float32) {
 	if half == 0 {
 		return
 	}
+	checkHeads("RotateHalves", v, half)
 	sin = sin[:half]
 	n := half &^ 7 // pairs the kernel takes, eight at a time
-	for h := 0; h+2*half <= len(v); h += 2 * half {
+	for h := 0; h < len(v); h += 2 * half {
 		lo, hi := v[h:h+half], v[h+half:h+2*half]
 		if n > 0 {
 			rotateHalvesBlocks(lo[:n], hi[:n], cos[:n], sin[:n])
 		}
 		rotateHalvesGeneric(lo[n:], hi[n:], cos[n:], sin[n:])
+	}
+}
+
+// checkHeads panics unless v is a whole number of heads of 2·half values: a rotation left a
+// partial head as it was.
+func checkHeads(name string, v []float32, half int) {
+	if len(v)%(2*half) != 0 {
+		panic(fmt.Sprintf("fastmath: %s of %d values: not a whole number of heads of %d (2·len(cos))", name, len(v), 2*half))
 	}
 }
 

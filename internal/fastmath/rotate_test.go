@@ -3,6 +3,7 @@ package fastmath
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -46,6 +47,23 @@ func TestRotateMatchesReference(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRotatePartialHeadPanics checks that a vector that is not a whole number of heads is
+// refused with the lengths named, in both layouts.
+func TestRotatePartialHeadPanics(t *testing.T) {
+	cos, sin := make([]float32, 4), make([]float32, 4)
+	for _, rotate := range []func(v, cos, sin []float32){RotatePairs, RotateHalves} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "12 values: not a whole number of heads of 8") {
+					t.Errorf("a 12-value vector with 4 angles: panic %q", msg)
+				}
+			}()
+			rotate(make([]float32, 12), cos, sin)
+		}()
 	}
 }
 

@@ -20,7 +20,7 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, typ := range testTypes {
 		for _, sh := range benchShapes {
 			if _, err := typ.RowBytes(sh.cols); err != nil {
-				continue // rows of 704 are no whole number of 256-value blocks
+				continue // the type's blocks do not divide the row (Q4_K's 256 values, rows of 704)
 			}
 			m := randomMatrix(r, typ, sh.rows, sh.cols)
 			for _, n := range []int{1, 4, 8, 32} {

@@ -494,11 +494,10 @@ func TestAssemblyMatchesGeneric(t *testing.T) {
 	}
 }
 
-// TestBatchInvariance checks that a row's result has the same bits whatever the batch it is
-// computed in, so that batched and one-token forwards of a model agree exactly.
 // TestBatchInvariance checks that every activation row of a batch gets, bit for bit, what it
-// gets alone, on long rows and on short ones (at most 256 values, where batches of more than
-// four rows take four weight rows at a time), in batches with a partial group of four.
+// gets alone, so that batched and one-token forwards of a model agree exactly: on long rows
+// and on short ones (at most 256 values, where batches of more than four rows take four
+// weight rows at a time), in batches with a partial group of four.
 func TestBatchInvariance(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, typ := range testTypes {
