@@ -240,10 +240,11 @@ func (m *Model) pass(ws *workspace, rows []rowInfo, runs []itemRun) {
 	k := 0
 	for r, row := range rows {
 		if row.out != nil {
-			rmsNorm(ws.xr[k*p.Dim:(k+1)*p.Dim], ws.x[r*p.Dim:(r+1)*p.Dim], m.outputNorm, p.RMSEps)
+			copy(ws.xr[k*p.Dim:(k+1)*p.Dim], ws.x[r*p.Dim:(r+1)*p.Dim])
 			k++
 		}
 	}
+	rmsNormRows(ws.xr[:nOut*p.Dim], ws.xr[:nOut*p.Dim], m.outputNorm, p.Dim, p.RMSEps)
 	kernels.MatMul(ws.logits, m.output, ws.xr, nOut)
 	if c := p.FinalSoftcap; c != 0 {
 		softcap(ws.logits[:nOut*p.VocabSize], c)
@@ -266,9 +267,7 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 
 	// Attention.
 	m.overRows(n, dim, func(r0, r1, _ int) {
-		for r := r0; r < r1; r++ {
-			rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.attnNorm, p.RMSEps)
-		}
+		rmsNormRows(ws.xb[r0*dim:r1*dim], ws.x[r0*dim:r1*dim], l.attnNorm, dim, p.RMSEps)
 	})
 	ws.outs = append(ws.outs[:0], ws.q, ws.k, ws.v)
 	kernels.MatMuls(ws.outs, l.qkv, ws.xb, n)
@@ -276,16 +275,9 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	addBias(ws.k, l.bk)
 	addBias(ws.v, l.bv)
 	if l.qNorm != nil { // qwen3: each query and key head RMS-normalised before RoPE
-		for r := range n {
-			for h := range p.Heads {
-				q := ws.q[r*qDim+h*hd : r*qDim+(h+1)*hd]
-				rmsNorm(q, q, l.qNorm, p.RMSEps)
-			}
-			for h := range p.KVHeads {
-				k := ws.k[r*kvDim+h*hd : r*kvDim+(h+1)*hd]
-				rmsNorm(k, k, l.kNorm, p.RMSEps)
-			}
-		}
+		// Every head of every row is a row of hd values.
+		rmsNormRows(ws.q[:n*qDim], ws.q[:n*qDim], l.qNorm, hd, p.RMSEps)
+		rmsNormRows(ws.k[:n*kvDim], ws.k[:n*kvDim], l.kNorm, hd, p.RMSEps)
 	}
 	half := p.RopeDims / 2
 	cosAll, sinAll := ws.cos, ws.sin
@@ -318,15 +310,11 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	m.attention(ws, li, rows, runs)
 	kernels.MatMul(ws.tmp, l.wo, ws.att, n)
 	if l.postAttnNorm != nil {
-		for r := range n {
-			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postAttnNorm, p.RMSEps)
-		}
+		rmsNormRows(ws.tmp[:n*dim], ws.tmp[:n*dim], l.postAttnNorm, dim, p.RMSEps)
 	}
 	m.overRows(n, dim, func(r0, r1, _ int) {
 		fastmath.Add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim])
-		for r := r0; r < r1; r++ {
-			rmsNorm(ws.xb[r*dim:(r+1)*dim], ws.x[r*dim:(r+1)*dim], l.ffnNorm, p.RMSEps)
-		}
+		rmsNormRows(ws.xb[r0*dim:r1*dim], ws.x[r0*dim:r1*dim], l.ffnNorm, dim, p.RMSEps)
 	})
 	if l.experts != nil {
 		m.moe(ws, l, n)
@@ -334,9 +322,7 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	}
 	m.runFFN(ws, &l.dense, ws.xb, ws.tmp, n, p.FFNDim)
 	if l.postFFNNorm != nil {
-		for r := range n {
-			rmsNorm(ws.tmp[r*dim:(r+1)*dim], ws.tmp[r*dim:(r+1)*dim], l.postFFNNorm, p.RMSEps)
-		}
+		rmsNormRows(ws.tmp[:n*dim], ws.tmp[:n*dim], l.postFFNNorm, dim, p.RMSEps)
 	}
 	m.overRows(n, dim, func(r0, r1, _ int) { fastmath.Add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim]) })
 }

@@ -3,6 +3,7 @@ package llama
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/loomlm/loom/internal/fastmath"
@@ -75,4 +76,61 @@ func TestAttnSplit(t *testing.T) {
 			t.Errorf("attnSplit(%d segments, %d heads, %d workers) = %d heads a task, split %d; want %d, %d", tc.segs, tc.kvHeads, tc.workers, heads, split, tc.heads, tc.split)
 		}
 	}
+}
+
+// TestRMSNormRowsMatchesRowByRow checks rmsNormRows against rmsNorm on each row, bit for bit,
+// in place and not, for row counts around its groups of four.
+func TestRMSNormRowsMatchesRowByRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, width := range []int{1, 64, 256, 257} {
+		w := make([]float32, width)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		for n := range 10 {
+			x := make([]float32, n*width)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * math.Exp(r.NormFloat64()*4))
+			}
+			want := make([]float32, len(x))
+			for row := range n {
+				rmsNorm(want[row*width:(row+1)*width], x[row*width:(row+1)*width], w, 1e-5)
+			}
+			got := make([]float32, len(x))
+			rmsNormRows(got, x, w, width, 1e-5)
+			inPlace := slices.Clone(x)
+			rmsNormRows(inPlace, inPlace, w, width, 1e-5)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(inPlace[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("width %d, %d rows: value %d: %v (in place %v), want %v", width, n, i, got[i], inPlace[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkRMSNormRows normalises four rows of 256 values (a four-beam step of the embedded
+// model), row by row and with rmsNormRows.
+func BenchmarkRMSNormRows(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const width, n = 256, 4
+	x, w, dst := make([]float32, n*width), make([]float32, width), make([]float32, n*width)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	b.Run("rowByRow", func(b *testing.B) {
+		for b.Loop() {
+			for row := range n {
+				rmsNorm(dst[row*width:(row+1)*width], x[row*width:(row+1)*width], w, 1e-5)
+			}
+		}
+	})
+	b.Run("rows", func(b *testing.B) {
+		for b.Loop() {
+			rmsNormRows(dst, x, w, width, 1e-5)
+		}
+	})
 }
