@@ -798,24 +798,41 @@ func TestPairedAttentionEqualsAlone(t *testing.T) {
 // group whose first two blocks all four hold, whose third A, B and C hold (A's copy) and D
 // its own, and whose fourth each holds alone: the four-row, two-row and one-row kernels all
 // run, at two positions, and each sequence's logits must have the bits of its forward alone.
+// It runs on the embedded model (two query heads a key/value head) and on random models with
+// four (tinymqahd32) and one (tinymha): a block a sequence holds alone is read for all of a key/value
+// head's query heads at once, four, two or one at a time.
 func TestGroupedAttentionMixedSharing(t *testing.T) {
+	models := []struct{ name, path string }{
+		{"default", filepath.Join("..", "..", "models", "default.gguf")},
+		{"tinymqahd32", writeSynthetic(t, "tinymqahd32", "f32")},
+		{"tinymha", writeSynthetic(t, "tinymha", "f32")},
+	}
+	for _, md := range models {
+		for _, kv := range []cache.DType{cache.Float32, cache.Float16, cache.Q8_0} {
+			t.Run(md.name+"/"+kv.String(), func(t *testing.T) { testGroupedAttentionMixedSharing(t, md.path, kv) })
+		}
+	}
+}
+
+func testGroupedAttentionMixedSharing(t *testing.T, path string, kv cache.DType) {
+	// Token ids below 320, every model's vocabulary.
 	prompt := make([]int32, 40)
 	for i := range prompt {
-		prompt[i] = int32(300 + i*37%2000)
+		prompt[i] = int32(3 + i*37%300)
 	}
 	tenA := make([]int32, 10)
 	for i := range tenA {
-		tenA[i] = int32(900 + i)
+		tenA[i] = int32(200 + i)
 	}
 	// Each sequence's forwards after the prompt, the last one the batched step.
 	histories := [][][]int32{
-		{tenA, {501}, {701}}, // A
-		{tenA, {502}, {702}}, // B
-		{tenA, {503}, {703}}, // C
-		{{504}, {704}},       // D
+		{tenA, {251}, {271}}, // A
+		{tenA, {252}, {272}}, // B
+		{tenA, {253}, {273}}, // C
+		{{254}, {274}},       // D
 	}
-	for _, kv := range []cache.DType{cache.Float32, cache.Float16, cache.Q8_0} {
-		m, err := Open(filepath.Join("..", "..", "models", "default.gguf"), Options{KVType: kv, NoPrefixCache: true})
+	{
+		m, err := Open(path, Options{KVType: kv, NoPrefixCache: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -466,9 +466,11 @@ func sameBlock(a, b *cache.Span) bool {
 // key/value heads [task.g0, task.g1): in each cache block that several of the rows' sequences
 // share, a key (value) row of a head is loaded once for them (kernels.AttnScores4 and
 // AttnAccumulate4 for four rows, AttnScores2 and AttnAccumulate2 for two; Q8_0 keys are
-// scored a query at a time); each row's own blocks are read for it alone. Every output has
-// the bits attendTask gives the row alone: the same scores, softmax and sums in the same
-// order.
+// scored a query at a time); a block that one row holds alone is read once for the query
+// heads of each of its key/value heads (two or four at a time, as attendTask reads a
+// sequence's blocks). The kernels write a block's scores straight into each query's row of
+// scores. Every output has the bits attendTask gives the row alone: the same scores, softmax
+// and sums in the same order.
 func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
 	ap := m.attnParamsOf(task.li)
@@ -488,6 +490,9 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		stride = max(stride, pos[j]+1)
 		nb = max(nb, len(spans[j]))
 	}
+	// Whole blocks: the kernels write a block's every score straight into each query's row,
+	// those past its position included (never read).
+	stride = (stride + ap.bs - 1) / ap.bs * ap.bs
 	// Query j·perRow + i is row j's query head g0·group + i, of key/value head g0 + i/group.
 	nq := n * perRow
 	sc.q = grow(sc.q, nq*hd)
@@ -504,13 +509,11 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		}
 	}
 	sc.s = grow(sc.s, nq*stride)
-	sc.tmp = grow(sc.tmp, 4*ap.bs)
 	sc.acc = grow(sc.acc, nq*hd)
 	sc.sum = grow(sc.sum, nq)
 	query := func(q int) []float32 { return sc.q[q*hd : (q+1)*hd] }
 	scores := func(q int) []float32 { return sc.s[q*stride : (q+1)*stride] }
 	acc := func(q int) []float32 { return sc.acc[q*hd : (q+1)*hd] }
-	out := func(j int) []float32 { return sc.tmp[j*ap.bs : (j+1)*ap.bs] }
 	// span returns row j's block k, nil past its last.
 	span := func(j, k int) *cache.Span {
 		if k < len(spans[j]) {
@@ -567,27 +570,58 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		}
 	}
 
+	// sameHead reports how many of the query heads i, i+1, … (up to four, of a row's perRow)
+	// score the keys of query head i's key/value head: 4, 2 or 1, as the kernels take them.
+	sameHead := func(i int) int {
+		for _, w := range [2]int{4, 2} {
+			if i+w <= perRow && i/group == (i+w-1)/group {
+				return w
+			}
+		}
+		return 1
+	}
 	eachCluster((*cache.Span).KHead, func(sp *cache.Span, rs []int, st, nr int) {
+		if len(rs) == 1 && qb == 0 {
+			// A block of one row (a sequence's own, past what it shares): its query heads
+			// of each key/value head at once.
+			r := rs[0]
+			out := func(i int) []float32 { return scores(r*perRow + i)[st : st+ap.bs] }
+			for i := 0; i < perRow; {
+				keys := sp.KHead(g0 + i/group)
+				q := r*perRow + i
+				switch w := sameHead(i); w {
+				case 4:
+					kernels.AttnScores4([4][]float32{out(i), out(i + 1), out(i + 2), out(i + 3)},
+						[4][]float32{query(q), query(q + 1), query(q + 2), query(q + 3)}, keys, ap.dt, hd, ap.bs)
+					i += 4
+				case 2:
+					kernels.AttnScores2(out(i), out(i+1), query(q), query(q+1), keys, ap.dt, hd, ap.bs)
+					i += 2
+				default:
+					kernels.AttnScores(out(i), query(q), keys, ap.dt, hd, ap.bs)
+					i++
+				}
+			}
+			return
+		}
 		for i := range perRow {
 			keys := sp.KHead(g0 + i/group)
+			out := func(r int) []float32 { return scores(r*perRow + i)[st : st+ap.bs] }
 			for rest := rs; len(rest) > 0; {
 				step := 1
 				switch {
 				case len(rest) == 4 && qb == 0:
 					step = 4
-					kernels.AttnScores4([4][]float32{out(0), out(1), out(2), out(3)},
+					kernels.AttnScores4([4][]float32{out(rest[0]), out(rest[1]), out(rest[2]), out(rest[3])},
 						[4][]float32{query(rest[0]*perRow + i), query(rest[1]*perRow + i), query(rest[2]*perRow + i), query(rest[3]*perRow + i)}, keys, ap.dt, hd, ap.bs)
 				case len(rest) >= 2 && qb == 0:
 					step = 2
-					kernels.AttnScores2(out(0), out(1), query(rest[0]*perRow+i), query(rest[1]*perRow+i), keys, ap.dt, hd, ap.bs)
+					kernels.AttnScores2(out(rest[0]), out(rest[1]), query(rest[0]*perRow+i), query(rest[1]*perRow+i), keys, ap.dt, hd, ap.bs)
 				case qb > 0:
 					q := rest[0]*perRow + i
-					kernels.AttnScoresQ8(out(0), sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
+					kernels.AttnScoresQ8(out(rest[0]), sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
 				default:
-					kernels.AttnScores(out(0), query(rest[0]*perRow+i), keys, ap.dt, hd, ap.bs)
-				}
-				for j, r := range rest[:step] {
-					copy(scores(r*perRow + i)[st:st+nr], out(j)[:nr])
+					kernels.AttnScores(out(rest[0]), query(rest[0]*perRow+i), keys, ap.dt, hd, ap.bs)
 				}
 				rest = rest[step:]
 			}
@@ -600,6 +634,27 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 
 	clear(sc.acc[:nq*hd])
 	eachCluster((*cache.Span).VHead, func(sp *cache.Span, rs []int, st, nr int) {
+		if len(rs) == 1 {
+			r := rs[0]
+			w := func(i int) []float32 { return scores(r*perRow + i)[st : st+nr] }
+			a := func(i int) []float32 { return acc(r*perRow + i) }
+			for i := 0; i < perRow; {
+				values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
+				switch sameHead(i) {
+				case 4:
+					kernels.AttnAccumulate4([4][]float32{a(i), a(i + 1), a(i + 2), a(i + 3)},
+						[4][]float32{w(i), w(i + 1), w(i + 2), w(i + 3)}, values, ap.dt, hd, nr)
+					i += 4
+				case 2:
+					kernels.AttnAccumulate2(a(i), a(i+1), w(i), w(i+1), values, ap.dt, hd, nr)
+					i += 2
+				default:
+					kernels.AttnAccumulate(a(i), w(i), values, ap.dt, hd, nr)
+					i++
+				}
+			}
+			return
+		}
 		for i := range perRow {
 			values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
 			w := func(r int) []float32 { return scores(r*perRow + i)[st : st+nr] }

@@ -17,6 +17,9 @@ import (
 func init() {
 	// One key/value head: attention splits rows across tasks.
 	Shapes["tinymqa"] = Shape{Architecture: "llama", Dim: 64, Layers: 2, Heads: 4, KVHeads: 1, FFNDim: 128, VocabSize: 320, ContextLength: 128}
+	// Heads of 32 values (a Q8_0 cache's groups), four query heads a key/value head and one.
+	Shapes["tinymqahd32"] = Shape{Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 1, FFNDim: 128, VocabSize: 320, ContextLength: 128}
+	Shapes["tinymha"] = Shape{Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 4, FFNDim: 128, VocabSize: 320, ContextLength: 128}
 	// RoPE over part of each head (22 of 32 dimensions: pairs past the rotation kernels'
 	// blocks of four and eight), in both layouts.
 	Shapes["tinypartial"] = Shape{Architecture: "llama", Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFNDim: 256, VocabSize: 320, ContextLength: 128, RopeDims: 22}
