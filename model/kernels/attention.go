@@ -38,8 +38,9 @@ type attnKernels struct {
 	// accum2[t][w], where not nil, is accum[t][w] for two queries (AttnAccumulate2), the
 	// second's probabilities pstride bytes after the first's and its output astride bytes.
 	accum2 [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)
-	// scores4 and accum4, where not nil, are scores2 and accum2 for four queries (AttnScores4,
-	// AttnAccumulate4), each one's input and output the strides after the one before's.
+	// scores4 and accum4, where not nil, are scores2 and accum2 for four queries
+	// (AttnScoresStrided, AttnAccumulateStrided), each one's input and output the strides
+	// after the one before's.
 	scores4 [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)
 	accum4  [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)
 	// scoresQ8 is AttnScoresQ8 (bs a multiple of lanes); accumQ8[w] adds 32·(w+1) output
@@ -125,58 +126,6 @@ func AttnScores2(out0, out1, q0, q1 []float32, k []byte, t ggml.Type, hd, bs int
 	}
 	AttnScores(out0, q0, k, t, hd, bs)
 	AttnScores(out1, q1, k, t, hd, bs)
-}
-
-// AttnScores4 is AttnScores for four queries against the same keys, out[j] getting q[j]'s
-// scores, each with AttnScores' bits: the rows of four sequences that share a cache block
-// (beams of one prompt) score its keys, and a kernel taking the four loads each key row once.
-// The kernel takes queries evenly spaced in memory and outputs evenly spaced and apart
-// (AVX-512); otherwise, and for Q8_0 keys, the result is that of AttnScores2 for queries 0
-// and 1 and then for 2 and 3. It panics on mismatched lengths.
-func AttnScores4(out, q [4][]float32, k []byte, t ggml.Type, hd, bs int) {
-	if t != ggml.Q8_0 {
-		ti, size := attnType(t)
-		for j := range 4 {
-			if len(out[j]) < bs || len(q[j]) < hd || len(k) < hd*bs*size {
-				panic(fmt.Sprintf("kernels: AttnScores4 of %d×%d %v keys: len(q[%d]) = %d, len(k) = %d, len(out[%d]) = %d", hd, bs, t, j, len(q[j]), len(k), j, len(out[j])))
-			}
-		}
-		a := &currentImpl().attn
-		if qstride, ok := evenStride(q); ok && a.scores4[ti] != nil && hd > 0 && hd%4 == 0 && bs > 0 && bs%a.lanes == 0 && disjoint4(out, bs) {
-			if ostride, ok := evenStride(out); ok {
-				a.scores4[ti](&q[0][0], qstride, &k[0], hd, bs, bs*size, &out[0][0], ostride)
-				return
-			}
-		}
-	}
-	AttnScores2(out[0], out[1], q[0], q[1], k, t, hd, bs)
-	AttnScores2(out[2], out[3], q[2], q[3], k, t, hd, bs)
-}
-
-// evenStride returns the bytes from each of four non-empty slices to the next when they are
-// the same for all three steps.
-func evenStride(x [4][]float32) (int, bool) {
-	var at [4]int
-	for j := range 4 {
-		if len(x[j]) == 0 {
-			return 0, false
-		}
-		at[j] = int(uintptr(unsafe.Pointer(&x[j][0])))
-	}
-	d := at[1] - at[0]
-	return d, at[2]-at[1] == d && at[3]-at[2] == d
-}
-
-// disjoint4 reports whether no two of x[j][:n] share an element.
-func disjoint4(x [4][]float32, n int) bool {
-	for i := range 4 {
-		for j := i + 1; j < 4; j++ {
-			if !disjoint(x[i], x[j], n) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // AttnAccumulate adds Σ_{j<nr} p[j]·v[j] to acc (hd values), v holding nr rows of hd values of
@@ -267,41 +216,6 @@ func AttnAccumulate2(acc0, acc1, p0, p1 []float32, v []byte, t ggml.Type, hd, nr
 	}
 	accumulateFrom(acc0, p0, v, ti, hd, nr, d)
 	accumulateFrom(acc1, p1, v, ti, hd, nr, d)
-}
-
-// AttnAccumulate4 is AttnAccumulate for four queries over the same values, acc[j] getting
-// p[j]'s weighted sum, each with AttnAccumulate's bits: the rows of four sequences that share
-// a cache block weigh its values, and a kernel taking the four loads each value vector once.
-// The kernel takes probabilities evenly spaced in memory and outputs evenly spaced and apart
-// (AVX-512); otherwise, and for Q8_0 values, the result is that of AttnAccumulate2 for
-// queries 0 and 1 and then for 2 and 3. It panics on mismatched lengths.
-func AttnAccumulate4(acc, p [4][]float32, v []byte, t ggml.Type, hd, nr int) {
-	a := &currentImpl().attn
-	pstride, evenP := evenStride(p)
-	astride, evenAcc := evenStride(acc)
-	if t == ggml.Q8_0 || !evenP || !evenAcc || a.accum4[0][0] == nil || !disjoint4(acc, hd) {
-		AttnAccumulate2(acc[0], acc[1], p[0], p[1], v, t, hd, nr)
-		AttnAccumulate2(acc[2], acc[3], p[2], p[3], v, t, hd, nr)
-		return
-	}
-	ti, size := attnType(t)
-	for j := range 4 {
-		if len(acc[j]) < hd || len(p[j]) < nr || len(v) < nr*hd*size {
-			panic(fmt.Sprintf("kernels: AttnAccumulate4 of %d×%d %v values: len(p[%d]) = %d, len(v) = %d, len(acc[%d]) = %d", nr, hd, t, j, len(p[j]), len(v), j, len(acc[j])))
-		}
-	}
-	if nr == 0 || hd == 0 {
-		return
-	}
-	d := 0
-	for _, w := range []int{2, 1, 0} {
-		for cols := 16 << w; hd-d >= cols; d += cols {
-			a.accum4[ti][w](&p[0][0], pstride, &v[d*size], hd*size, nr, &acc[0][d], astride)
-		}
-	}
-	for j := range 4 {
-		accumulateFrom(acc[j], p[j], v, ti, hd, nr, d)
-	}
 }
 
 // Q8KeyByte returns where element j (< 32) of the key at position pos lies within a group of

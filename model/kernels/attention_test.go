@@ -337,9 +337,9 @@ func checkPairs(t *testing.T, name string, r *rand.Rand, n int, inA, inB []float
 
 // TestAttnScoresSeveralMatchOneQuery checks AttnScores2 against AttnScores for q0 and then
 // q1, bit for bit, in every implementation, for the queries in either order in memory and
-// outputs apart, the same or overlapping, and AttnScores4 against AttnScores for each of its
-// four queries in order, in every layout checkQuads takes: F32 and F16 keys of several
-// shapes, and Q8_0 keys (scored one at a time).
+// outputs apart, the same or overlapping: F32 and F16 keys of several shapes, and Q8_0 keys
+// (scored one at a time). The four-query kernels are checked through AttnScoresStrided
+// (TestAttnStridedMatchesOneQuery).
 func TestAttnScoresSeveralMatchOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -356,17 +356,15 @@ func TestAttnScoresSeveralMatchOneQuery(t *testing.T) {
 			one := func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) }
 			checkPairs(t, name, r, sh.bs, qs[:sh.hd], qs[sh.hd+3:2*sh.hd+3],
 				func(out0, out1, q0, q1 []float32) { AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs) }, one)
-			checkQuads(t, name, r, sh.bs, sh.hd, qs,
-				func(out, q [4][]float32) { AttnScores4(out, q, k, typ, sh.hd, sh.bs) }, one)
 		}
 	}
 }
 
 // TestAttnAccumulateSeveralMatchOneQuery checks AttnAccumulate2 against AttnAccumulate for p0
 // into acc0 and then p1 into acc1, bit for bit, in every implementation, for the
-// probabilities in either order in memory and outputs apart, the same or overlapping, and
-// AttnAccumulate4 against AttnAccumulate for each of its four queries in order, in every
-// layout checkQuads takes: F32, F16 and Q8_0 values of widths every kernel and the tail take.
+// probabilities in either order in memory and outputs apart, the same or overlapping: F32,
+// F16 and Q8_0 values of widths every kernel and the tail take. The four-query kernels are
+// checked through AttnAccumulateStrided (TestAttnStridedMatchesOneQuery).
 func TestAttnAccumulateSeveralMatchOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -383,60 +381,6 @@ func TestAttnAccumulateSeveralMatchOneQuery(t *testing.T) {
 			one := func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) }
 			checkPairs(t, name, r, sh.hd, ps[:sh.nr], ps[sh.nr+5:2*sh.nr+5],
 				func(acc0, acc1, p0, p1 []float32) { AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr) }, one)
-			checkQuads(t, name, r, sh.hd, sh.nr, ps,
-				func(acc, p [4][]float32) { AttnAccumulate4(acc, p, v, typ, sh.hd, sh.nr) }, one)
-		}
-	}
-}
-
-// checkQuads runs quad (the four-query call) and one (the one-query call, for queries 0 to 3
-// in order) in every implementation, for the inputs and the outputs of n elements laid out
-// evenly apart (the kernels' case), evenly apart in reverse order, unevenly apart and with
-// two outputs on the same elements, on buffers of the same starting values, and requires the
-// same bits everywhere in the buffer. in holds the four inputs of m elements, m+3 apart; they
-// are also given in another order, unevenly spaced.
-func checkQuads(t *testing.T, name string, r *rand.Rand, n, m int, in []float32,
-	quad func(out, in [4][]float32), one func(out, in []float32)) {
-	t.Helper()
-	evenIn := [4][]float32{in[0:m], in[m+3 : 2*m+3], in[2*m+6 : 3*m+6], in[3*m+9 : 4*m+9]}
-	unevenIn := [4][]float32{in[3*m+9 : 4*m+9], in[0:m], in[2*m+6 : 3*m+6], in[m+3 : 2*m+3]}
-	layouts := []struct {
-		name string
-		size int
-		at   [4]int
-	}{
-		{"evenly apart", 4*n + 12, [4]int{0, n + 4, 2*n + 8, 3*n + 12}},
-		{"evenly apart, reversed", 4*n + 12, [4]int{3*n + 12, 2*n + 8, n + 4, 0}},
-		{"unevenly apart", 4*n + 12, [4]int{0, 2*n + 8, n + 1, 3*n + 12}},
-		{"two the same", 3 * n, [4]int{0, n, n, 2 * n}},
-	}
-	for _, impl := range implNames() {
-		for _, ins := range []struct {
-			name string
-			in   [4][]float32
-		}{{"inputs even", evenIn}, {"inputs uneven", unevenIn}} {
-			for _, l := range layouts {
-				got := make([]float32, l.size)
-				for i := range got {
-					got[i] = float32(r.NormFloat64())
-				}
-				want := slices.Clone(got)
-				var out [4][]float32
-				for j := range 4 {
-					out[j] = got[l.at[j] : l.at[j]+n]
-				}
-				withImpl(t, impl, func() {
-					for j := range 4 {
-						one(want[l.at[j]:l.at[j]+n], ins.in[j])
-					}
-					quad(out, ins.in)
-				})
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s, %s, %s, outputs %s: element %d is %g, one query at a time %g", name, impl, ins.name, l.name, i, got[i], want[i])
-					}
-				}
-			}
 		}
 	}
 }
@@ -461,4 +405,98 @@ func randomValues(r *rand.Rand, typ ggml.Type, nr, hd int) []byte {
 	}
 	v, _ := attnData(r, typ, nr*hd)
 	return v
+}
+
+// TestAttnStridedMatchesOneQuery checks AttnScoresStrided and AttnAccumulateStrided against
+// AttnScores and AttnAccumulate a query at a time, bit for bit over the whole output buffer
+// (what lies between the outputs stays as it was), in every implementation: one, two and
+// four queries, inputs and outputs packed or with gaps, F32 and F16 keys and F32, F16 and
+// Q8_0 values, of widths every kernel and the tails take.
+func TestAttnStridedMatchesOneQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 46))
+	for _, impl := range implNames() {
+		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
+			for _, sh := range []struct{ hd, bs, nr int }{{64, 16, 16}, {64, 16, 5}, {128, 32, 31}, {96, 48, 48}, {6, 8, 7}, {32, 8, 1}, {160, 24, 24}, {80, 16, 9}} {
+				if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
+					continue
+				}
+				k, v := randomKeys(r, typ, sh.hd, sh.bs), randomValues(r, typ, sh.nr, sh.hd)
+				for _, n := range []int{1, 2, 4} {
+					for _, gap := range []int{0, 3} {
+						name := fmt.Sprintf("%s, %v %+v, %d queries, gap %d", impl, typ, sh, n, gap)
+						in := make([]float32, n*(sh.hd+gap))
+						for i := range in {
+							in[i] = float32(r.NormFloat64())
+						}
+						if typ != ggml.Q8_0 {
+							qstride, ostride := sh.hd+gap, sh.bs+gap
+							checkStrided(t, name+", scores", r, impl, n*ostride, func(want []float32) {
+								for j := range n {
+									AttnScores(want[j*ostride:], in[j*qstride:], k, typ, sh.hd, sh.bs)
+								}
+							}, func(got []float32) { AttnScoresStrided(got, ostride, in, qstride, n, k, typ, sh.hd, sh.bs) })
+						}
+						pstride, astride := sh.nr+gap, sh.hd+gap
+						ps := make([]float32, n*pstride)
+						for i := range ps {
+							ps[i] = r.Float32()
+						}
+						checkStrided(t, name+", sums", r, impl, n*astride, func(want []float32) {
+							for j := range n {
+								AttnAccumulate(want[j*astride:], ps[j*pstride:], v, typ, sh.hd, sh.nr)
+							}
+						}, func(got []float32) { AttnAccumulateStrided(got, astride, ps, pstride, n, v, typ, sh.hd, sh.nr) })
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkStrided runs one (the calls a query at a time) and strided (the strided call) in
+// implementation impl on buffers of size random values, the same for both, and requires the
+// same bits everywhere in them.
+func checkStrided(t *testing.T, name string, r *rand.Rand, impl string, size int, one, strided func([]float32)) {
+	t.Helper()
+	got := make([]float32, size)
+	for i := range got {
+		got[i] = float32(r.NormFloat64())
+	}
+	want := slices.Clone(got)
+	withImpl(t, impl, func() {
+		one(want)
+		strided(got)
+	})
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d is %g, one query at a time %g", name, i, got[i], want[i])
+		}
+	}
+}
+
+// TestAttnStridedPanics checks that the strided calls refuse outputs that overlap, a query
+// count the kernels do not take and buffers too short, saying so.
+func TestAttnStridedPanics(t *testing.T) {
+	k := make([]byte, 64*16*4)
+	q, out := make([]float32, 4*64), make([]float32, 4*16)
+	for _, tc := range []struct {
+		name string
+		call func()
+	}{
+		{"outputs overlap", func() { AttnScoresStrided(out, 8, q, 64, 2, k, ggml.F32, 64, 16) }},
+		{"three queries", func() { AttnScoresStrided(out, 16, q, 64, 3, k, ggml.F32, 64, 16) }},
+		{"short output", func() { AttnScoresStrided(out[:40], 16, q, 64, 4, k, ggml.F32, 64, 16) }},
+		{"short queries", func() { AttnScoresStrided(out, 16, q[:200], 64, 4, k, ggml.F32, 64, 16) }},
+		{"short sums", func() { AttnAccumulateStrided(q[:100], 64, out, 16, 2, k, ggml.F32, 64, 16) }},
+		{"sums overlap", func() { AttnAccumulateStrided(q, 32, out, 16, 2, k, ggml.F32, 64, 16) }},
+	} {
+		func() {
+			defer func() {
+				if e := recover(); e == nil || !strings.Contains(fmt.Sprint(e), "Strided") {
+					t.Errorf("%s: panic %v, want one naming the call", tc.name, e)
+				}
+			}()
+			tc.call()
+		}()
+	}
 }

@@ -118,25 +118,23 @@ func ExampleAttnScoresQ8() {
 // Four queries scored against one block of 16 keys of 4 elements, stored transposed as a
 // cache block holds them (row d: element d of every key): key r is (r, 1, 0, 0) and query j
 // is (j, 1, 0, 0), so query j's score of key r is j·r + 1. The rows of four beams that share
-// a block score it this way, each key row loaded once for the four.
-func ExampleAttnScores4() {
+// a block score it this way, each key row loaded once for the four: the queries hd values
+// apart, their scores bs apart.
+func ExampleAttnScoresStrided() {
 	const hd, bs = 4, 16
 	k := make([]byte, hd*bs*4)
 	for r := range bs {
 		binary.LittleEndian.PutUint32(k[(0*bs+r)*4:], math.Float32bits(float32(r)))
 		binary.LittleEndian.PutUint32(k[(1*bs+r)*4:], math.Float32bits(1))
 	}
-	queries := make([]float32, 4*hd) // evenly spaced, as the four-query kernel takes them
-	scores := make([]float32, 4*bs)
-	var q, out [4][]float32
+	queries := make([]float32, 4*hd)
 	for j := range 4 {
-		q[j] = queries[j*hd : (j+1)*hd]
-		q[j][0], q[j][1] = float32(j), 1
-		out[j] = scores[j*bs : (j+1)*bs]
+		queries[j*hd], queries[j*hd+1] = float32(j), 1
 	}
-	kernels.AttnScores4(out, q, k, ggml.F32, hd, bs)
+	scores := make([]float32, 4*bs)
+	kernels.AttnScoresStrided(scores, bs, queries, hd, 4, k, ggml.F32, hd, bs)
 	for j := range 4 {
-		fmt.Println(out[j][:4])
+		fmt.Println(scores[j*bs : j*bs+4])
 	}
 	// Output:
 	// [1 1 1 1]

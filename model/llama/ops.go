@@ -138,6 +138,7 @@ type attnScratch struct {
 	sum, acc  []float32
 	qq        []byte // the queries quantized for Q8_0 keys (kernels.QuantizeQuery)
 	blocks    []blockClusters
+	runs      []queryRun // attendGroup's kernel calls for a set of rows holding a block
 }
 
 // blockClusters is, for one cache block of a group's rows (attendGroup), the sets of rows
@@ -464,13 +465,12 @@ func sameBlock(a, b *cache.Span) bool {
 
 // attendGroup is attendTask for the single rows of a group of segments (groupSegments) and
 // key/value heads [task.g0, task.g1): in each cache block that several of the rows' sequences
-// share, a key (value) row of a head is loaded once for them (kernels.AttnScores4 and
-// AttnAccumulate4 for four rows, AttnScores2 and AttnAccumulate2 for two; Q8_0 keys are
-// scored a query at a time); a block that one row holds alone is read once for the query
-// heads of each of its key/value heads (two or four at a time, as attendTask reads a
-// sequence's blocks). The kernels write a block's scores straight into each query's row of
-// scores. Every output has the bits attendTask gives the row alone: the same scores, softmax
-// and sums in the same order.
+// share, a key (value) row of a head is loaded once for them, and a block that one row holds
+// alone is read once for the query heads of each of its key/value heads
+// (kernels.AttnScoresStrided and AttnAccumulateStrided, up to four queries a call; Q8_0 keys
+// are scored a query at a time). The kernels write a block's scores straight into each
+// query's row of scores. Every output has the bits attendTask gives the row alone: the same
+// scores, softmax and sums in the same order.
 func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
 	p := &m.p
 	ap := m.attnParamsOf(task.li)
@@ -511,9 +511,6 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 	sc.s = grow(sc.s, nq*stride)
 	sc.acc = grow(sc.acc, nq*hd)
 	sc.sum = grow(sc.sum, nq)
-	query := func(q int) []float32 { return sc.q[q*hd : (q+1)*hd] }
-	scores := func(q int) []float32 { return sc.s[q*stride : (q+1)*stride] }
-	acc := func(q int) []float32 { return sc.acc[q*hd : (q+1)*hd] }
 	// span returns row j's block k, nil past its last.
 	span := func(j, k int) *cache.Span {
 		if k < len(spans[j]) {
@@ -547,17 +544,27 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 		}
 		b.from[c], b.n = m, c
 	}
-	// eachCluster calls fn for every block, in order, and every set of rows holding it, with
-	// where the block starts and how many of its positions the rows attend to (the same for
-	// every row holding it), having asked for the next block's heads (head) to be prefetched.
-	eachCluster := func(head func(*cache.Span, int) []byte, fn func(sp *cache.Span, rs []int, st, nr int)) {
+	// A head's keys (values) in a block: hb bytes from the head's start, vb bytes a position.
+	hb, vb := ap.kvType.Bytes(ap.bs*hd), ap.kvType.Bytes(hd)
+	// walk calls fn for every block in order, every set of rows holding it and every kernel
+	// call that set takes (queryRuns: a set of rows query head by query head, up to four rows
+	// evenly apart at once; a row alone, the query heads of each key/value head together),
+	// with where the block starts and how many of its positions the rows attend to (the same
+	// for every row holding it), having asked for the next block's keys (values) to be
+	// prefetched. Query q's scores are sc.s[q·stride:], its input sc.q[q·hd:] and its sums
+	// sc.acc[q·hd:].
+	walk := func(values bool, fn func(sp *cache.Span, run queryRun, st, nr int)) {
 		for k := range nb {
 			if k+1 < nb {
 				next := &blocks[k+1]
 				for c := range next.n {
 					sp := span(next.rows(c)[0], k+1)
+					data := sp.K
+					if values {
+						data = sp.V
+					}
 					for g := g0; g < g1; g++ {
-						kernels.Prefetch(head(sp, g))
+						kernels.Prefetch(data[g*hb : (g+1)*hb])
 					}
 				}
 			}
@@ -565,122 +572,41 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 			for c := range b.n {
 				rs := b.rows(c)
 				sp := span(rs[0], k)
-				fn(sp, rs, sp.Start, min(sp.Rows, pos[rs[0]]+1-sp.Start))
-			}
-		}
-	}
-
-	// sameHead reports how many of the query heads i, i+1, … (up to four, of a row's perRow)
-	// score the keys of query head i's key/value head: 4, 2 or 1, as the kernels take them.
-	sameHead := func(i int) int {
-		for _, w := range [2]int{4, 2} {
-			if i+w <= perRow && i/group == (i+w-1)/group {
-				return w
-			}
-		}
-		return 1
-	}
-	eachCluster((*cache.Span).KHead, func(sp *cache.Span, rs []int, st, nr int) {
-		if len(rs) == 1 && qb == 0 {
-			// A block of one row (a sequence's own, past what it shares): its query heads
-			// of each key/value head at once.
-			r := rs[0]
-			out := func(i int) []float32 { return scores(r*perRow + i)[st : st+ap.bs] }
-			for i := 0; i < perRow; {
-				keys := sp.KHead(g0 + i/group)
-				q := r*perRow + i
-				switch w := sameHead(i); w {
-				case 4:
-					kernels.AttnScores4([4][]float32{out(i), out(i + 1), out(i + 2), out(i + 3)},
-						[4][]float32{query(q), query(q + 1), query(q + 2), query(q + 3)}, keys, ap.dt, hd, ap.bs)
-					i += 4
-				case 2:
-					kernels.AttnScores2(out(i), out(i+1), query(q), query(q+1), keys, ap.dt, hd, ap.bs)
-					i += 2
-				default:
-					kernels.AttnScores(out(i), query(q), keys, ap.dt, hd, ap.bs)
-					i++
+				sc.runs = queryRuns(sc.runs[:0], rs, perRow, group)
+				for _, run := range sc.runs {
+					fn(sp, run, sp.Start, min(sp.Rows, pos[rs[0]]+1-sp.Start))
 				}
 			}
+		}
+	}
+	walk(false, func(sp *cache.Span, run queryRun, st, _ int) {
+		keys := sp.K[(g0+run.i/group)*hb : (g0+run.i/group+1)*hb]
+		if qb == 0 {
+			kernels.AttnScoresStrided(sc.s[run.q*stride+st:], run.step*stride, sc.q[run.q*hd:], run.step*hd, run.n, keys, ap.dt, hd, ap.bs)
 			return
 		}
-		for i := range perRow {
-			keys := sp.KHead(g0 + i/group)
-			out := func(r int) []float32 { return scores(r*perRow + i)[st : st+ap.bs] }
-			for rest := rs; len(rest) > 0; {
-				step := 1
-				switch {
-				case len(rest) == 4 && qb == 0:
-					step = 4
-					kernels.AttnScores4([4][]float32{out(rest[0]), out(rest[1]), out(rest[2]), out(rest[3])},
-						[4][]float32{query(rest[0]*perRow + i), query(rest[1]*perRow + i), query(rest[2]*perRow + i), query(rest[3]*perRow + i)}, keys, ap.dt, hd, ap.bs)
-				case len(rest) >= 2 && qb == 0:
-					step = 2
-					kernels.AttnScores2(out(rest[0]), out(rest[1]), query(rest[0]*perRow+i), query(rest[1]*perRow+i), keys, ap.dt, hd, ap.bs)
-				case qb > 0:
-					q := rest[0]*perRow + i
-					kernels.AttnScoresQ8(out(rest[0]), sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
-				default:
-					kernels.AttnScores(out(rest[0]), query(rest[0]*perRow+i), keys, ap.dt, hd, ap.bs)
-				}
-				rest = rest[step:]
-			}
+		for j := range run.n {
+			q := run.q + j*run.step
+			kernels.AttnScoresQ8(sc.s[q*stride+st:], sc.qq[q*qb:(q+1)*qb], keys, hd, ap.bs)
 		}
 	})
 	for q := range nq {
 		j := q / perRow
-		sc.sum[q] = ap.softmax(scores(q)[:pos[j]+1], pos[j])
+		sc.sum[q] = ap.softmax(sc.s[q*stride:q*stride+pos[j]+1], pos[j])
 	}
 
 	clear(sc.acc[:nq*hd])
-	eachCluster((*cache.Span).VHead, func(sp *cache.Span, rs []int, st, nr int) {
-		if len(rs) == 1 {
-			r := rs[0]
-			w := func(i int) []float32 { return scores(r*perRow + i)[st : st+nr] }
-			a := func(i int) []float32 { return acc(r*perRow + i) }
-			for i := 0; i < perRow; {
-				values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
-				switch sameHead(i) {
-				case 4:
-					kernels.AttnAccumulate4([4][]float32{a(i), a(i + 1), a(i + 2), a(i + 3)},
-						[4][]float32{w(i), w(i + 1), w(i + 2), w(i + 3)}, values, ap.dt, hd, nr)
-					i += 4
-				case 2:
-					kernels.AttnAccumulate2(a(i), a(i+1), w(i), w(i+1), values, ap.dt, hd, nr)
-					i += 2
-				default:
-					kernels.AttnAccumulate(a(i), w(i), values, ap.dt, hd, nr)
-					i++
-				}
-			}
-			return
-		}
-		for i := range perRow {
-			values := sp.VHead(g0 + i/group)[:nr*ap.kvType.Bytes(hd)]
-			w := func(r int) []float32 { return scores(r*perRow + i)[st : st+nr] }
-			a := func(r int) []float32 { return acc(r*perRow + i) }
-			for rest := rs; len(rest) > 0; {
-				step := 1
-				switch {
-				case len(rest) == 4:
-					step = 4
-					kernels.AttnAccumulate4([4][]float32{a(rest[0]), a(rest[1]), a(rest[2]), a(rest[3])},
-						[4][]float32{w(rest[0]), w(rest[1]), w(rest[2]), w(rest[3])}, values, ap.dt, hd, nr)
-				case len(rest) >= 2:
-					step = 2
-					kernels.AttnAccumulate2(a(rest[0]), a(rest[1]), w(rest[0]), w(rest[1]), values, ap.dt, hd, nr)
-				default:
-					kernels.AttnAccumulate(a(rest[0]), w(rest[0]), values, ap.dt, hd, nr)
-				}
-				rest = rest[step:]
-			}
-		}
+	walk(true, func(sp *cache.Span, run queryRun, st, nr int) {
+		g := g0 + run.i/group
+		values := sp.V[g*hb : g*hb+nr*vb]
+		kernels.AttnAccumulateStrided(sc.acc[run.q*hd:], run.step*hd, sc.s[run.q*stride+st:], run.step*stride, run.n, values, ap.dt, hd, nr)
 	})
 	for j, s := range grp.segs[:n] {
 		r := ws.segs[s].a
 		for i := range perRow {
 			h := g0*group + i
-			normalise(ws.att[r*qDim+h*hd:r*qDim+(h+1)*hd], acc(j*perRow+i), sc.sum[j*perRow+i])
+			q := j*perRow + i
+			normalise(ws.att[r*qDim+h*hd:r*qDim+(h+1)*hd], sc.acc[q*hd:(q+1)*hd], sc.sum[q])
 		}
 	}
 }
@@ -688,10 +614,49 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 // normalise sets dst to acc divided by sum: a query's weighted sum of values over its
 // softmax's denominator.
 func normalise(dst, acc []float32, sum float32) {
-	inv := 1 / sum
-	for j, a := range acc[:len(dst)] {
-		dst[j] = a * inv
+	copy(dst, acc[:len(dst)])
+	fastmath.Scale(dst, 1/sum) // each value times 1/sum, one rounding, as a loop gives it
+}
+
+// queryRun is a call of the attention kernels on n queries (1, 2 or 4) of a group's scratch
+// (attendGroup): queries q, q+step, …, all of query head i of their rows.
+type queryRun struct{ q, step, n, i int }
+
+// queryRuns appends the calls that take the queries of rows rs (a set of a group's rows
+// holding one block, in order) for perRow query heads a row, group of them a key/value head:
+// for a set of rows, each query head for all four rows at once (a set of four is the group's
+// rows 0 to 3, evenly apart), else for two rows at a time and the last alone; for a row alone,
+// the query heads of each key/value head four, two or one at a time.
+func queryRuns(dst []queryRun, rs []int, perRow, group int) []queryRun {
+	if len(rs) == 1 {
+		r := rs[0]
+		for i := 0; i < perRow; {
+			n := 1
+			for _, w := range [2]int{4, 2} {
+				if i+w <= perRow && i/group == (i+w-1)/group {
+					n = w
+					break
+				}
+			}
+			dst = append(dst, queryRun{q: r*perRow + i, step: 1, n: n, i: i})
+			i += n
+		}
+		return dst
 	}
+	for i := range perRow {
+		for rest := rs; len(rest) > 0; {
+			n, d := 1, 1
+			switch {
+			case len(rest) == 4: // a group's four rows, 0 to 3
+				n = 4
+			case len(rest) >= 2:
+				n, d = 2, rest[1]-rest[0]
+			}
+			dst = append(dst, queryRun{q: rest[0]*perRow + i, step: d * perRow, n: n, i: i})
+			rest = rest[n:]
+		}
+	}
+	return dst
 }
 
 // attnParams are what attention needs of a layer and of the cache: the cache's block size

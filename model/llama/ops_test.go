@@ -134,3 +134,28 @@ func BenchmarkRMSNormRows(b *testing.B) {
 		}
 	})
 }
+
+// TestQueryRuns checks the kernel calls attendGroup makes for a set of rows holding a block.
+func TestQueryRuns(t *testing.T) {
+	for _, tc := range []struct {
+		rs            []int
+		perRow, group int
+		want          []queryRun
+	}{
+		// Four beams, two query heads a row of one key/value head: each head for all four.
+		{[]int{0, 1, 2, 3}, 2, 2, []queryRun{{0, 2, 4, 0}, {1, 2, 4, 1}}},
+		// Rows 1 and 3, then rows 0, 2 and 3: pairs two rows apart, and the last alone.
+		{[]int{1, 3}, 2, 2, []queryRun{{2, 4, 2, 0}, {3, 4, 2, 1}}},
+		{[]int{0, 2, 3}, 1, 1, []queryRun{{0, 2, 2, 0}, {3, 1, 1, 0}}},
+		// A row alone: the heads of each key/value head together.
+		{[]int{2}, 2, 2, []queryRun{{4, 1, 2, 0}}},
+		{[]int{1}, 8, 4, []queryRun{{8, 1, 4, 0}, {12, 1, 4, 4}}},
+		{[]int{0}, 4, 1, []queryRun{{0, 1, 1, 0}, {1, 1, 1, 1}, {2, 1, 1, 2}, {3, 1, 1, 3}}},
+		{[]int{0}, 3, 3, []queryRun{{0, 1, 2, 0}, {2, 1, 1, 2}}},
+		{[]int{3}, 4, 2, []queryRun{{12, 1, 2, 0}, {14, 1, 2, 2}}},
+	} {
+		if got := queryRuns(nil, tc.rs, tc.perRow, tc.group); !slices.Equal(got, tc.want) {
+			t.Errorf("queryRuns(%v, %d heads a row, %d a key/value head) = %v, want %v", tc.rs, tc.perRow, tc.group, got, tc.want)
+		}
+	}
+}
