@@ -139,6 +139,7 @@ type attnScratch struct {
 	qq        []byte // the queries quantized for Q8_0 keys (kernels.QuantizeQuery)
 	blocks    []blockClusters
 	runs      []queryRun // attendGroup's kernel calls for a set of rows holding a block
+	spans     [4][]cache.Span
 }
 
 // blockClusters is, for one cache block of a group's rows (attendGroup), the sets of rows
@@ -167,22 +168,25 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 	for len(ws.spans) < len(ws.segs) {
 		ws.spans = append(ws.spans, nil)
 	}
-	for s, sg := range ws.segs {
-		ws.spans[s] = runs[sg.item].st.seq.Spans(li, rows[sg.b-1].pos+1, ws.spans[s][:0])
-	}
 	// The tasks depend on the segments and on the cache blocks they share, which are the
-	// same in every layer (a block holds all of them): planned once a pass, at its first.
+	// same in every layer (a block holds all of them): planned once a pass, at its first,
+	// from every segment's spans. Each task makes its own segments' spans of the layer
+	// (attendTask, attendGroup): spans written here for every layer were read by the other
+	// core's tasks from this core's cache, a transfer for every span.
 	if li == 0 {
+		for s, sg := range ws.segs {
+			ws.spans[s] = runs[sg.item].st.seq.Spans(li, rows[sg.b-1].pos+1, ws.spans[s][:0])
+		}
 		m.planAttention(ws, rows)
 	}
 	fn := func(task, worker int) {
 		t := ws.tasks[task]
 		t.li = li
 		if t.group >= 0 {
-			m.attendGroup(ws, &ws.scratch[worker], rows, t)
+			m.attendGroup(ws, &ws.scratch[worker], rows, runs, t)
 			return
 		}
-		m.attendTask(ws, &ws.scratch[worker], rows, t)
+		m.attendTask(ws, &ws.scratch[worker], rows, runs, t)
 	}
 	// Small work is not worth waking other goroutines for.
 	if ws.attnWork*p.Heads*p.HeadDim < 1<<15 {
@@ -282,9 +286,11 @@ type segGroup struct {
 // the task's heads, side by side in the block, are read together. Queries are taken in
 // chunks of whole rows that bound the scores buffer. Over Q8_0 keys each query is quantized
 // once (kernels.QuantizeQuery) and scored with kernels.AttnScoresQ8 in every block.
-func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
+func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, runs []itemRun, task attnTask) {
 	p := &m.p
-	spans := ws.spans[task.seg]
+	sg := ws.segs[task.seg]
+	sc.spans[0] = runs[sg.item].st.seq.Spans(task.li, rows[sg.b-1].pos+1, sc.spans[0][:0])
+	spans := sc.spans[0]
 	hd := p.HeadDim
 	qDim := p.Heads * hd
 	group := p.Heads / p.KVHeads
@@ -471,7 +477,7 @@ func sameBlock(a, b *cache.Span) bool {
 // are scored a query at a time). The kernels write a block's scores straight into each
 // query's row of scores. Every output has the bits attendTask gives the row alone: the same
 // scores, softmax and sums in the same order.
-func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task attnTask) {
+func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, runs []itemRun, task attnTask) {
 	p := &m.p
 	ap := m.attnParamsOf(task.li)
 	hd, group := p.HeadDim, p.Heads/p.KVHeads
@@ -485,8 +491,10 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, task
 	stride := 0 // a query's scores, by position
 	nb := 0     // the most blocks of a row
 	for j, s := range grp.segs[:n] {
-		spans[j] = ws.spans[s]
-		pos[j] = rows[ws.segs[s].a].pos
+		sg := ws.segs[s]
+		pos[j] = rows[sg.a].pos
+		sc.spans[j] = runs[sg.item].st.seq.Spans(task.li, pos[j]+1, sc.spans[j][:0])
+		spans[j] = sc.spans[j]
 		stride = max(stride, pos[j]+1)
 		nb = max(nb, len(spans[j]))
 	}
