@@ -173,17 +173,24 @@ func (s *Sequence) Grow(tokens []int32) error {
 // Put writes the key row k and the value row v of layer at position pos, which must have been
 // reserved by Grow and not yet committed. Both rows hold KVHeads × HeadDim values, head after
 // head; Float16 storage rounds them to half precision, Q8_0 storage quantizes each run of 32
-// values (see Span). Puts of different positions may run
+// values (see Span). Puts of different positions, or of different heads (PutHeads), may run
 // concurrently (they write disjoint values) while nothing else changes the sequence.
 func (s *Sequence) Put(layer, pos int, k, v []float32) {
+	s.PutHeads(layer, pos, 0, s.pool.cfg.KVHeads, k, v)
+}
+
+// PutHeads is Put of the key/value heads [h0, h1) of k and v alone: an attention task that
+// takes some of the heads writes their keys and values of its rows itself, in its own core's
+// cache, where it then reads them.
+func (s *Sequence) PutHeads(layer, pos, h0, h1 int, k, v []float32) {
 	s.checkOpen()
 	p := s.pool
 	if pos < s.committed || pos >= s.n {
 		panic(fmt.Sprintf("cache: Put at position %d outside the positions [%d, %d) reserved by Grow", pos, s.committed, s.n))
 	}
-	if layer < 0 || layer >= p.cfg.Layers || len(k) != p.kvDim || len(v) != p.kvDim {
-		panic(fmt.Sprintf("cache: Put of layer %d with rows of %d and %d values; want layer < %d, rows of %d",
-			layer, len(k), len(v), p.cfg.Layers, p.kvDim))
+	if layer < 0 || layer >= p.cfg.Layers || len(k) != p.kvDim || len(v) != p.kvDim || h0 < 0 || h0 > h1 || h1 > p.cfg.KVHeads {
+		panic(fmt.Sprintf("cache: Put of layer %d, heads [%d, %d), with rows of %d and %d values; want layer < %d, heads within [0, %d), rows of %d",
+			layer, h0, h1, len(k), len(v), p.cfg.Layers, p.cfg.KVHeads, p.kvDim))
 	}
 	bs, hd := p.cfg.BlockSize, p.cfg.HeadDim
 	b := s.blocks[pos/bs]
@@ -191,7 +198,7 @@ func (s *Sequence) Put(layer, pos int, k, v []float32) {
 	layerData := b.data[layer*p.layerBytes : (layer+1)*p.layerBytes]
 	var tmp [256]uint16
 	var kq *q8Row // a key row quantized, before it is written transposed
-	for h := range p.cfg.KVHeads {
+	for h := h0; h < h1; h++ {
 		kh, vh := k[h*hd:(h+1)*hd], v[h*hd:(h+1)*hd]
 		kdst := layerData[h*p.headBytes : (h+1)*p.headBytes]
 		vdst := layerData[(p.cfg.KVHeads+h)*p.headBytes : (p.cfg.KVHeads+h+1)*p.headBytes]

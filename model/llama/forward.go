@@ -160,6 +160,7 @@ type workspace struct {
 	runs                              []itemRun
 	rows                              []rowInfo
 	spans                             [][]cache.Span
+	putByTask                         []bool // rows whose keys and values their attention task writes (planAttention)
 	scratch                           []attnScratch
 	moe                               moeScratch
 }
@@ -221,6 +222,7 @@ func (m *Model) pass(ws *workspace, rows []rowInfo, runs []itemRun) {
 		}
 		ws.segs[len(ws.segs)-1].b = r + 1
 	}
+	m.planAttention(ws, rows, runs)
 	for li := range m.layers {
 		m.layer(ws, li, rows, runs)
 	}
@@ -327,10 +329,14 @@ func (m *Model) layer(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	m.overRows(n, dim, func(r0, r1, _ int) { fastmath.Add(ws.x[r0*dim:r1*dim], ws.tmp[r0*dim:r1*dim]) })
 }
 
-// putRows writes the keys and values of rows [r0, r1) of layer li to their sequences' caches.
+// putRows writes the keys and values of rows [r0, r1) of layer li to their sequences' caches,
+// but for the rows whose attention task writes them (putByTask).
 func (m *Model) putRows(ws *workspace, li int, rows []rowInfo, runs []itemRun, r0, r1 int) {
 	kvDim := m.p.KVHeads * m.p.HeadDim
 	for r := r0; r < r1; r++ {
+		if ws.putByTask[r] {
+			continue
+		}
 		runs[rows[r].item].st.seq.Put(li, rows[r].pos, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
 	}
 }

@@ -165,20 +165,10 @@ func (b *blockClusters) rows(c int) []int { return b.members[b.from[c]:b.from[c+
 // is in the batch.
 func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun) {
 	p := &m.p
-	for len(ws.spans) < len(ws.segs) {
-		ws.spans = append(ws.spans, nil)
-	}
-	// The tasks depend on the segments and on the cache blocks they share, which are the
-	// same in every layer (a block holds all of them): planned once a pass, at its first,
-	// from every segment's spans. Each task makes its own segments' spans of the layer
-	// (attendTask, attendGroup): spans written here for every layer were read by the other
-	// core's tasks from this core's cache, a transfer for every span.
-	if li == 0 {
-		for s, sg := range ws.segs {
-			ws.spans[s] = runs[sg.item].st.seq.Spans(li, rows[sg.b-1].pos+1, ws.spans[s][:0])
-		}
-		m.planAttention(ws, rows)
-	}
+	// The tasks were planned at the start of the pass (planAttention). Each task makes its
+	// own segments' spans of the layer (attendTask, attendGroup): spans written here for
+	// every layer were read by the other core's tasks from this core's cache, a transfer for
+	// every span.
 	fn := func(task, worker int) {
 		t := ws.tasks[task]
 		t.li = li
@@ -199,14 +189,29 @@ func (m *Model) attention(ws *workspace, li int, rows []rowInfo, runs []itemRun)
 }
 
 // planAttention groups the segments (groupSegments), hands out the pass's attention tasks
-// (without their layer) and counts its work, from the first layer's spans.
-func (m *Model) planAttention(ws *workspace, rows []rowInfo) {
+// (without their layer) and counts its work, from the first layer's spans: the tasks depend
+// on the segments and on the cache blocks they share, which are the same in every layer (a
+// block holds all of them). It marks the rows whose keys and values their group's tasks
+// write (ws.putByTask).
+func (m *Model) planAttention(ws *workspace, rows []rowInfo, runs []itemRun) {
 	p := &m.p
+	for len(ws.spans) < len(ws.segs) {
+		ws.spans = append(ws.spans, nil)
+	}
+	for s, sg := range ws.segs {
+		ws.spans[s] = runs[sg.item].st.seq.Spans(0, rows[sg.b-1].pos+1, ws.spans[s][:0])
+	}
 	ws.attnWork = 0
 	for _, sg := range ws.segs {
 		ws.attnWork += (sg.b - sg.a) * (rows[sg.b-1].pos + 1)
 	}
 	group := m.groupSegments(ws)
+	ws.putByTask = grow(ws.putByTask, len(rows))
+	for s, sg := range ws.segs {
+		for r := sg.a; r < sg.b; r++ {
+			ws.putByTask[r] = group[s] >= 0
+		}
+	}
 	heads, split := attnSplit(len(ws.segs), p.KVHeads, m.workers)
 	ws.tasks = ws.tasks[:0]
 	// A group's rows go in one task per set of heads, the heads split so that the workers
@@ -490,10 +495,16 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, runs
 	var pos [4]int
 	stride := 0 // a query's scores, by position
 	nb := 0     // the most blocks of a row
+	kvDim := p.KVHeads * hd
 	for j, s := range grp.segs[:n] {
 		sg := ws.segs[s]
-		pos[j] = rows[sg.a].pos
-		sc.spans[j] = runs[sg.item].st.seq.Spans(task.li, pos[j]+1, sc.spans[j][:0])
+		r := sg.a
+		pos[j] = rows[r].pos
+		// The row's keys and values of the task's heads go to the cache here (the pass left
+		// them to the task: putByTask), in this core's cache where the walk reads them.
+		seq := runs[sg.item].st.seq
+		seq.PutHeads(task.li, pos[j], g0, g1, ws.k[r*kvDim:(r+1)*kvDim], ws.v[r*kvDim:(r+1)*kvDim])
+		sc.spans[j] = seq.Spans(task.li, pos[j]+1, sc.spans[j][:0])
 		spans[j] = sc.spans[j]
 		stride = max(stride, pos[j]+1)
 		nb = max(nb, len(spans[j]))
