@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -861,5 +862,55 @@ func TestCopy(t *testing.T) {
 			c.Close()
 			checkInvariants(t, p, nil)
 		})
+	}
+}
+
+// TestPutHeads writes every position's heads in pieces (PutHeads of heads [0, 1), then [1, 3),
+// and in the other order) and checks that the sequence reads as after whole Puts; heads out
+// of range panic, naming them.
+func TestPutHeads(t *testing.T) {
+	for _, dt := range dtypes {
+		for _, pieces := range [][][2]int{{{0, 1}, {1, 3}}, {{1, 3}, {0, 1}}, {{2, 3}, {0, 2}, {2, 2}}} {
+			p := newTestPool(t, Config{Layers: 2, KVHeads: 3, HeadDim: 32, BlockSize: 4, DType: dt})
+			s := p.NewSequence()
+			toks := seqTokens(7, 6)
+			if err := s.Grow(toks); err != nil {
+				t.Fatal(err)
+			}
+			cfg := s.Pool().Config()
+			k := make([]float32, cfg.KVHeads*cfg.HeadDim)
+			v := make([]float32, cfg.KVHeads*cfg.HeadDim)
+			for pos := range toks {
+				for l := range cfg.Layers {
+					for j := range k {
+						k[j] = kvValue(toks[:pos+1], l, j, false)
+						v[j] = kvValue(toks[:pos+1], l, j, true)
+					}
+					for _, h := range pieces {
+						s.PutHeads(l, pos, h[0], h[1], k, v)
+					}
+				}
+			}
+			s.Commit()
+			verify(t, s, toks)
+			s.Close()
+		}
+	}
+	p := newTestPool(t, Config{Layers: 1, KVHeads: 2, HeadDim: 32, BlockSize: 4})
+	s := p.NewSequence()
+	defer s.Close()
+	if err := s.Grow([]int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	row := make([]float32, 64)
+	for _, h := range [][2]int{{-1, 1}, {1, 0}, {0, 3}} {
+		func() {
+			defer func() {
+				if e := recover(); e == nil || !strings.Contains(fmt.Sprint(e), fmt.Sprintf("heads [%d, %d)", h[0], h[1])) {
+					t.Errorf("PutHeads of heads [%d, %d): panic %v, want one naming them", h[0], h[1], e)
+				}
+			}()
+			s.PutHeads(0, 0, h[0], h[1], row, row)
+		}()
 	}
 }
