@@ -33,7 +33,8 @@ type Processor struct {
 	name string
 	cfg  *grammar.CFG
 	m    *earley.Matcher
-	mask tokentrie.Mask
+	// cur holds the bits of the mask last computed or taken from the cache (see maskBuf).
+	cur *maskBuf
 	// runs and slices are Mask's scratch: the regular runs of the parser's state and their
 	// vocabulary slices.
 	runs   []earley.Run
@@ -61,46 +62,96 @@ type Processor struct {
 
 // maskCache keeps the masks of the last few parser states of a processor and its clones, by
 // the state's key: inside a JSON string the state after every character has the same key, so
-// the string's masks after the first cost a copy. It is safe for concurrent use.
+// the string's masks after the first are taken from the cache. A cached mask is shared, not
+// copied: each mask lives in a maskBuf that counts its holders, the cache entry and the
+// processors whose current mask it is (copying 16 KB into the cache for every mask made, and
+// out of it for every one taken, was a tenth of a warm pass's mask time on a 128k
+// vocabulary). It is safe for concurrent use.
 type maskCache struct {
 	mu      sync.Mutex
 	entries [maskCacheSize]maskEntry
 	next    int // the entry the next miss replaces
 	hits    int
+	spare   []*maskBuf // buffers no one holds any more, for the next mask to be made
 }
 
 type maskEntry struct {
-	tok  core.Tokenizer
-	key  string
+	tok core.Tokenizer
+	key string
+	buf *maskBuf
+}
+
+// maskBuf is a mask's bits and the number of its holders (guarded by the cache's mu). A
+// buffer in the cache, or held by more than one, is never written; one that a processor
+// alone holds is that processor's to write.
+type maskBuf struct {
 	bits tokentrie.Mask
+	refs int
 }
 
 // maskCacheSize is the number of masks a maskCache keeps (each the vocabulary's size in bits:
 // 16 KB for 128k tokens).
 const maskCacheSize = 8
 
-// get copies the mask cached for (tok, key) into dst and reports whether there was one.
-func (c *maskCache) get(tok core.Tokenizer, key []byte, dst tokentrie.Mask) bool {
+// take returns the buffer cached for (tok, key) with bits of words words, held for the caller
+// in place of held (which it releases), or nil (and holds on to held).
+func (c *maskCache) take(tok core.Tokenizer, key []byte, words int, held *maskBuf) *maskBuf {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.entries {
-		if e := &c.entries[i]; e.tok == tok && e.key == string(key) && len(e.bits) == len(dst) {
-			copy(dst, e.bits)
+		if e := &c.entries[i]; e.buf != nil && e.tok == tok && e.key == string(key) && len(e.buf.bits) == words {
 			c.hits++
-			return true
+			if e.buf != held {
+				e.buf.refs++
+				c.release(held)
+			}
+			return e.buf
 		}
 	}
-	return false
+	return nil
 }
 
-// put caches a copy of mask for (tok, key).
-func (c *maskCache) put(tok core.Tokenizer, key []byte, mask tokentrie.Mask) {
+// writable returns a buffer of a vocabulary of n tokens that only the caller holds: held
+// when it is the caller's alone, else (held released) a spare one or a new one.
+func (c *maskCache) writable(held *maskBuf, n int) *maskBuf {
+	words := (n + 63) / 64
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if held != nil && held.refs == 1 && len(held.bits) == words {
+		return held
+	}
+	c.release(held)
+	for len(c.spare) > 0 {
+		b := c.spare[len(c.spare)-1]
+		c.spare = c.spare[:len(c.spare)-1]
+		if len(b.bits) == words {
+			b.refs = 1
+			return b
+		}
+	}
+	return &maskBuf{bits: tokentrie.NewMask(n), refs: 1}
+}
+
+// put caches buf, held by the caller, for (tok, key): from now on it is not written.
+func (c *maskCache) put(tok core.Tokenizer, key []byte, buf *maskBuf) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := &c.entries[c.next]
 	c.next = (c.next + 1) % maskCacheSize
-	e.tok, e.key = tok, string(key)
-	e.bits = append(e.bits[:0], mask...)
+	c.release(e.buf)
+	e.tok, e.key, e.buf = tok, string(key), buf
+	buf.refs++
+}
+
+// release drops a hold on b (nil: none); c.mu is held. A buffer no one holds becomes a
+// spare.
+func (c *maskCache) release(b *maskBuf) {
+	if b == nil {
+		return
+	}
+	if b.refs--; b.refs == 0 && len(c.spare) < maskCacheSize {
+		c.spare = append(c.spare, b)
+	}
 }
 
 // NewGrammar compiles GBNF source (start rule "root") into a processor named "grammar".
@@ -132,7 +183,7 @@ func (p *Processor) Matcher() *earley.Matcher { return p.m }
 func (p *Processor) Clone() core.StatefulProcessor {
 	c := *p
 	c.m = p.m.Clone()
-	c.mask, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
+	c.cur, c.runs, c.slices, c.maskFor = nil, nil, nil, nil
 	c.childRuns, c.walk, c.walkTrie, c.key = nil, tokentrie.WalkOptions{}, nil, nil
 	c.parts, c.childParts = nil, nil
 	return &c
@@ -256,39 +307,38 @@ func (p *Processor) noToken(n int) error {
 // owned by p and valid until the next call.
 func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	trie := TrieFor(tok)
-	if p.maskFor == tok && p.maskAt == p.m.Len() && p.mask != nil {
-		return Mask{bits: p.mask, n: trie.VocabSize()}
-	}
-	if p.mask == nil || len(p.mask) != (trie.VocabSize()+63)/64 {
-		p.mask = tokentrie.NewMask(trie.VocabSize())
-	} else {
-		p.mask.Clear()
+	if p.maskFor == tok && p.maskAt == p.m.Len() && p.cur != nil {
+		return Mask{bits: p.cur.bits, n: trie.VocabSize()}
 	}
 	cacheable := !p.ended && reflect.TypeOf(tok).Comparable()
 	if cacheable {
 		p.key = p.m.AppendStateKeyWithin(p.key[:0], trie.MaxTokenLen()) // a mask looks one token ahead
-		if p.masks.get(tok, p.key, p.mask) {
+		if b := p.masks.take(tok, p.key, (trie.VocabSize()+63)/64, p.cur); b != nil {
+			p.cur = b
 			p.maskFor, p.maskAt = tok, p.m.Len()
-			return Mask{bits: p.mask, n: trie.VocabSize()}
+			return Mask{bits: b.bits, n: trie.VocabSize()}
 		}
 	}
+	p.cur = p.masks.writable(p.cur, trie.VocabSize())
+	mask := p.cur.bits
+	mask.Clear()
 	if !p.ended {
-		trie.FillWith(p.m, p.mask, p.walkOptions(trie))
+		trie.FillWith(p.m, mask, p.walkOptions(trie))
 	}
 	if p.ended || p.m.IsAccepting() {
 		for _, id := range endOfGeneration(tok) {
 			if int(id) < trie.VocabSize() {
-				p.mask.Set(id)
+				mask.Set(id)
 			}
 		}
 	}
 	if cacheable {
-		p.masks.put(tok, p.key, p.mask)
+		p.masks.put(tok, p.key, p.cur)
 	}
 	if reflect.TypeOf(tok).Comparable() {
 		p.maskFor, p.maskAt = tok, p.m.Len()
 	}
-	return Mask{bits: p.mask, n: trie.VocabSize()}
+	return Mask{bits: mask, n: trie.VocabSize()}
 }
 
 // walkOptions returns the slices a mask of the current state walks with: those of the runs

@@ -3,8 +3,11 @@ package constraint_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/loomlm/loom/constraint"
@@ -255,5 +258,104 @@ func checkCachedMasks(t *testing.T, tok core.Tokenizer, schema, doc string) {
 	}
 	if hits := constraint.MaskCacheHits(p); hits < len(ids)/3 {
 		t.Fatalf("%d of %d masks came from the cache; inside the string they should", hits, len(ids))
+	}
+}
+
+// TestMaskCacheSharedAmongClones drives four clones of one processor, which share a mask
+// cache, through a document in a random order of Mask and Accept calls: every mask must equal
+// that of a fresh processor at the same point, and a clone's last mask must keep its bits
+// while the others make and take masks (a cached mask is shared among them, not copied, and
+// its buffer is written again only once no one holds it). Then four goroutines take a clone
+// each through the whole document at once.
+func TestMaskCacheSharedAmongClones(t *testing.T) {
+	_, tok := openDefault(t)
+	schema := `{"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}, "required": ["text", "n"]}`
+	doc := `{"text":"And God said, Let there be light: and there was light.","n":42}`
+	start, err := constraint.NewJSONSchema([]byte(schema), loomschema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(doc, core.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// want[i] is the mask after the document's first i tokens, from a processor of its own.
+	want := make([][]bool, len(ids)+1)
+	fresh := constraint.Unshared(start)
+	for i := range want {
+		m := fresh.Mask(tok)
+		want[i] = make([]bool, tok.VocabSize())
+		for v := range want[i] {
+			want[i][v] = m.Has(core.TokenID(v))
+		}
+		if i < len(ids) {
+			fresh.Accept(seq, ids[i])
+		}
+	}
+	same := func(m constraint.Mask, w []bool) bool {
+		for v, ok := range w {
+			if m.Has(core.TokenID(v)) != ok {
+				return false
+			}
+		}
+		return true
+	}
+
+	r := rand.New(rand.NewPCG(1, 2))
+	clones := make([]*constraint.Processor, 4)
+	at := make([]int, len(clones))                // tokens each clone has accepted
+	last := make([]*constraint.Mask, len(clones)) // each clone's mask while it is current
+	for i := range clones {
+		clones[i] = start.Clone().(*constraint.Processor)
+	}
+	for step := 0; step < 400; step++ {
+		j := r.IntN(len(clones))
+		if at[j] < len(ids) && r.IntN(3) == 0 {
+			clones[j].Accept(seq, ids[at[j]])
+			at[j]++
+			last[j] = nil
+		} else {
+			m := clones[j].Mask(tok)
+			if !same(m, want[at[j]]) {
+				t.Fatalf("step %d: clone %d's mask after %d tokens differs from a fresh processor's", step, j, at[j])
+			}
+			last[j] = &m
+		}
+		for k, m := range last {
+			if m != nil && !same(*m, want[at[k]]) {
+				t.Fatalf("step %d: clone %d's mask (after %d tokens) changed while others worked", step, k, at[k])
+			}
+		}
+		if at[j] == len(ids) && r.IntN(4) == 0 { // start over from a clone of the start
+			clones[j], at[j], last[j] = start.Clone().(*constraint.Processor), 0, nil
+		}
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(clones))
+	for g := range clones {
+		p := start.Clone().(*constraint.Processor)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i <= len(ids); i++ {
+				if !same(p.Mask(tok), want[i]) {
+					errs <- fmt.Errorf("goroutine %d: mask after %d tokens differs from a fresh processor's", g, i)
+					return
+				}
+				if i < len(ids) {
+					p.Accept(seq, ids[i])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
