@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/loomlm/loom/model/ggml"
 )
@@ -30,13 +29,14 @@ import (
 type attnKernels struct {
 	lanes  int                                                             // positions scores computes at a time
 	scores [2]func(q *float32, k *byte, hd, bs, bstride int, out *float32) // F32, F16 keys
-	// scores2 is scores for two queries (AttnScores2), the second qstride bytes after the
-	// first and its scores ostride bytes after the first's.
+	// scores2 is scores for two queries (AttnScoresStrided), the second qstride bytes after
+	// the first and its scores ostride bytes after the first's.
 	scores2 [2]func(q *float32, qstride int, k *byte, hd, bs, bstride int, out *float32, ostride int)
 	// accum[t][w] adds 16·2^w output elements (w = 0, 1, 2: 16, 32, 64).
 	accum [2][3]func(p *float32, v *byte, vstride, nr int, acc *float32)
-	// accum2[t][w], where not nil, is accum[t][w] for two queries (AttnAccumulate2), the
-	// second's probabilities pstride bytes after the first's and its output astride bytes.
+	// accum2[t][w], where not nil, is accum[t][w] for two queries (AttnAccumulateStrided),
+	// the second's probabilities pstride bytes after the first's and its output astride
+	// bytes.
 	accum2 [2][3]func(p *float32, pstride int, v *byte, vstride, nr int, acc *float32, astride int)
 	// scores4 and accum4, where not nil, are scores2 and accum2 for four queries
 	// (AttnScoresStrided, AttnAccumulateStrided), each one's input and output the strides
@@ -103,31 +103,6 @@ func AttnScores(out, q []float32, k []byte, t ggml.Type, hd, bs int) {
 	}
 }
 
-// AttnScores2 is AttnScores for two queries against the same keys, out0 getting q0's scores
-// and out1 q1's, each with AttnScores' bits: under grouped-query attention the query heads
-// of one key/value head score the same keys, and a kernel taking two of them loads each key
-// row once and keeps twice the independent chains busy (F32 and F16 keys; Q8_0 keys are
-// scored one query at a time). Whatever the slices, the result is that of AttnScores for q0
-// and then for q1: outputs that overlap are scored one query at a time. It panics on
-// mismatched lengths.
-func AttnScores2(out0, out1, q0, q1 []float32, k []byte, t ggml.Type, hd, bs int) {
-	if t != ggml.Q8_0 {
-		ti, size := attnType(t)
-		if len(out0) < bs || len(out1) < bs || len(q0) < hd || len(q1) < hd || len(k) < hd*bs*size {
-			panic(fmt.Sprintf("kernels: AttnScores2 of %d×%d %v keys: len(q0), len(q1) = %d, %d, len(k) = %d, len(out0), len(out1) = %d, %d",
-				hd, bs, t, len(q0), len(q1), len(k), len(out0), len(out1)))
-		}
-		if a := &currentImpl().attn; a.scores2[ti] != nil && hd > 0 && hd%4 == 0 && bs > 0 && bs%a.lanes == 0 && disjoint(out0, out1, bs) {
-			qstride := int(uintptr(unsafe.Pointer(&q1[0])) - uintptr(unsafe.Pointer(&q0[0])))
-			ostride := int(uintptr(unsafe.Pointer(&out1[0])) - uintptr(unsafe.Pointer(&out0[0])))
-			a.scores2[ti](&q0[0], qstride, &k[0], hd, bs, bs*size, &out0[0], ostride)
-			return
-		}
-	}
-	AttnScores(out0, q0, k, t, hd, bs)
-	AttnScores(out1, q1, k, t, hd, bs)
-}
-
 // AttnAccumulate adds Σ_{j<nr} p[j]·v[j] to acc (hd values), v holding nr rows of hd values of
 // type t (F32 or F16); each element of acc is one chain of multiply-adds over j in order. For
 // Q8_0 values (hd a multiple of 32; layout above) each term is (p[j]·s)·b, s the row's scale
@@ -166,56 +141,6 @@ func accumulateFrom(acc, p []float32, v []byte, ti, hd, nr, d int) {
 		}
 		acc[d] = a
 	}
-}
-
-// disjoint reports whether a[:n] and b[:n] share no element.
-func disjoint(a, b []float32, n int) bool {
-	if n == 0 {
-		return true
-	}
-	pa, pb, size := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0])), uintptr(n)*4
-	return pa+size <= pb || pb+size <= pa
-}
-
-// AttnAccumulate2 is AttnAccumulate for two queries over the same values, acc0 getting p0's
-// weighted sum and acc1 p1's, each with AttnAccumulate's bits: the query heads of one
-// key/value head weigh the same values, and a kernel taking two of them loads each value
-// vector once and keeps twice the independent chains busy (F32 and F16 values; Q8_0 values
-// are taken one query at a time). Whatever the slices, the result is that of AttnAccumulate
-// for p0 into acc0 and then for p1 into acc1: outputs that overlap are taken one query at a
-// time. It panics on mismatched lengths.
-func AttnAccumulate2(acc0, acc1, p0, p1 []float32, v []byte, t ggml.Type, hd, nr int) {
-	if t == ggml.Q8_0 || len(acc0) >= hd && len(acc1) >= hd && !disjoint(acc0, acc1, hd) {
-		AttnAccumulate(acc0, p0, v, t, hd, nr)
-		AttnAccumulate(acc1, p1, v, t, hd, nr)
-		return
-	}
-	ti, size := attnType(t)
-	if len(acc0) < hd || len(acc1) < hd || len(p0) < nr || len(p1) < nr || len(v) < nr*hd*size {
-		panic(fmt.Sprintf("kernels: AttnAccumulate2 of %d×%d %v values: len(p0), len(p1) = %d, %d, len(v) = %d, len(acc0), len(acc1) = %d, %d",
-			nr, hd, t, len(p0), len(p1), len(v), len(acc0), len(acc1)))
-	}
-	if nr == 0 || hd == 0 {
-		return
-	}
-	a := &currentImpl().attn
-	pstride := int(uintptr(unsafe.Pointer(&p1[0])) - uintptr(unsafe.Pointer(&p0[0])))
-	astride := int(uintptr(unsafe.Pointer(&acc1[0])) - uintptr(unsafe.Pointer(&acc0[0])))
-	d := 0
-	if a.accum[ti][0] != nil {
-		for _, w := range []int{2, 1, 0} {
-			for cols := 16 << w; hd-d >= cols; d += cols {
-				if k2 := a.accum2[ti][w]; k2 != nil {
-					k2(&p0[0], pstride, &v[d*size], hd*size, nr, &acc0[d], astride)
-				} else {
-					a.accum[ti][w](&p0[0], &v[d*size], hd*size, nr, &acc0[d])
-					a.accum[ti][w](&p1[0], &v[d*size], hd*size, nr, &acc1[d])
-				}
-			}
-		}
-	}
-	accumulateFrom(acc0, p0, v, ti, hd, nr, d)
-	accumulateFrom(acc1, p1, v, ti, hd, nr, d)
 }
 
 // Q8KeyByte returns where element j (< 32) of the key at position pos lies within a group of

@@ -166,7 +166,8 @@ func TestAttention(t *testing.T) {
 
 // BenchmarkAttention times the two kernels on one cache block (64-wide heads, 16 positions);
 // for Q8_0 keys "scores" quantizes the query in every call, "scores/Q8_0/quantized" once;
-// "scores2" and "accumulate2" take two queries an op (AttnScores2, AttnAccumulate2).
+// "scores2" and "accumulate2" take two queries an op (AttnScoresStrided,
+// AttnAccumulateStrided).
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
@@ -179,10 +180,10 @@ func BenchmarkAttention(b *testing.B) {
 			}
 		})
 		if typ != ggml.Q8_0 { // two queries of one key/value head: two scores an op
-			q2, out2 := make([]float32, 64), make([]float32, 16)
+			q2, out2 := make([]float32, 2*64), make([]float32, 2*16)
 			b.Run(fmt.Sprintf("scores2/%v", typ), func(b *testing.B) {
 				for b.Loop() {
-					AttnScores2(out, out2, q, q2, k, typ, 64, 16)
+					AttnScoresStrided(out2, 16, q2, 64, 2, k, typ, 64, 16)
 				}
 			})
 		}
@@ -202,10 +203,10 @@ func BenchmarkAttention(b *testing.B) {
 			}
 		})
 		if typ != ggml.Q8_0 {
-			acc2, p2 := make([]float32, 64), make([]float32, 16)
+			acc2, p2 := make([]float32, 2*64), make([]float32, 2*16)
 			b.Run(fmt.Sprintf("accumulate2/%v", typ), func(b *testing.B) {
 				for b.Loop() {
-					AttnAccumulate2(acc, acc2, out, p2, k, typ, 64, 16)
+					AttnAccumulateStrided(acc2, 64, p2, 16, 2, k, typ, 64, 16)
 				}
 			})
 		}
@@ -285,106 +286,6 @@ func TestAttnScoresQ8Extremes(t *testing.T) {
 	}
 }
 
-// pairLayout places two outputs of n elements in one buffer: apart in either order, on the
-// same elements, or half overlapping.
-type pairLayout struct {
-	name         string
-	size, o0, o1 int
-}
-
-func pairLayouts(n int) []pairLayout {
-	return []pairLayout{
-		{"apart", 3 * n, 0, 2 * n},
-		{"apart, second first", 3 * n, 2 * n, 0},
-		{"the same", n, 0, 0},
-		{"half overlapping", n + n/2, 0, n / 2},
-	}
-}
-
-// checkPairs runs pair (the two-query call) and one (the one-query call, for query 0 and
-// then query 1) in every implementation, for the two inputs in either order in memory and
-// every output layout of n elements, on buffers of the same starting values, and requires the
-// same bits everywhere in the buffer.
-func checkPairs(t *testing.T, name string, r *rand.Rand, n int, inA, inB []float32,
-	pair func(out0, out1, in0, in1 []float32), one func(out, in []float32)) {
-	t.Helper()
-	for _, impl := range implNames() {
-		for _, swap := range []bool{false, true} {
-			in0, in1 := inA, inB
-			if swap {
-				in0, in1 = inB, inA
-			}
-			for _, l := range pairLayouts(n) {
-				got := make([]float32, l.size)
-				for i := range got {
-					got[i] = float32(r.NormFloat64())
-				}
-				want := slices.Clone(got)
-				withImpl(t, impl, func() {
-					one(want[l.o0:l.o0+n], in0)
-					one(want[l.o1:l.o1+n], in1)
-					pair(got[l.o0:l.o0+n], got[l.o1:l.o1+n], in0, in1)
-				})
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s, %s, swap=%v, outputs %s: element %d is %g, one query at a time %g", name, impl, swap, l.name, i, got[i], want[i])
-					}
-				}
-			}
-		}
-	}
-}
-
-// TestAttnScoresSeveralMatchOneQuery checks AttnScores2 against AttnScores for q0 and then
-// q1, bit for bit, in every implementation, for the queries in either order in memory and
-// outputs apart, the same or overlapping: F32 and F16 keys of several shapes, and Q8_0 keys
-// (scored one at a time). The four-query kernels are checked through AttnScoresStrided
-// (TestAttnStridedMatchesOneQuery).
-func TestAttnScoresSeveralMatchOneQuery(t *testing.T) {
-	r := rand.New(rand.NewPCG(41, 42))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
-		for _, sh := range []struct{ hd, bs int }{{64, 16}, {128, 32}, {96, 48}, {256, 16}, {6, 8}, {32, 8}, {160, 24}, {4, 16}} {
-			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
-				continue
-			}
-			k := randomKeys(r, typ, sh.hd, sh.bs)
-			qs := make([]float32, 4*sh.hd+9) // four queries, 3 apart
-			for i := range qs {
-				qs[i] = float32(r.NormFloat64())
-			}
-			name := fmt.Sprintf("%v %+v", typ, sh)
-			one := func(out, q []float32) { AttnScores(out, q, k, typ, sh.hd, sh.bs) }
-			checkPairs(t, name, r, sh.bs, qs[:sh.hd], qs[sh.hd+3:2*sh.hd+3],
-				func(out0, out1, q0, q1 []float32) { AttnScores2(out0, out1, q0, q1, k, typ, sh.hd, sh.bs) }, one)
-		}
-	}
-}
-
-// TestAttnAccumulateSeveralMatchOneQuery checks AttnAccumulate2 against AttnAccumulate for p0
-// into acc0 and then p1 into acc1, bit for bit, in every implementation, for the
-// probabilities in either order in memory and outputs apart, the same or overlapping: F32,
-// F16 and Q8_0 values of widths every kernel and the tail take. The four-query kernels are
-// checked through AttnAccumulateStrided (TestAttnStridedMatchesOneQuery).
-func TestAttnAccumulateSeveralMatchOneQuery(t *testing.T) {
-	r := rand.New(rand.NewPCG(43, 44))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
-		for _, sh := range []struct{ hd, nr int }{{64, 16}, {128, 31}, {96, 48}, {256, 3}, {6, 7}, {32, 8}, {160, 24}, {80, 1}, {112, 5}} {
-			if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
-				continue
-			}
-			v := randomValues(r, typ, sh.nr, sh.hd)
-			ps := make([]float32, 4*sh.nr+9)
-			for i := range ps {
-				ps[i] = r.Float32()
-			}
-			name := fmt.Sprintf("%v %+v", typ, sh)
-			one := func(acc, p []float32) { AttnAccumulate(acc, p, v, typ, sh.hd, sh.nr) }
-			checkPairs(t, name, r, sh.hd, ps[:sh.nr], ps[sh.nr+5:2*sh.nr+5],
-				func(acc0, acc1, p0, p1 []float32) { AttnAccumulate2(acc0, acc1, p0, p1, v, typ, sh.hd, sh.nr) }, one)
-		}
-	}
-}
-
 // randomKeys returns a block of bs random keys of hd elements of type typ, as a cache stores
 // them (transposed; Q8_0 in its own layout).
 func randomKeys(r *rand.Rand, typ ggml.Type, hd, bs int) []byte {
@@ -416,7 +317,7 @@ func TestAttnStridedMatchesOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(45, 46))
 	for _, impl := range implNames() {
 		for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
-			for _, sh := range []struct{ hd, bs, nr int }{{64, 16, 16}, {64, 16, 5}, {128, 32, 31}, {96, 48, 48}, {6, 8, 7}, {32, 8, 1}, {160, 24, 24}, {80, 16, 9}} {
+			for _, sh := range []struct{ hd, bs, nr int }{{64, 16, 16}, {64, 16, 5}, {128, 32, 31}, {96, 48, 48}, {6, 8, 7}, {32, 8, 1}, {160, 24, 24}, {80, 16, 9}, {256, 16, 3}, {4, 16, 1}, {112, 16, 5}} {
 				if typ == ggml.Q8_0 && sh.hd%q8Group != 0 {
 					continue
 				}

@@ -134,12 +134,12 @@ func softcap(x []float32, c float32) {
 
 // attnScratch is one worker's buffers for attention.
 type attnScratch struct {
-	q, s, tmp []float32
-	sum, acc  []float32
-	qq        []byte // the queries quantized for Q8_0 keys (kernels.QuantizeQuery)
-	blocks    []blockClusters
-	runs      []queryRun // attendGroup's kernel calls for a set of rows holding a block
-	spans     [4][]cache.Span
+	q, s     []float32
+	sum, acc []float32
+	qq       []byte // the queries quantized for Q8_0 keys (kernels.QuantizeQuery)
+	blocks   []blockClusters
+	runs     []queryRun // attendGroup's kernel calls for a set of rows holding a block
+	spans    [4][]cache.Span
 }
 
 // blockClusters is, for one cache block of a group's rows (attendGroup), the sets of rows
@@ -281,10 +281,10 @@ type segGroup struct {
 
 // attendTask computes the attention output of the query heads of key/value heads
 // [task.g0, task.g1) for rows [task.a, task.b) of a segment, in two passes over the
-// sequence's blocks: per block and query, kernels.AttnScores gives the query's scores against
-// the block's keys of its head (stored transposed; kernels.AttnScores2, and below
-// kernels.AttnAccumulate2, for two consecutive queries of one key/value head, with the same
-// bits); each query's row of scores becomes its
+// sequence's blocks: per block and query, kernels.AttnScores writes the query's scores against
+// the block's keys of its head (stored transposed) into its row of scores
+// (kernels.AttnScoresStrided, and below kernels.AttnAccumulateStrided, for two consecutive
+// queries of one key/value head, with the same bits); each query's row of scores becomes its
 // softmax (one vectorised exp-sum over the row); per block and query, kernels.AttnAccumulate
 // then adds the block's values of its head weighted by their probabilities. Each pass takes
 // the blocks in order and, in each, every query of the task, so that the keys (values) of
@@ -324,7 +324,6 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, runs 
 		}
 	}
 	qc := max(perRow, min(nq, maxAttnScores/end/perRow*perRow))
-	sc.tmp = grow(sc.tmp, 2*bs) // a block's scores of two queries
 	sc.acc = grow(sc.acc, qc*hd)
 	sc.sum = grow(sc.sum, qc)
 
@@ -332,8 +331,11 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, runs 
 		c1 := min(nq, c0+qc)
 		n := c1 - c0
 		cEnd := first + (c1-1)/perRow + 1 // positions the chunk's last query sees
-		sc.s = grow(sc.s, n*cEnd)
-		scores := sc.s[:n*cEnd]
+		// A query's scores, by position, in whole blocks: the kernels write a block's every
+		// score straight into the row, those past what the query sees included (never read).
+		stride := (cEnd + bs - 1) / bs * bs
+		sc.s = grow(sc.s, n*stride)
+		scores := sc.s[:n*stride]
 		// seen returns the first query of the chunk that sees position start.
 		seen := func(start int) int { return max(c0, (start-first)*perRow) }
 
@@ -348,16 +350,12 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, runs 
 				}
 			}
 			q0 := seen(sp.Start)
-			nr := min(sp.Rows, cEnd-sp.Start) // the block's positions the chunk sees
-			out, out2 := sc.tmp[:bs], sc.tmp[bs:2*bs]
 			for i := q0; i < c1; i++ {
-				o := (i - c0) * cEnd
+				out := scores[(i-c0)*stride+sp.Start:]
 				if qb == 0 && i+1 < c1 && kvOf(i+1) == kvOf(i) {
 					// Two queries of one key/value head (grouped-query attention): each key
 					// row loaded once, each query's scores as AttnScores gives them.
-					kernels.AttnScores2(out, out2, sc.q[i*hd:(i+1)*hd], sc.q[(i+1)*hd:(i+2)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
-					copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
-					copy(scores[o+cEnd+sp.Start:o+cEnd+sp.Start+nr], out2[:nr])
+					kernels.AttnScoresStrided(out, stride, sc.q[i*hd:], hd, 2, sp.KHead(kvOf(i)), dt, hd, bs)
 					i++
 					continue
 				}
@@ -366,11 +364,10 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, runs 
 				} else {
 					kernels.AttnScores(out, sc.q[i*hd:(i+1)*hd], sp.KHead(kvOf(i)), dt, hd, bs)
 				}
-				copy(scores[o+sp.Start:o+sp.Start+nr], out[:nr])
 			}
 		}
 		for i := range n {
-			sc.sum[i] = ap.softmax(scores[i*cEnd:(i+1)*cEnd], first+(c0+i)/perRow)
+			sc.sum[i] = ap.softmax(scores[i*stride:i*stride+cEnd], first+(c0+i)/perRow)
 		}
 
 		acc := sc.acc[:n*hd]
@@ -389,15 +386,13 @@ func (m *Model) attendTask(ws *workspace, sc *attnScratch, rows []rowInfo, runs 
 			nr := min(sp.Rows, cEnd-sp.Start)
 			vBytes := nr * kvType.Bytes(hd)
 			for i := q0; i < c1; i++ {
-				o := (i - c0) * cEnd
-				values := sp.VHead(kvOf(i))[:vBytes]
+				w := 1
 				if i+1 < c1 && kvOf(i+1) == kvOf(i) { // two queries of one head (Q8_0 values one at a time)
-					kernels.AttnAccumulate2(acc[(i-c0)*hd:(i-c0+1)*hd], acc[(i-c0+1)*hd:(i-c0+2)*hd],
-						scores[o+sp.Start:o+sp.Start+nr], scores[o+cEnd+sp.Start:o+cEnd+sp.Start+nr], values, dt, hd, nr)
-					i++
-					continue
+					w = 2
 				}
-				kernels.AttnAccumulate(acc[(i-c0)*hd:(i-c0+1)*hd], scores[o+sp.Start:o+sp.Start+nr], values, dt, hd, nr)
+				kernels.AttnAccumulateStrided(acc[(i-c0)*hd:], hd, scores[(i-c0)*stride+sp.Start:], stride, w,
+					sp.VHead(kvOf(i))[:vBytes], dt, hd, nr)
+				i += w - 1
 			}
 		}
 		for i := range n {
@@ -563,27 +558,21 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, runs
 		}
 		b.from[c], b.n = m, c
 	}
-	// A head's keys (values) in a block: hb bytes from the head's start, vb bytes a position.
-	hb, vb := ap.kvType.Bytes(ap.bs*hd), ap.kvType.Bytes(hd)
 	// walk calls fn for every block in order, every set of rows holding it and every kernel
 	// call that set takes (queryRuns: a set of rows query head by query head, up to four rows
 	// evenly apart at once; a row alone, the query heads of each key/value head together),
 	// with where the block starts and how many of its positions the rows attend to (the same
 	// for every row holding it), having asked for the next block's keys (values) to be
-	// prefetched. Query q's scores are sc.s[q·stride:], its input sc.q[q·hd:] and its sums
-	// sc.acc[q·hd:].
-	walk := func(values bool, fn func(sp *cache.Span, run queryRun, st, nr int)) {
+	// prefetched (head: the block's keys or values of a head). Query q's scores are
+	// sc.s[q·stride:], its input sc.q[q·hd:] and its sums sc.acc[q·hd:].
+	walk := func(head func(*cache.Span, int) []byte, fn func(sp *cache.Span, run queryRun, st, nr int)) {
 		for k := range nb {
 			if k+1 < nb {
 				next := &blocks[k+1]
 				for c := range next.n {
 					sp := span(next.rows(c)[0], k+1)
-					data := sp.K
-					if values {
-						data = sp.V
-					}
 					for g := g0; g < g1; g++ {
-						kernels.Prefetch(data[g*hb : (g+1)*hb])
+						kernels.Prefetch(head(sp, g))
 					}
 				}
 			}
@@ -598,8 +587,8 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, runs
 			}
 		}
 	}
-	walk(false, func(sp *cache.Span, run queryRun, st, _ int) {
-		keys := sp.K[(g0+run.i/group)*hb : (g0+run.i/group+1)*hb]
+	walk((*cache.Span).KHead, func(sp *cache.Span, run queryRun, st, _ int) {
+		keys := sp.KHead(g0 + run.i/group)
 		if qb == 0 {
 			kernels.AttnScoresStrided(sc.s[run.q*stride+st:], run.step*stride, sc.q[run.q*hd:], run.step*hd, run.n, keys, ap.dt, hd, ap.bs)
 			return
@@ -615,9 +604,8 @@ func (m *Model) attendGroup(ws *workspace, sc *attnScratch, rows []rowInfo, runs
 	}
 
 	clear(sc.acc[:nq*hd])
-	walk(true, func(sp *cache.Span, run queryRun, st, nr int) {
-		g := g0 + run.i/group
-		values := sp.V[g*hb : g*hb+nr*vb]
+	walk((*cache.Span).VHead, func(sp *cache.Span, run queryRun, st, nr int) {
+		values := sp.VHead(g0 + run.i/group)[:nr*ap.kvType.Bytes(hd)]
 		kernels.AttnAccumulateStrided(sc.acc[run.q*hd:], run.step*hd, sc.s[run.q*stride+st:], run.step*stride, run.n, values, ap.dt, hd, nr)
 	})
 	for j, s := range grp.segs[:n] {
