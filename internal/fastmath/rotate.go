@@ -11,12 +11,10 @@ import "fmt"
 // or more heads of 2·len(cos) values each, all rotated by the same angles; sin must be at least
 // as long as cos. It panics when len(v) is not a whole number of heads.
 func RotatePairs(v, cos, sin []float32) {
-	half := len(cos)
+	half, sin := heads("RotatePairs", v, cos, sin)
 	if half == 0 {
 		return
 	}
-	checkHeads("RotatePairs", v, half)
-	sin = sin[:half]
 	if half&3 == 0 { // the kernel takes every head, four pairs at a time
 		rotatePairsBlocks(v, cos, sin)
 		return
@@ -36,12 +34,10 @@ func RotatePairs(v, cos, sin []float32) {
 //
 //	v[i], v[i+h] = v[i]·cos[i] − v[i+h]·sin[i], v[i]·sin[i] + v[i+h]·cos[i]
 func RotateHalves(v, cos, sin []float32) {
-	half := len(cos)
+	half, sin := heads("RotateHalves", v, cos, sin)
 	if half == 0 {
 		return
 	}
-	checkHeads("RotateHalves", v, half)
-	sin = sin[:half]
 	n := half &^ 7 // pairs the kernel takes, eight at a time
 	for h := 0; h < len(v); h += 2 * half {
 		lo, hi := v[h:h+half], v[h+half:h+2*half]
@@ -52,26 +48,35 @@ func RotateHalves(v, cos, sin []float32) {
 	}
 }
 
-// checkHeads panics unless v is a whole number of heads of 2·half values: a rotation left a
-// partial head as it was.
-func checkHeads(name string, v []float32, half int) {
+// heads returns a rotation's pairs a head, len(cos), and sin cut to as many; it panics
+// unless v is a whole number of heads of 2·len(cos) values (a rotation left a partial head as
+// it was).
+func heads(name string, v, cos, sin []float32) (half int, sinHalf []float32) {
+	half = len(cos)
+	if half == 0 {
+		return 0, nil
+	}
 	if len(v)%(2*half) != 0 {
 		panic(fmt.Sprintf("fastmath: %s of %d values: not a whole number of heads of %d (2·len(cos))", name, len(v), 2*half))
 	}
+	return half, sin[:half]
+}
+
+// rotation is one pair's rotation, every product and sum rounded to float32: each product is
+// converted explicitly so that the compiler cannot fuse it into a multiply-add, as the
+// assembly does not.
+func rotation(x0, x1, c, s float32) (float32, float32) {
+	return float32(x0*c) - float32(x1*s), float32(x0*s) + float32(x1*c)
 }
 
 // rotatePairsGeneric is RotatePairs in Go, over every head of v (a multiple of 2·len(cos)
-// values): every product is converted explicitly so that the compiler cannot fuse it into a
-// multiply-add, as the assembly does not.
+// values).
 func rotatePairsGeneric(v, cos, sin []float32) {
 	sin = sin[:len(cos)]
 	for h := 0; h+2*len(cos) <= len(v); h += 2 * len(cos) {
 		head := v[h : h+2*len(cos)]
 		for i, c := range cos {
-			s := sin[i]
-			x0, x1 := head[2*i], head[2*i+1]
-			head[2*i] = float32(x0*c) - float32(x1*s)
-			head[2*i+1] = float32(x0*s) + float32(x1*c)
+			head[2*i], head[2*i+1] = rotation(head[2*i], head[2*i+1], c, sin[i])
 		}
 	}
 }
@@ -80,9 +85,7 @@ func rotatePairsGeneric(v, cos, sin []float32) {
 func rotateHalvesGeneric(lo, hi, cos, sin []float32) {
 	sin, lo, hi = sin[:len(cos)], lo[:len(cos)], hi[:len(cos)]
 	for i, c := range cos {
-		s, x0, x1 := sin[i], lo[i], hi[i]
-		lo[i] = float32(x0*c) - float32(x1*s)
-		hi[i] = float32(x0*s) + float32(x1*c)
+		lo[i], hi[i] = rotation(lo[i], hi[i], c, sin[i])
 	}
 }
 
