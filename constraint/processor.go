@@ -304,7 +304,8 @@ func (p *Processor) noToken(n int) error {
 }
 
 // Mask computes the set of tokens that may come next under tok's vocabulary. The result is
-// owned by p and valid until the next call.
+// valid until p's next call; its bits may be shared with p's clones and its mask cache (they
+// are never written while any of them holds them).
 func (p *Processor) Mask(tok core.Tokenizer) Mask {
 	trie := TrieFor(tok)
 	if p.maskFor == tok && p.maskAt == p.m.Len() && p.cur != nil {
