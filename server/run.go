@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/loomlm/loom/core"
@@ -69,16 +70,20 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	var st *streamer
 	if j.stream {
 		st = newStreamer(w, j)
+		defer st.stop()
 	}
 	obs := s.metrics.observer(j.start)
 	j.req.OnEvent = func(ev core.Event) error {
 		obs.event()
 		if st != nil {
-			return st.event(ev)
+			return st.queue(ev)
 		}
 		return nil
 	}
 	res, genErr := core.Generate(ctx, j.pipe, j.req)
+	if st != nil {
+		st.stop()
+	}
 	if res != nil {
 		s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
 	}
@@ -195,7 +200,13 @@ func chatResponse(j *job, res *core.Result) map[string]any {
 // fingerprint names the seed a request ran with, so a client can repeat it.
 func fingerprint(res *core.Result) string { return fmt.Sprintf("loom-seed-%d", res.Seed) }
 
-// streamer writes a request's events as server-sent events.
+// streamer writes a request's events as server-sent events. The generation queues its events
+// (queue) and a goroutine of the stream's own writes them (writeQueued), so that a token costs
+// the generation no write to its client before it asks for the next one: in a server decoding
+// many streams, the next batched step waits for every stream's previous token, and a write to
+// a socket (a system call) is most of what a stream does between steps. Events that queue
+// while a write is under way go out together in the next one. Once stopped, the streamer's
+// writing methods are the caller's.
 type streamer struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
@@ -203,11 +214,76 @@ type streamer struct {
 	started bool
 	roleSet map[int]bool
 	err     error
+
+	mu      sync.Mutex
+	queued  []core.Event
+	spare   []core.Event // the writer's last batch, reused for the next
+	failed  error        // the writer's error, returned at the generation's next event
+	stopped bool
+	wake    chan struct{}
+	exited  chan struct{}
 }
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	return &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	go st.writeQueued()
+	return st
+}
+
+// queue hands ev to the writer; once a write has failed (the client is gone) it returns that
+// error, which ends the generation.
+func (st *streamer) queue(ev core.Event) error {
+	if ev.Retract > 0 {
+		return errRetract
+	}
+	st.mu.Lock()
+	if st.failed != nil {
+		st.mu.Unlock()
+		return st.failed
+	}
+	st.queued = append(st.queued, ev)
+	st.mu.Unlock()
+	st.signal()
+	return nil
+}
+
+func (st *streamer) signal() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeQueued writes the queued events, each batch in one flush, until stop.
+func (st *streamer) writeQueued() {
+	defer close(st.exited)
+	for range st.wake {
+		st.mu.Lock()
+		evs, stopped := st.queued, st.stopped
+		st.queued, st.spare = st.spare[:0], evs
+		st.mu.Unlock()
+		for _, ev := range evs {
+			_ = st.event(ev)
+		}
+		if err := st.flush(); err != nil {
+			st.mu.Lock()
+			st.failed = err
+			st.mu.Unlock()
+		}
+		if stopped {
+			return
+		}
+	}
+}
+
+// stop waits until the writer has written what is queued and ended.
+func (st *streamer) stop() {
+	st.mu.Lock()
+	st.stopped = true
+	st.mu.Unlock()
+	st.signal()
+	<-st.exited
 }
 
 // start sends the headers (200) before the first event.
@@ -232,11 +308,16 @@ func (st *streamer) send(v any) error {
 	if err == nil {
 		_, err = fmt.Fprintf(st.w, "data: %s\n\n", b)
 	}
-	if err == nil && st.flusher != nil {
-		st.flusher.Flush()
-	}
 	st.err = err
 	return err
+}
+
+// flush sends what has been written to the client.
+func (st *streamer) flush() error {
+	if st.err == nil && st.started && st.flusher != nil {
+		st.flusher.Flush()
+	}
+	return st.err
 }
 
 // chunk is one streamed object with the given choices.
