@@ -18,7 +18,8 @@ import (
 // and for as long as a caller holds the pool (HoldWorkers: a model's forward pass does) — and
 // a caller waits for its helpers' last chunks spinning for up to waitSpin before it parks.
 // A spinning worker yields to the scheduler as it spins, so it takes no core another of the
-// process's goroutines asked for, and spinning stops spinFor after the last job once nothing
+// process's goroutines asked for, its thread yields its core to other processes once it has
+// watched for yieldThreadAfter, and spinning stops spinFor after the last job once nothing
 // holds the pool. (A yielding worker is always runnable, so while it spins the scheduler does
 // not poll the network: a server's new requests wait for it to park, or for the runtime's
 // forced poll every 10 ms. Spinning long only while a forward pass holds the pool keeps that
@@ -42,6 +43,19 @@ const (
 	// back costs more than a helper's last chunk usually takes: at 20 µs a 16-stream
 	// server's caller parked about five times a step.
 	waitSpin = 200 * time.Microsecond
+	// yieldThreadAfter is how long a worker watches for a job before its yields give up its
+	// thread's core too (sched_yield), not only its place in the Go scheduler: runtime.Gosched
+	// lets the process's own goroutines run, but to the operating system a spinning worker is a
+	// busy thread, and another process on its core waits for its time slice — a server's
+	// clients on the same machine, say, reading the tokens just written to them. Inside a
+	// forward pass jobs follow each other within microseconds and a worker never watches this
+	// long; between a server's steps (while its streams take their tokens and ask again) it
+	// does. With `loom serve` and its clients sharing two cores (`loom bench serve
+	// --concurrency 1,4,16`, three rounds alternating) 16 streams went from 4 696–4 911 to
+	// 4 985–5 331 tok/s and the time to first token's median at one and four streams from
+	// 5.9–8.4 and 8.2–9.5 to 4.6–6.5 and 5.3–6.3 ms; a forward pass alone
+	// (BenchmarkForwardRows) and beam search (BenchmarkBeam) were level.
+	yieldThreadAfter = 20 * time.Microsecond
 )
 
 // HoldWorkers keeps the pool's workers watching for jobs between them, however long the
@@ -214,10 +228,14 @@ func spin(last *job) *job {
 			return j
 		}
 		if i%64 == 63 {
-			if !spinMore(time.Since(start), pool.holds.Load() > 0) {
+			elapsed := time.Since(start)
+			if !spinMore(elapsed, pool.holds.Load() > 0) {
 				return nil
 			}
 			runtime.Gosched()
+			if elapsed > yieldThreadAfter {
+				yieldThread()
+			}
 		}
 	}
 }
