@@ -81,6 +81,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return nil
 	}
 	res, genErr := core.Generate(ctx, j.pipe, j.req)
+	leave() // the batcher waits for no more steps of this request while its client reads
 	if st != nil {
 		st.stop()
 	}
