@@ -26,8 +26,11 @@ type part struct {
 func (b *Model) step(calls []*call) {
 	var live []*call
 	for _, c := range calls {
-		if err := c.ctx.Err(); err != nil && c.advanced() {
-			b.fail(c, err) // cancelled between the chunks of its prefill
+		// A call cancelled while it waited (between the chunks of its prefill, or before its
+		// first, say held back for an earlier prompt) ends here: its caller may not have
+		// withdrawn it before this step took it.
+		if err := c.ctx.Err(); err != nil {
+			b.fail(c, err)
 			continue
 		}
 		live = append(live, c)
