@@ -33,8 +33,16 @@ import (
 const (
 	// spinFor is how long a worker watches for a new job after its last one before it parks,
 	// when nothing holds the pool: longer than the serial work between the products of a
-	// forward pass, short enough that an idle process soon stops spinning.
-	spinFor = 50 * time.Microsecond
+	// forward pass, and than the work between a batching server's steps (its streams take
+	// their tokens and ask again: 100–200 µs for 16 streams of the embedded model), so that
+	// the worker is not parked when the next step begins; short enough that an idle process
+	// soon stops spinning. At 50 µs the worker parked in every such gap and the next step's
+	// first products ran on the caller alone until it woke: `go test ./server/batch -run '^$'
+	// -bench 'Decode/streams=(1|16)/^batched$'`, three rounds alternating, 16 streams 9 252–9 482
+	// → 10 451–10 662 tok/s and one stream 3 351–3 445 → 3 481–3 608; `loom bench serve`, its
+	// clients on the same two cores, level (16 streams 5 128–5 517 against 5 240–5 418 tok/s,
+	// the times to first token level), as were greedy and speculative decoding.
+	spinFor = 200 * time.Microsecond
 	// holdSpinFor bounds a held worker's watch for the next job: a holder between its jobs
 	// does serial work of microseconds, not this long.
 	holdSpinFor = 10 * time.Millisecond
@@ -62,7 +70,7 @@ const (
 // caller's serial work between its jobs takes, until the matching ReleaseWorkers (holds
 // nest). A forward pass holds the pool for its duration: in a server decoding 16 streams,
 // the caller's serial work between products — the moments the server's other goroutines
-// hold its core included — outlasted a worker's 50 µs watch about ten times a step, and the
+// hold its core included — outlasted a worker's watch (50 µs then) about ten times a step, and the
 // parked worker, woken for the next product, came after that product was done: one job in ten
 // ran on the caller alone (docs/BENCHMARKS.md, "Cores left idle inside a step").
 func HoldWorkers() {
