@@ -9,7 +9,7 @@ import "fmt"
 //
 // every product and sum rounded to float32 (no fused multiply-add), on every CPU. v holds one
 // or more heads of 2·len(cos) values each, all rotated by the same angles; sin must be at least
-// as long as cos. It panics when len(v) is not a whole number of heads.
+// as long as cos. It panics when len(v) is not a whole number of heads or sin is shorter.
 func RotatePairs(v, cos, sin []float32) {
 	half, sin := heads("RotatePairs", v, cos, sin)
 	if half == 0 {
@@ -50,7 +50,7 @@ func RotateHalves(v, cos, sin []float32) {
 
 // heads returns a rotation's pairs a head, len(cos), and sin cut to as many; it panics
 // unless v is a whole number of heads of 2·len(cos) values (a rotation left a partial head as
-// it was).
+// it was) and sin has an angle for every pair.
 func heads(name string, v, cos, sin []float32) (half int, sinHalf []float32) {
 	half = len(cos)
 	if half == 0 {
@@ -58,6 +58,9 @@ func heads(name string, v, cos, sin []float32) (half int, sinHalf []float32) {
 	}
 	if len(v)%(2*half) != 0 {
 		panic(fmt.Sprintf("fastmath: %s of %d values: not a whole number of heads of %d (2·len(cos))", name, len(v), 2*half))
+	}
+	if len(sin) < half {
+		panic(fmt.Sprintf("fastmath: %s with %d sines for %d cosines", name, len(sin), half))
 	}
 	return half, sin[:half]
 }

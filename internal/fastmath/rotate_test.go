@@ -50,20 +50,28 @@ func TestRotateMatchesReference(t *testing.T) {
 	}
 }
 
-// TestRotatePartialHeadPanics checks that a vector that is not a whole number of heads is
-// refused with the lengths named, in both layouts.
+// TestRotatePartialHeadPanics checks that a vector that is not a whole number of heads, and
+// fewer sines than cosines, are refused with the lengths named, in both layouts.
 func TestRotatePartialHeadPanics(t *testing.T) {
 	cos, sin := make([]float32, 4), make([]float32, 4)
 	for _, rotate := range []func(v, cos, sin []float32){RotatePairs, RotateHalves} {
-		func() {
-			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, "12 values: not a whole number of heads of 8") {
-					t.Errorf("a 12-value vector with 4 angles: panic %q", msg)
-				}
+		for _, tc := range []struct {
+			v, sin []float32
+			want   string
+		}{
+			{make([]float32, 12), sin, "12 values: not a whole number of heads of 8"},
+			{make([]float32, 16), sin[:3], "with 3 sines for 4 cosines"},
+		} {
+			func() {
+				defer func() {
+					msg, _ := recover().(string)
+					if !strings.Contains(msg, tc.want) {
+						t.Errorf("%d values, %d cosines, %d sines: panic %q, want %q", len(tc.v), len(cos), len(tc.sin), msg, tc.want)
+					}
+				}()
+				rotate(tc.v, cos, tc.sin)
 			}()
-			rotate(make([]float32, 12), cos, sin)
-		}()
+		}
 	}
 }
 

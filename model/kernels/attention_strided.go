@@ -13,15 +13,24 @@ import (
 // head, read calls it once for all of them, each key row loaded once for the queries; with
 // the queries' and outputs' spacing given, checking the call costs a few comparisons (four
 // separate slices took as long to check as the kernel, 36 of 89 ns, took to score a block of
-// 16 positions). Keys are F32 or
-// F16 (Q8_0 keys are scored a quantized query at a time: AttnScoresQ8). It panics on
-// mismatched lengths.
+// 16 positions). F32 and F16 keys go through the several-query kernels; Q8_0 keys a query
+// at a time, as AttnScores takes them (each query quantized in the call: attention over many
+// blocks quantizes its queries once and calls AttnScoresQ8). It panics on mismatched lengths.
 func AttnScoresStrided(out []float32, ostride int, q []float32, qstride, n int, k []byte, t ggml.Type, hd, bs int) {
-	ti, size := attnType(t)
 	if n != 1 && n != 2 && n != 4 || ostride < bs || qstride < 0 ||
-		len(out) < (n-1)*ostride+bs || len(q) < (n-1)*qstride+hd || len(k) < hd*bs*size {
-		panic(fmt.Sprintf("kernels: AttnScoresStrided of %d queries against %d×%d %v keys: len(q) = %d (stride %d), len(out) = %d (stride %d), len(k) = %d",
-			n, hd, bs, t, len(q), qstride, len(out), ostride, len(k)))
+		len(out) < (n-1)*ostride+bs || len(q) < (n-1)*qstride+hd {
+		panic(fmt.Sprintf("kernels: AttnScoresStrided of %d queries against %d×%d %v keys: len(q) = %d (stride %d), len(out) = %d (stride %d)",
+			n, hd, bs, t, len(q), qstride, len(out), ostride))
+	}
+	if t == ggml.Q8_0 {
+		for j := range n {
+			AttnScores(out[j*ostride:], q[j*qstride:], k, t, hd, bs)
+		}
+		return
+	}
+	ti, size := attnType(t)
+	if len(k) < hd*bs*size {
+		panic(fmt.Sprintf("kernels: AttnScoresStrided against %d×%d %v keys: len(k) = %d", hd, bs, t, len(k)))
 	}
 	a := &currentImpl().attn
 	if hd == 0 || bs == 0 || a.scores[ti] == nil || hd%4 != 0 || bs%a.lanes != 0 {

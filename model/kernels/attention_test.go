@@ -311,8 +311,8 @@ func randomValues(r *rand.Rand, typ ggml.Type, nr, hd int) []byte {
 // TestAttnStridedMatchesOneQuery checks AttnScoresStrided and AttnAccumulateStrided against
 // AttnScores and AttnAccumulate a query at a time, bit for bit over the whole output buffer
 // (what lies between the outputs stays as it was), in every implementation: one, two and
-// four queries, inputs and outputs packed or with gaps, F32 and F16 keys and F32, F16 and
-// Q8_0 values, of widths every kernel and the tails take.
+// four queries, inputs and outputs packed or with gaps, F32, F16 and Q8_0 keys and values,
+// of widths every kernel and the tails take.
 func TestAttnStridedMatchesOneQuery(t *testing.T) {
 	r := rand.New(rand.NewPCG(45, 46))
 	for _, impl := range implNames() {
@@ -329,14 +329,12 @@ func TestAttnStridedMatchesOneQuery(t *testing.T) {
 						for i := range in {
 							in[i] = float32(r.NormFloat64())
 						}
-						if typ != ggml.Q8_0 {
-							qstride, ostride := sh.hd+gap, sh.bs+gap
-							checkStrided(t, name+", scores", r, impl, n*ostride, func(want []float32) {
-								for j := range n {
-									AttnScores(want[j*ostride:], in[j*qstride:], k, typ, sh.hd, sh.bs)
-								}
-							}, func(got []float32) { AttnScoresStrided(got, ostride, in, qstride, n, k, typ, sh.hd, sh.bs) })
-						}
+						qstride, ostride := sh.hd+gap, sh.bs+gap
+						checkStrided(t, name+", scores", r, impl, n*ostride, func(want []float32) {
+							for j := range n {
+								AttnScores(want[j*ostride:], in[j*qstride:], k, typ, sh.hd, sh.bs)
+							}
+						}, func(got []float32) { AttnScoresStrided(got, ostride, in, qstride, n, k, typ, sh.hd, sh.bs) })
 						pstride, astride := sh.nr+gap, sh.hd+gap
 						ps := make([]float32, n*pstride)
 						for i := range ps {

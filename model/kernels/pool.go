@@ -40,8 +40,9 @@ const (
 	// first products ran on the caller alone until it woke: `go test ./server/batch -run '^$'
 	// -bench 'Decode/streams=(1|16)/^batched$'`, three rounds alternating, 16 streams 9 252–9 482
 	// → 10 451–10 662 tok/s and one stream 3 351–3 445 → 3 481–3 608; `loom bench serve`, its
-	// clients on the same two cores, level (16 streams 5 128–5 517 against 5 240–5 418 tok/s,
-	// the times to first token level), as were greedy and speculative decoding.
+	// clients on the same two cores, level (16 streams 5 240–5 418 tok/s at 200 µs against
+	// 5 128–5 517 at 50, the times to first token level), as were greedy and speculative
+	// decoding.
 	spinFor = 200 * time.Microsecond
 	// holdSpinFor bounds a held worker's watch for the next job: a holder between its jobs
 	// does serial work of microseconds, not this long.
