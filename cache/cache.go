@@ -136,6 +136,9 @@ type block struct {
 	// parent is the chain hash of the block before it.
 	hash, parent uint64
 	published    bool
+	// zeroed is set while the storage of a free block is known to be all zeros (Reserve), so
+	// that taking it need not clear it.
+	zeroed bool
 	// prev and next link the unreferenced published blocks in least-recently-used order.
 	prev, next *block
 }
@@ -279,9 +282,7 @@ func (p *Pool) takeBlock(zero bool) *block {
 		b = p.free[len(p.free)-1]
 		p.free = p.free[:len(p.free)-1]
 	case p.allocated < p.maxBlocks:
-		b = &block{tokens: make([]int32, p.cfg.BlockSize)}
-		b.data = make([]byte, p.cfg.Layers*p.layerBytes)
-		p.allocated++
+		b = p.newBlock()
 		zero = false // new memory is zero
 	default: // evict the least recently used cached block
 		b = p.lru.next
@@ -289,13 +290,46 @@ func (p *Pool) takeBlock(zero bool) *block {
 		p.unpublish(b)
 		p.evictions++
 	}
-	if zero {
+	if zero && !b.zeroed {
 		clear(b.data)
 	}
+	b.zeroed = false
 	b.refs = 1
 	p.inUse++
 	return b
 }
+
+// newBlock allocates a block's storage within the budget. The caller holds p.mu and has checked
+// that allocated < maxBlocks.
+func (p *Pool) newBlock() *block {
+	p.allocated++
+	return &block{tokens: make([]int32, p.cfg.BlockSize), data: make([]byte, p.cfg.Layers*p.layerBytes)}
+}
+
+// Reserve allocates up to blocks more blocks within the budget and writes every page of their
+// storage, so that the memory is the process's before sequences need it, and returns how many
+// it allocated. The blocks are free: Grow takes them before it allocates others. A server calls
+// it at startup, as llama.cpp allocates and clears its whole KV cache: the first write to a
+// fresh page is a page fault, and a forward pass that writes into a new block waits for its
+// faults (on the virtual machine docs/BENCHMARKS.md measures on, 11–15 µs a 4 KiB page: a
+// 110M model's Q8_0 block of 313 KB cost about a millisecond, and 16 streams fill one a step).
+func (p *Pool) Reserve(blocks int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := max(0, min(blocks, p.maxBlocks-p.allocated))
+	for range n {
+		b := p.newBlock()
+		for i := 0; i < len(b.data); i += pageBytes {
+			b.data[i] = 0 // a write: a read would map the shared zero page
+		}
+		b.zeroed = true
+		p.free = append(p.free, b)
+	}
+	return n
+}
+
+// pageBytes is the smallest page size of the systems loom runs on.
+const pageBytes = 4096
 
 // acquire adds a reference to b.
 func (p *Pool) acquire(b *block) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +182,14 @@ func checkInvariants(t testing.TB, p *Pool, seqs []*Sequence) {
 	for _, b := range p.free {
 		if b.refs != 0 || b.published {
 			t.Fatalf("free block with refs = %d, published = %v", b.refs, b.published)
+		}
+		if b.zeroed && slices.ContainsFunc(b.data, func(x byte) bool { return x != 0 }) {
+			t.Fatal("a free block marked zeroed holds non-zero bytes")
+		}
+	}
+	for b := range refs {
+		if b.zeroed {
+			t.Fatal("a block in use is still marked zeroed")
 		}
 	}
 	if p.allocated != p.inUse+p.cached+len(p.free) {
@@ -621,6 +630,57 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestReserve checks that reserved blocks are free, zero and taken before any other is
+// allocated, within the budget.
+func TestReserve(t *testing.T) {
+	for _, dt := range dtypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			cfg := widen(Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockSize: 4, DType: dt})
+			probe := newTestPool(t, cfg)
+			cfg.Budget = 4*probe.BlockBytes() + 100 // four blocks
+			p := newTestPool(t, cfg)
+			if got := p.Reserve(3); got != 3 {
+				t.Fatalf("Reserve(3) = %d, want 3", got)
+			}
+			if st := p.Stats(); st.Allocated != 3 || st.Free != 3 || st.InUse != 0 {
+				t.Fatalf("after Reserve(3): %+v", st)
+			}
+			checkInvariants(t, p, nil)
+			// A sequence takes the reserved blocks: nothing more is allocated.
+			a := p.NewSequence()
+			if err := fill(t, a, seqTokens(1, 6)); err != nil { // two blocks, the second half full
+				t.Fatal(err)
+			}
+			if st := p.Stats(); st.Allocated != 3 || st.Free != 1 || st.InUse != 2 {
+				t.Fatalf("after a sequence of two blocks: %+v", st)
+			}
+			verify(t, a, seqTokens(1, 6))
+			// The budget bounds a reservation; a negative or zero one does nothing.
+			for _, c := range []struct{ ask, want int }{{-1, 0}, {0, 0}, {5, 1}, {1, 0}} {
+				if got := p.Reserve(c.ask); got != c.want {
+					t.Fatalf("Reserve(%d) = %d, want %d", c.ask, got, c.want)
+				}
+			}
+			checkInvariants(t, p, []*Sequence{a})
+			// A block given back unpublished (a's half-full last one) is cleared when taken
+			// again; a reserved one is zero already.
+			a.Close()
+			b := p.NewSequence()
+			if err := b.Grow(seqTokens(40, 8)); err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			for i, blk := range b.blocks {
+				if slices.ContainsFunc(blk.data, func(x byte) bool { return x != 0 }) {
+					t.Errorf("block %d of a new sequence holds stale bytes", i)
+				}
+			}
+			p.mu.Unlock()
+			checkInvariants(t, p, []*Sequence{b})
+		})
+	}
+}
+
 // TestRandomOperations runs random grows, forks, truncates, prefix matches and closes against
 // a plain model of each sequence's tokens, checking contents and bookkeeping throughout.
 func TestRandomOperations(t *testing.T) {
@@ -681,6 +741,14 @@ func TestRandomOperations(t *testing.T) {
 						t.Fatal(err)
 					}
 					l.toks = l.toks[:n]
+				case op == 8 && r.IntN(4) == 0: // reserve blocks ahead of need
+					k := r.IntN(5)
+					p.mu.Lock()
+					want := min(k, p.maxBlocks-p.allocated)
+					p.mu.Unlock()
+					if got := p.Reserve(k); got != want {
+						t.Fatalf("Reserve(%d) = %d, want %d", k, got, want)
+					}
 				case len(seqs) > 0: // close
 					i := r.IntN(len(seqs))
 					seqs[i].s.Close()

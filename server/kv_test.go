@@ -1,15 +1,19 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomlm/loom/server"
 	"github.com/openai/openai-go/v3"
 )
@@ -39,5 +43,50 @@ func TestKVBudget(t *testing.T) {
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" || ae.Response.Header.Get("Retry-After") == "" {
 		t.Fatalf("err = %v, want 503 kv_cache_full with Retry-After", err)
+	}
+}
+
+// TestReserveKV loads a pipeline on a server with Options.ReserveKV: the model's KV cache is
+// reserved at load, as far as its budget allows (MaxRunning sequences of its full context are
+// more than 1 MiB), said in the log, and serving keeps the budget's limits.
+func TestReserveKV(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "small.toml")
+	if err := os.WriteFile(file, []byte("[model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n[strategy]\ntype = \"greedy\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s := server.New(server.Options{ReserveKV: true, MaxRunning: 4,
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, JSONFormat: true, Level: hclog.Info})})
+	defer s.Close()
+	if err := s.Load(file); err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		Msg       string `json:"@message"`
+		Model     string `json:"model"`
+		Sequences int    `json:"sequences"`
+		MiB       string `json:"MiB"`
+	}
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	// Four sequences of the embedded model's 512 positions take more than its 1 MiB budget:
+	// the whole budget is reserved, less what is left of it below one block (under 0.1 MiB).
+	mib, err := strconv.ParseFloat(line.MiB, 64)
+	if line.Msg != "reserved KV cache" || line.Model != "builtin default" || line.Sequences != 4 || err != nil || mib < 0.9 || mib > 1 {
+		t.Fatalf("log line %+v, want the reservation of builtin default's 1 MiB budget for 4 sequences", line)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	c := client(hs)
+	if _, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "small",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God said")}, MaxTokens: openai.Int(4)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "small",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(strings.Repeat("And God said, Let there be light. ", 30))}, MaxTokens: openai.Int(4)})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" {
+		t.Fatalf("err = %v, want 503 kv_cache_full: a reservation does not raise the budget", err)
 	}
 }

@@ -42,6 +42,11 @@ type Options struct {
 	// ChunkTokens the prefill chunk (defaults batch.DefaultWindow, batch.DefaultChunkTokens).
 	BatchWindow time.Duration
 	ChunkTokens int
+	// ReserveKV has every model the server opens reserve, at load, the KV cache that
+	// MaxRunning requests of its full context fill, within the model's KV budget (models that
+	// can: loom's runtime, llama.Model.ReserveKV), so that no request's forward pass waits for
+	// fresh memory to be faulted in.
+	ReserveKV bool
 	// StartPlugins starts the plugins a pipeline declares (once, at load).
 	StartPlugins func(spec *pipeline.Spec, reg *pipeline.Registry) (io.Closer, error)
 	// Logger receives request logs (default: none).
@@ -217,6 +222,16 @@ func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: model: %w", spec.File, err)
+	}
+	if r, ok := raw.(interface{ ReserveKV(sequences int) int64 }); ok && s.opts.ReserveKV {
+		start := time.Now()
+		n := r.ReserveKV(s.opts.MaxRunning)
+		name := ms.Path
+		if name == "" {
+			name = "builtin " + ms.Builtin
+		}
+		s.log.Info("reserved KV cache", "pipeline", spec.File, "model", name, "sequences", s.opts.MaxRunning,
+			"MiB", fmt.Sprintf("%.1f", float64(n)/(1<<20)), "took", time.Since(start).Round(time.Millisecond).String())
 	}
 	m := &sharedModel{raw: raw, tok: tok,
 		builtin: fmt.Sprintf("loom-serve-%d", builtinSeq.Add(1)),

@@ -42,6 +42,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
 	model := fs.String("model", "", "GGUF model file replacing every pipeline's [model]")
 	noMmap := fs.Bool("no-mmap", false, noMmapUsage)
+	reserveKV := fs.Bool("kv-reserve", true, "at startup, allocate and fault in the KV cache that --max-running requests of each model's full context fill (within its KV budget), as llama-server allocates its cache, so that no request waits for fresh memory; false lets the cache grow as requests need it")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "loom-serve", Output: stderr, JSONFormat: *logJSON, Level: hclog.Info})
 	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
-		BatchWindow: *window, ChunkTokens: *chunk, StartPlugins: startPlugins, Logger: log})
+		BatchWindow: *window, ChunkTokens: *chunk, ReserveKV: *reserveKV, StartPlugins: startPlugins, Logger: log})
 	defer s.Close()
 	if err := loadServed(s, pos, *model, *noMmap); err != nil {
 		return err

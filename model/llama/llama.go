@@ -802,6 +802,16 @@ func (m *Model) Params() Params { return m.p }
 // Cache returns the pool of the model's KV cache (for statistics).
 func (m *Model) Cache() *cache.Pool { return m.pool }
 
+// ReserveKV allocates and faults in the KV cache that sequences sequences of the model's full
+// context fill, within its KV budget (cache.Pool.Reserve), and returns the bytes it reserved. A
+// server calls it at startup for its most running requests, so that no request's forward pass
+// waits for fresh memory.
+func (m *Model) ReserveKV(sequences int) int64 {
+	bs := m.pool.Config().BlockSize
+	blocks := sequences * ((m.p.ContextLength + bs - 1) / bs)
+	return int64(m.pool.Reserve(blocks)) * m.pool.BlockBytes()
+}
+
 // File returns the GGUF file the model reads its weights from.
 func (m *Model) File() *gguf.File { return m.file }
 

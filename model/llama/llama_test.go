@@ -889,3 +889,45 @@ func testGroupedAttentionMixedSharing(t *testing.T, path string, kv cache.DType)
 		}
 	}
 }
+
+// TestReserveKV checks that ReserveKV reserves the blocks of its sequences' full context
+// within the budget, and that decoding then allocates nothing more.
+func TestReserveKV(t *testing.T) {
+	m, err := Open(filepath.Join("..", "..", "models", "default.gguf"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pool := m.Cache()
+	bs := pool.Config().BlockSize
+	perSeq := (m.Params().ContextLength + bs - 1) / bs
+	if got, want := m.ReserveKV(2), int64(2*perSeq)*pool.BlockBytes(); got != want {
+		t.Fatalf("ReserveKV(2) = %d bytes, want %d (%d blocks of %d bytes)", got, want, 2*perSeq, pool.BlockBytes())
+	}
+	st := pool.Stats()
+	if st.Allocated != 2*perSeq || st.Free != 2*perSeq {
+		t.Fatalf("after ReserveKV(2): %+v", st)
+	}
+	s, err := m.NewState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(100 + 7*i)
+	}
+	if err := m.Forward(context.Background(), []core.ForwardItem{{State: s, Tokens: prompt}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := pool.Stats(); st.Allocated != 2*perSeq || st.InUse != 3 {
+		t.Fatalf("a 40-token prompt after ReserveKV(2): %+v, want the reserved blocks only, three in use", st)
+	}
+	// More sequences than the budget holds: the rest of the budget.
+	if got, want := m.ReserveKV(1<<20), int64(st.MaxBlocks-2*perSeq)*pool.BlockBytes(); got != want {
+		t.Fatalf("ReserveKV past the budget = %d bytes, want the %d left", got, want)
+	}
+	if st := pool.Stats(); st.Allocated != st.MaxBlocks {
+		t.Fatalf("after reserving the whole budget: %+v", st)
+	}
+}
