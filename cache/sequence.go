@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -216,8 +217,12 @@ func (s *Sequence) PutHeads(layer, pos, h0, h1 int, k, v []float32) {
 			kernels.QuantizeQ8_0(q, d, kh)
 			for g := range hd / Q8Group {
 				kg := kdst[g*(Q8Group+2)*bs:]
-				for j, x := range q[g*Q8Group : (g+1)*Q8Group] {
-					kg[kernels.Q8KeyByte(j, r, bs)] = x ^ 0x80 // unsigned: the byte + 128
+				// Elements 4w…4w+3 lie side by side (kernels.Q8KeyByte): a word each,
+				// unsigned (each byte + 128).
+				src := q[g*Q8Group : (g+1)*Q8Group]
+				for w := range Q8Group / 4 {
+					o := kernels.Q8KeyByte(4*w, r, bs)
+					binary.LittleEndian.PutUint32(kg[o:o+4], binary.LittleEndian.Uint32(src[4*w:])^0x80808080)
 				}
 				halves(kg[Q8Group*bs:])[r] = d[g]
 			}
