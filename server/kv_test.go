@@ -18,19 +18,26 @@ import (
 	"github.com/openai/openai-go/v3"
 )
 
-// TestKVBudget serves a pipeline whose model may keep 1 MiB of KV cache: a short prompt runs,
-// a prompt that needs more cache than the budget gets 503 with Retry-After, code
-// kv_cache_full.
-func TestKVBudget(t *testing.T) {
+// smallBudgetPipeline writes a pipeline whose model may keep 1 MiB of KV cache and loads it
+// on a server with opts, as model "small".
+func smallBudgetPipeline(t *testing.T, opts server.Options) *server.Server {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "small.toml")
 	if err := os.WriteFile(file, []byte("[model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n[strategy]\ntype = \"greedy\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := server.New(server.Options{})
-	defer s.Close()
+	s := server.New(opts)
+	t.Cleanup(func() { s.Close() })
 	if err := s.Load(file); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// overBudget serves s, checks that a short prompt runs, and returns the error of a prompt that
+// needs more cache than the 1 MiB budget.
+func overBudget(t *testing.T, s *server.Server) *openai.Error {
+	t.Helper()
 	hs := httptest.NewServer(s)
 	defer hs.Close()
 	c := client(hs)
@@ -41,8 +48,19 @@ func TestKVBudget(t *testing.T) {
 	_, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "small",
 		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(strings.Repeat("And God said, Let there be light. ", 30))}, MaxTokens: openai.Int(4)})
 	var ae *openai.Error
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" || ae.Response.Header.Get("Retry-After") == "" {
-		t.Fatalf("err = %v, want 503 kv_cache_full with Retry-After", err)
+	if !errors.As(err, &ae) {
+		t.Fatalf("a prompt over the KV budget: err = %v, want an API error", err)
+	}
+	return ae
+}
+
+// TestKVBudget serves a pipeline whose model may keep 1 MiB of KV cache: a short prompt runs,
+// a prompt that needs more cache than the budget gets 503 with Retry-After, code
+// kv_cache_full.
+func TestKVBudget(t *testing.T) {
+	ae := overBudget(t, smallBudgetPipeline(t, server.Options{}))
+	if ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" || ae.Response.Header.Get("Retry-After") == "" {
+		t.Fatalf("err = %v, want 503 kv_cache_full with Retry-After", ae)
 	}
 }
 
@@ -50,17 +68,9 @@ func TestKVBudget(t *testing.T) {
 // reserved at load, as far as its budget allows (MaxRunning sequences of its full context are
 // more than 1 MiB), said in the log, and serving keeps the budget's limits.
 func TestReserveKV(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "small.toml")
-	if err := os.WriteFile(file, []byte("[model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n[strategy]\ntype = \"greedy\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var logs bytes.Buffer
-	s := server.New(server.Options{ReserveKV: true, MaxRunning: 4,
+	s := smallBudgetPipeline(t, server.Options{ReserveKV: true, MaxRunning: 4,
 		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, JSONFormat: true, Level: hclog.Info})})
-	defer s.Close()
-	if err := s.Load(file); err != nil {
-		t.Fatal(err)
-	}
 	var line struct {
 		Msg       string `json:"@message"`
 		Model     string `json:"model"`
@@ -76,17 +86,7 @@ func TestReserveKV(t *testing.T) {
 	if line.Msg != "reserved KV cache" || line.Model != "builtin default" || line.Sequences != 4 || err != nil || mib < 0.9 || mib > 1 {
 		t.Fatalf("log line %+v, want the reservation of builtin default's 1 MiB budget for 4 sequences", line)
 	}
-	hs := httptest.NewServer(s)
-	defer hs.Close()
-	c := client(hs)
-	if _, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "small",
-		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God said")}, MaxTokens: openai.Int(4)}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "small",
-		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(strings.Repeat("And God said, Let there be light. ", 30))}, MaxTokens: openai.Int(4)})
-	var ae *openai.Error
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" {
-		t.Fatalf("err = %v, want 503 kv_cache_full: a reservation does not raise the budget", err)
+	if ae := overBudget(t, s); ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" {
+		t.Fatalf("err = %v, want 503 kv_cache_full: a reservation does not raise the budget", ae)
 	}
 }
