@@ -59,7 +59,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
 		BatchWindow: *window, ChunkTokens: *chunk, ReserveKV: *reserveKV, StartPlugins: startPlugins, Logger: log})
 	defer s.Close()
-	if err := loadServed(s, pos, *model, *noMmap); err != nil {
+	if err := loadServed(s, pos, *model, *noMmap, log); err != nil {
 		return err
 	}
 
@@ -99,8 +99,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 // loadServed loads the pipeline files given, or with none the example pipelines built into
 // loom (on the embedded default model); model, when set, replaces every pipeline's [model],
-// and noMmap sets mmap = false on every model and draft model.
-func loadServed(s *server.Server, files []string, model string, noMmap bool) error {
+// and noMmap sets mmap = false on every model and draft model. An example pipeline that does
+// not load on model (the speculative ones pair it with the embedded draft, whose vocabulary
+// another model's need not share) is left out with a warning in log; a pipeline file given
+// that does not load is an error, as is a model on which no example loads.
+func loadServed(s *server.Server, files []string, model string, noMmap bool, log hclog.Logger) error {
 	type source struct{ name, file string }
 	var srcs []source
 	for _, f := range files {
@@ -125,6 +128,8 @@ func loadServed(s *server.Server, files []string, model string, noMmap bool) err
 		}
 		model = abs
 	}
+	loaded := 0
+	var firstErr error
 	for _, src := range srcs {
 		var spec *pipeline.Spec
 		var err error
@@ -146,8 +151,19 @@ func loadServed(s *server.Server, files []string, model string, noMmap bool) err
 			spec.SetModelsOption("mmap", false)
 		}
 		if err := s.Add(src.name, spec); err != nil {
-			return err
+			if len(files) > 0 || model == "" {
+				return err
+			}
+			log.Warn("example pipeline left out: it does not load on --model", "pipeline", src.name, "error", err.Error())
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
 		}
+		loaded++
+	}
+	if loaded == 0 && firstErr != nil {
+		return firstErr
 	}
 	return nil
 }

@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomlm/loom/model/llama"
 )
 
 // startServe runs `loom serve args…` in this process and returns its URL and a channel with
@@ -213,5 +216,56 @@ func TestServeDrainDelay(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeModelFlagExamples serves the example pipelines on a model whose vocabulary is not
+// the embedded draft's: the speculative examples, which pair it with that draft, are left out
+// and the others served. A --model file on which no example loads is an error.
+func TestServeModelFlagExamples(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tiny.gguf")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := llama.WriteSynthetic(f, llama.Shapes["tiny"], "f32", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	url, done := startServe(t, "--model", file)
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Data []struct{ ID string } }
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Contains(ids, "greedy") || !slices.Contains(ids, "default") || slices.Contains(ids, "speculative") || slices.Contains(ids, "speculative-greedy") {
+		t.Errorf("served %v: want the examples without the speculative ones", ids)
+	}
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	notGGUF := filepath.Join(dir, "notes.gguf")
+	if err := os.WriteFile(notGGUF, []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = runServe([]string{"--addr", "127.0.0.1:0", "--model", notGGUF}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "notes.gguf") {
+		t.Errorf("--model of a file that is not GGUF: err = %v, want one naming the file", err)
 	}
 }
