@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,12 +20,12 @@ import (
 	"github.com/openai/openai-go/v3"
 )
 
-// smallBudgetPipeline writes a pipeline whose model may keep 1 MiB of KV cache and loads it
-// on a server with opts, as model "small".
-func smallBudgetPipeline(t *testing.T, opts server.Options) *server.Server {
+// smallBudgetPipeline writes a pipeline whose model may keep 1 MiB of KV cache (and the TOML
+// extra) and loads it on a server with opts, as model "small".
+func smallBudgetPipeline(t *testing.T, opts server.Options, extra string) *server.Server {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "small.toml")
-	if err := os.WriteFile(file, []byte("[model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n[strategy]\ntype = \"greedy\"\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("[model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n[strategy]\ntype = \"greedy\"\n"+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := server.New(opts)
@@ -58,7 +60,7 @@ func overBudget(t *testing.T, s *server.Server) *openai.Error {
 // a prompt that needs more cache than the budget gets 503 with Retry-After, code
 // kv_cache_full.
 func TestKVBudget(t *testing.T) {
-	ae := overBudget(t, smallBudgetPipeline(t, server.Options{}))
+	ae := overBudget(t, smallBudgetPipeline(t, server.Options{}, ""))
 	if ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" || ae.Response.Header.Get("Retry-After") == "" {
 		t.Fatalf("err = %v, want 503 kv_cache_full with Retry-After", ae)
 	}
@@ -70,7 +72,7 @@ func TestKVBudget(t *testing.T) {
 func TestReserveKV(t *testing.T) {
 	var logs bytes.Buffer
 	s := smallBudgetPipeline(t, server.Options{ReserveKV: true, MaxRunning: 4,
-		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, JSONFormat: true, Level: hclog.Info})})
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, JSONFormat: true, Level: hclog.Info})}, "")
 	var line struct {
 		Msg       string `json:"@message"`
 		Model     string `json:"model"`
@@ -88,5 +90,47 @@ func TestReserveKV(t *testing.T) {
 	}
 	if ae := overBudget(t, s); ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "kv_cache_full" {
 		t.Fatalf("err = %v, want 503 kv_cache_full: a reservation does not raise the budget", ae)
+	}
+}
+
+// TestKVAdmission sends concurrent requests that each fit the 1 MiB cache (about ten blocks of
+// 16 positions) but together do not: each waits for cache room instead of failing halfway, and
+// each answers what it answers alone.
+func TestKVAdmission(t *testing.T) {
+	s := smallBudgetPipeline(t, server.Options{}, "[generation]\nignore_eos = true\n")
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	c := client(hs)
+	prompts := []string{"And God said", "In the beginning", "The whale", "Call me Ishmael"}
+	ask := func(prompt string) (string, error) {
+		res, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "small",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}, MaxTokens: openai.Int(100)})
+		if err != nil {
+			return "", err
+		}
+		if res.Usage.CompletionTokens != 100 {
+			return "", fmt.Errorf("%d tokens, want 100", res.Usage.CompletionTokens)
+		}
+		return res.Choices[0].Text, nil
+	}
+	texts := make([]string, len(prompts))
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Go(func() { texts[i], errs[i] = ask(p) })
+	}
+	wg.Wait()
+	for i, p := range prompts {
+		if errs[i] != nil {
+			t.Errorf("%q among others: %v", p, errs[i])
+			continue
+		}
+		alone, err := ask(p)
+		if err != nil {
+			t.Fatalf("%q alone: %v", p, err)
+		}
+		if texts[i] != alone {
+			t.Errorf("%q: among others %q, alone %q", p, texts[i], alone)
+		}
 	}
 }

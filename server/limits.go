@@ -42,5 +42,9 @@ func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// addWaiting counts requests waiting after their slot (for KV-cache room, kvGate) among the
+// waiting ones.
+func (a *admission) addWaiting(delta int) { a.waiting.Add(int64(delta)) }
+
 func (a *admission) running() int { return len(a.slots) }
 func (a *admission) queued() int  { return int(a.waiting.Load()) }

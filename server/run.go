@@ -62,6 +62,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	defer release()
+	releaseKV, err := s.admitKV(r.Context(), j.entry.model, j.pipe, &j.req)
+	if err != nil {
+		s.metrics.request(j.endpoint, 499)
+		return // the client went away while the request waited for cache room
+	}
+	defer releaseKV()
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
 	defer cancel()
 	leave := j.entry.model.batched.Join()

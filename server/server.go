@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/loomlm/loom/cache"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server/batch"
@@ -86,6 +87,9 @@ type sharedModel struct {
 	raw     core.Model
 	batched *batch.Model
 	tok     core.Tokenizer
+	// kv admits requests by the cache blocks they may fill, for models whose cache reports its
+	// size (loom's runtime); nil otherwise.
+	kv *kvGate
 
 	// The model's chat template, parsed on first use.
 	tplOnce sync.Once
@@ -236,6 +240,9 @@ func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel
 	m := &sharedModel{raw: raw, tok: tok,
 		builtin: fmt.Sprintf("loom-serve-%d", builtinSeq.Add(1)),
 		batched: batch.New(raw, batch.Options{Window: s.opts.BatchWindow, ChunkTokens: s.opts.ChunkTokens, OnStep: s.metrics.step})}
+	if c, ok := raw.(interface{ Cache() *cache.Pool }); ok && c.Cache() != nil {
+		m.kv = newKVGate(c.Cache().Stats().MaxBlocks, c.Cache().Config().BlockSize)
+	}
 	s.closers = append(s.closers, m.batched)
 	pipeline.RegisterBuiltinModel(m.builtin, func(map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
 		return m.batched, m.tok, nil, nil

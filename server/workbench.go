@@ -248,6 +248,11 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	releaseKV, err := s.admitKV(r.Context(), e.model, pipe, &req)
+	if err != nil {
+		return // the client went away while the run waited for cache room
+	}
+	defer releaseKV()
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
 	defer cancel()
 	leave := e.model.batched.Join()

@@ -102,6 +102,11 @@ type hypothesis struct {
 	order      int
 }
 
+// Width bounds the sequences a beam search keeps at once for one request: its live beams, and
+// as many finished hypotheses or forks being made. A server bounds the KV cache a request may
+// fill by it.
+func (b *Beam) Width() int { return 2 * b.cfg.NumBeams }
+
 // Decode implements core.Strategy.
 func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 	s.DeferEvents()

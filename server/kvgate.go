@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"github.com/loomlm/loom/core"
+)
+
+// kvGate admits the requests of one model by the KV-cache blocks they may fill: a request waits,
+// in arrival order, until the blocks its prompt and its longest output can take fit beside
+// those of the requests admitted before it. Without it, requests that each fit the cache could
+// together outgrow it halfway through, and the ones that found it full failed mid-stream (on a
+// 110M model's 160 MB cache, 33 of 64 concurrent streaming requests of 192 tokens). The count
+// is an upper bound (a cached prefix, shared by several requests, counts for each), so the
+// cache never runs out under it; a request that could fill more than the whole cache waits
+// until it has the cache to itself.
+type kvGate struct {
+	capacity, blockSize int
+
+	mu      sync.Mutex
+	held    int
+	waiters []*kvWaiter // in arrival order
+}
+
+type kvWaiter struct {
+	n     int
+	ready chan struct{} // closed when admitted
+}
+
+func newKVGate(capacity, blockSize int) *kvGate {
+	return &kvGate{capacity: capacity, blockSize: blockSize}
+}
+
+// blocks is what a request of promptTokens tokens may fill with seqs sequences of up to
+// maxNew tokens each: the prompt's blocks once (sequences share them), and per sequence its
+// output's blocks and one more (the block a fork copies, or the positions a draft adds).
+func (g *kvGate) blocks(promptTokens, maxNew, seqs int) int {
+	per := (maxNew+g.blockSize-1)/g.blockSize + 1
+	return (promptTokens+g.blockSize-1)/g.blockSize + max(seqs, 1)*per
+}
+
+// acquire waits until n blocks (at most the capacity) are admitted, or ctx ends; release
+// gives them back. waiting, when not nil, is told when the wait starts and ends.
+func (g *kvGate) acquire(ctx context.Context, n int, waiting func(delta int)) (release func(), err error) {
+	n = min(max(n, 0), g.capacity)
+	release = func() { g.release(n) }
+	g.mu.Lock()
+	if len(g.waiters) == 0 && g.held+n <= g.capacity {
+		g.held += n
+		g.mu.Unlock()
+		return release, nil
+	}
+	w := &kvWaiter{n: n, ready: make(chan struct{})}
+	g.waiters = append(g.waiters, w)
+	g.mu.Unlock()
+	if waiting != nil {
+		waiting(1)
+		defer waiting(-1)
+	}
+	select {
+	case <-w.ready:
+		return release, nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-w.ready: // admitted while ctx ended: give the blocks back
+		g.held -= n
+		g.admit()
+	default:
+		for i, x := range g.waiters {
+			if x == w {
+				g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+				break
+			}
+		}
+		g.admit() // the waiter behind it may fit now
+	}
+	return nil, ctx.Err()
+}
+
+func (g *kvGate) release(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held -= n
+	g.admit()
+}
+
+// admit admits waiters from the head of the queue while they fit. The caller holds g.mu.
+func (g *kvGate) admit() {
+	for len(g.waiters) > 0 && g.held+g.waiters[0].n <= g.capacity {
+		w := g.waiters[0]
+		g.waiters = g.waiters[1:]
+		g.held += w.n
+		close(w.ready)
+	}
+}
+
+// need is the blocks a request may fill on its model's cache (kvGate.blocks): its prompt's tokens
+// (encoded as the session will encode them), its output limit within the context, and the most
+// sequences its strategy keeps (n samples, or a beam search's beams and hypotheses). It returns
+// false when the prompt does not encode, or cannot fit, so that the generation reports that.
+func (g *kvGate) need(p *core.Pipeline, req *core.Request) (int, bool) {
+	prompt := len(req.PromptTokens)
+	if req.PromptTokens == nil {
+		ctxLen := p.Model.Config().ContextLength
+		if ctxLen > 0 && len(req.Prompt) >= ctxLen && len(req.Prompt) > core.MaxPromptBytes(p) {
+			return 0, false
+		}
+		toks, err := p.Tokenizer.Encode(req.Prompt, core.EncodeOptions{AddSpecial: !req.NoSpecial, ParseSpecial: req.ParseSpecial})
+		if err != nil {
+			return 0, false
+		}
+		prompt = len(toks)
+	}
+	maxNew := req.MaxNewTokens
+	if ctxLen := p.Model.Config().ContextLength; ctxLen > 0 {
+		if prompt >= ctxLen {
+			return 0, false
+		}
+		maxNew = min(maxNew, ctxLen-prompt)
+	}
+	seqs := max(req.N, 1)
+	if w, ok := p.Strategy.(interface{ Width() int }); ok {
+		seqs = max(seqs, w.Width())
+	}
+	return g.blocks(prompt, maxNew, seqs), true
+}
+
+// admitKV waits until the KV cache of m has room for req on p (kvGate), counting the wait as
+// waiting in the metrics; release gives the room back. A model whose cache does not report its
+// size, or a request whose prompt will fail, is not held.
+func (s *Server) admitKV(ctx context.Context, m *sharedModel, p *core.Pipeline, req *core.Request) (release func(), err error) {
+	if m.kv == nil {
+		return func() {}, nil
+	}
+	n, ok := m.kv.need(p, req)
+	if !ok {
+		return func() {}, nil
+	}
+	return m.kv.acquire(ctx, n, s.adm.addWaiting)
+}
