@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/model/llama"
 	"github.com/loomlm/loom/models"
 	"github.com/loomlm/loom/pipeline"
 )
@@ -161,6 +162,29 @@ func (l serveLoad) maxTokens() int {
 	return int(math.Ceil(float64(l.tokens) * (1 + l.vary)))
 }
 
+// perSlot is the context of each of llama-server's slots, one a stream: room for a prompt of
+// four tokens a word, the longest output and a margin. loom's KV cache gets the same room,
+// streams × perSlot positions (loomKVBudgetMB), so that both engines hold as much.
+func (l serveLoad) perSlot() int { return 4*(l.words+l.shared) + l.maxTokens() + 64 }
+
+// loomKVBudgetMB is the kv_budget_mb that gives loom's cache streams × perSlot positions of the
+// model in whole blocks.
+func loomKVBudgetMB(model string, load serveLoad) (int, error) {
+	kv, err := cache.ParseDType(load.kv)
+	if err != nil {
+		return 0, err
+	}
+	m, err := llama.Open(model, llama.Options{KVType: kv, NoPrefetch: true})
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	pool := m.Cache()
+	bs := pool.Config().BlockSize
+	blocks := load.streams * ((load.perSlot() + bs - 1) / bs)
+	return int((int64(blocks)*pool.BlockBytes() + 1<<20 - 1) >> 20), nil
+}
+
 // defaultLlamaServer is where the llama.cpp tool kit keeps llama-server beside a checkout.
 const defaultLlamaServer = "../shared/tools/llama.cpp/bin/llama-server"
 
@@ -172,7 +196,9 @@ own, and drives each with N concurrent streaming clients per level (--concurrenc
 engine and level: tok/s is the level's generated tokens over its wall time; steady is the rate
 while every stream was busy (from the end of the level's first request to the first moment a
 stream found no request left; "—" without more requests than streams); TTFT and inter-token
-latency are per request and per token.
+latency are per request and per token. Both engines' KV caches hold the same positions: each
+stream's room for its prompt and longest output (llama-server's slot context, loom's
+kv_budget_mb).
 `, stderr)
 	modelFile := fs.String("model", "", "GGUF model to serve (default: the embedded default model, written to a temporary file)")
 	levels := fs.String("concurrency", "1,4,16", "concurrent streams, comma-separated")
@@ -361,7 +387,11 @@ func benchLoomServe(ctx context.Context, model string, load serveLoad) (serveBen
 	if load.noMmap {
 		mmap = "mmap = false\n"
 	}
-	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\n%s\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, mmap, load.maxTokens())
+	budget, err := loomKVBudgetMB(model, load)
+	if err != nil {
+		return serveBench{}, err
+	}
+	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\nkv_budget_mb = %d\n%s\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, budget, mmap, load.maxTokens())
 	if _, err := pipeline.Parse("bench.toml", []byte(src)); err != nil {
 		return serveBench{}, err
 	}
@@ -429,7 +459,7 @@ func benchLlamaServer(ctx context.Context, bin, model string, load serveLoad) (s
 		return serveBench{}, err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	perSlot := 4*(load.words+load.shared) + load.maxTokens() + 64
+	perSlot := load.perSlot()
 	cmd := exec.CommandContext(ctx, bin, "-m", model, "--host", host, "--port", port, "-np", strconv.Itoa(load.streams), "-cb",
 		"-t", "2", "-c", strconv.Itoa(load.streams*perSlot), "-ctk", load.kv, "-ctv", load.kv)
 	if load.kv == cache.Q8_0.String() {

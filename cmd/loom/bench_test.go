@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loomlm/loom/cache"
+	"github.com/loomlm/loom/model/llama"
 )
 
 func TestBench(t *testing.T) {
@@ -469,5 +472,31 @@ func TestBenchServeSharedPrompt(t *testing.T) {
 	}
 	if r.SharedWords != 40 || r.Errors != 0 || r.Requests != 4 || r.TokensPerS <= 0 {
 		t.Errorf("result %+v", r)
+	}
+}
+
+// TestLoomKVBudget checks that the KV budget bench serve gives loom holds each stream's slot,
+// as llama-server's context does, and not a block of slots more.
+func TestLoomKVBudget(t *testing.T) {
+	for _, load := range []serveLoad{
+		{streams: 1, words: 5, tokens: 8, vary: 0.5, kv: "f32"},
+		{streams: 16, words: 8, tokens: 128, vary: 0.5, kv: "q8_0"},
+		{streams: 64, words: 32, shared: 50, tokens: 64, vary: 0.5, kv: "f16"},
+	} {
+		mb, err := loomKVBudgetMB("../../models/default.gguf", load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, _ := cache.ParseDType(load.kv)
+		m, err := llama.Open("../../models/default.gguf", llama.Options{KVType: kv, KVBudget: int64(mb) << 20, NoPrefetch: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, bs := m.Cache().Stats(), m.Cache().Config().BlockSize
+		m.Close()
+		need := load.streams * ((load.perSlot() + bs - 1) / bs)
+		if st.MaxBlocks < need || int64(st.MaxBlocks-need)*st.BlockBytes >= 1<<20 {
+			t.Errorf("%+v: %d MiB hold %d blocks, want %d and less than a MiB more", load, mb, st.MaxBlocks, need)
+		}
 	}
 }
