@@ -40,16 +40,18 @@ func (s *Server) servedEntry(src string, workbench bool) (*entry, error) {
 		return nil, err
 	}
 	spec.Model.Builtin, spec.Model.Path = m.builtin, ""
+	var draft *sharedModel
 	if spec.DraftModel != nil {
 		d, err := s.servedModel("draft_model", *spec.DraftModel, spec)
 		if err != nil {
 			return nil, err
 		}
+		draft = d
 		dm := *spec.DraftModel
 		dm.Builtin, dm.Path = d.builtin, ""
 		spec.DraftModel = &dm
 	}
-	return &entry{name: "inline", spec: spec, reg: pipeline.Builtins(), model: m, created: time.Now().Unix()}, nil
+	return &entry{name: "inline", spec: spec, reg: pipeline.Builtins(), model: m, draft: draft, created: time.Now().Unix()}, nil
 }
 
 // servedModel finds the served model a pipeline's [table] declares.

@@ -113,6 +113,46 @@ func TestKVAdmission(t *testing.T) {
 		}
 		return res.Choices[0].Text, nil
 	}
+	togetherThenAlone(t, prompts, 1, ask)
+}
+
+// TestKVAdmissionDraft is TestKVAdmission for a speculative pipeline whose draft model has the
+// small cache (1 MiB of F32 keys and values of the embedded draft: 2 032 positions, where ten
+// requests of 400 tokens need 4 000): requests wait for the draft's room too.
+func TestKVAdmissionDraft(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "spec.toml")
+	src := "[model]\nbuiltin = \"default\"\nkv_type = \"f16\"\n[draft_model]\nbuiltin = \"draft\"\nkv_type = \"f32\"\nkv_budget_mb = 1\n" +
+		"[generation]\nignore_eos = true\n[strategy]\ntype = \"speculative\"\nk = 4\nk_policy = \"fixed\"\ngreedy = true\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Options{})
+	defer s.Close()
+	if err := s.Load(file); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	c := client(hs)
+	ask := func(prompt string) (string, error) {
+		res, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "spec",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}, MaxTokens: openai.Int(400)})
+		if err != nil {
+			return "", err
+		}
+		return res.Choices[0].Text, nil
+	}
+	var prompts []string
+	for i := range 10 {
+		prompts = append(prompts, fmt.Sprintf("Request %d: And God said", i))
+	}
+	togetherThenAlone(t, prompts, 4, ask) // three of them alone are enough to compare
+}
+
+// togetherThenAlone sends every prompt at once through ask, then every every-th one alone, and
+// checks that each succeeded and gave the same text both ways.
+func togetherThenAlone(t *testing.T, prompts []string, every int, ask func(string) (string, error)) {
+	t.Helper()
 	texts := make([]string, len(prompts))
 	errs := make([]error, len(prompts))
 	var wg sync.WaitGroup
@@ -123,6 +163,9 @@ func TestKVAdmission(t *testing.T) {
 	for i, p := range prompts {
 		if errs[i] != nil {
 			t.Errorf("%q among others: %v", p, errs[i])
+			continue
+		}
+		if i%every != 0 {
 			continue
 		}
 		alone, err := ask(p)

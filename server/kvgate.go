@@ -98,27 +98,31 @@ func (g *kvGate) admit() {
 	}
 }
 
-// need is the blocks a request may fill on its model's cache (kvGate.blocks): its prompt's tokens
-// (encoded as the session will encode them), its output limit within the context, and the most
-// sequences its strategy keeps (n samples, or a beam search's beams and hypotheses). It returns
-// false when the prompt does not encode, or cannot fit, so that the generation reports that.
-func (g *kvGate) need(p *core.Pipeline, req *core.Request) (int, bool) {
+// kvShape is what a request may put in a cache: its prompt's tokens, its longest output, and
+// the most sequences its strategy keeps at once.
+type kvShape struct{ prompt, maxNew, seqs int }
+
+// shapeOf is req's kvShape on p: its prompt's tokens (encoded as the session will encode them),
+// its output limit within the context, and n samples or a beam search's beams and hypotheses
+// (Width). It returns false when the prompt does not encode, or cannot fit, so that the
+// generation reports that.
+func shapeOf(p *core.Pipeline, req *core.Request) (kvShape, bool) {
 	prompt := len(req.PromptTokens)
+	ctxLen := p.Model.Config().ContextLength
 	if req.PromptTokens == nil {
-		ctxLen := p.Model.Config().ContextLength
 		if ctxLen > 0 && len(req.Prompt) >= ctxLen && len(req.Prompt) > core.MaxPromptBytes(p) {
-			return 0, false
+			return kvShape{}, false
 		}
 		toks, err := p.Tokenizer.Encode(req.Prompt, core.EncodeOptions{AddSpecial: !req.NoSpecial, ParseSpecial: req.ParseSpecial})
 		if err != nil {
-			return 0, false
+			return kvShape{}, false
 		}
 		prompt = len(toks)
 	}
 	maxNew := req.MaxNewTokens
-	if ctxLen := p.Model.Config().ContextLength; ctxLen > 0 {
+	if ctxLen > 0 {
 		if prompt >= ctxLen {
-			return 0, false
+			return kvShape{}, false
 		}
 		maxNew = min(maxNew, ctxLen-prompt)
 	}
@@ -126,19 +130,34 @@ func (g *kvGate) need(p *core.Pipeline, req *core.Request) (int, bool) {
 	if w, ok := p.Strategy.(interface{ Width() int }); ok {
 		seqs = max(seqs, w.Width())
 	}
-	return g.blocks(prompt, maxNew, seqs), true
+	return kvShape{prompt, maxNew, seqs}, true
 }
 
-// admitKV waits until the KV cache of m has room for req on p (kvGate), counting the wait as
-// waiting in the metrics; release gives the room back. A model whose cache does not report its
-// size, or a request whose prompt will fail, is not held.
-func (s *Server) admitKV(ctx context.Context, m *sharedModel, p *core.Pipeline, req *core.Request) (release func(), err error) {
-	if m.kv == nil {
-		return func() {}, nil
+// admitKV waits until the KV caches of models (a pipeline's model, and its draft model) have
+// room for req on p (kvGate), in that order, counting the wait as waiting in the metrics;
+// release gives the room back. A model whose cache does not report its size, or a request whose
+// prompt will fail, is not held.
+func (s *Server) admitKV(ctx context.Context, models []*sharedModel, p *core.Pipeline, req *core.Request) (release func(), err error) {
+	var held []func()
+	release = func() {
+		for _, r := range held {
+			r()
+		}
 	}
-	n, ok := m.kv.need(p, req)
+	shape, ok := shapeOf(p, req)
 	if !ok {
-		return func() {}, nil
+		return release, nil
 	}
-	return m.kv.acquire(ctx, n, s.adm.addWaiting)
+	for _, m := range models {
+		if m == nil || m.kv == nil {
+			continue
+		}
+		r, err := m.kv.acquire(ctx, m.kv.blocks(shape.prompt, shape.maxNew, shape.seqs), s.adm.addWaiting)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, r)
+	}
+	return release, nil
 }

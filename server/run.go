@@ -62,7 +62,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	defer release()
-	releaseKV, err := s.admitKV(r.Context(), j.entry.model, j.pipe, &j.req)
+	releaseKV, err := s.admitKV(r.Context(), []*sharedModel{j.entry.model, j.entry.draft}, j.pipe, &j.req)
 	if err != nil {
 		s.metrics.request(j.endpoint, 499)
 		return // the client went away while the request waited for cache room

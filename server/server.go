@@ -76,6 +76,7 @@ type entry struct {
 	spec    *pipeline.Spec // with its models replaced by the shared ones
 	reg     *pipeline.Registry
 	model   *sharedModel
+	draft   *sharedModel // the draft model, or nil
 	created int64
 	// plugins are the plugins the pipeline declared, started by the server at load.
 	plugins []pipeline.PluginSpec
@@ -179,6 +180,7 @@ func (s *Server) Add(name string, spec *pipeline.Spec) error {
 		if err != nil {
 			return err
 		}
+		e.draft = d
 		dm := *spec.DraftModel
 		dm.Builtin, dm.Path = d.builtin, ""
 		c.DraftModel = &dm

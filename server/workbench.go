@@ -248,7 +248,7 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	releaseKV, err := s.admitKV(r.Context(), e.model, pipe, &req)
+	releaseKV, err := s.admitKV(r.Context(), []*sharedModel{e.model, e.draft}, pipe, &req)
 	if err != nil {
 		return // the client went away while the run waited for cache room
 	}
