@@ -57,7 +57,7 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(m.requests, m.promptTokens, m.genTokens, m.ttft, m.itl, m.batchSize,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricRunning, Help: "Requests generating now."},
 			func() float64 { return float64(s.adm.running()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricWaiting, Help: "Requests waiting for a generation slot."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricWaiting, Help: "Requests waiting for a generation slot or for KV-cache room."},
 			func() float64 { return float64(s.adm.queued()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricKVUsage,
 			Help: "Fraction of the KV-cache budget held by running sequences, over the loaded models (0 to 1)."},
