@@ -43,3 +43,22 @@ func ExampleStream() {
 	fmt.Println()
 	// Output: " moon" " new" " came" " came" " new"
 }
+
+// A program that must know a prompt's length before it runs the request (to admit it by the
+// KV cache it may fill, say) encodes it once and hands the tokens on.
+func ExampleEncodePrompt() {
+	model, tok := testmodel.Default()
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	req := core.Request{Prompt: "And God said", MaxNewTokens: 4}
+	toks, err := core.EncodePrompt(p, &req)
+	if err != nil {
+		panic(err)
+	}
+	req.PromptTokens = toks // the session takes these instead of encoding the prompt again
+	res, err := core.Generate(context.Background(), p, req)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(toks) == len(res.PromptTokens), res.GeneratedTokens)
+	// Output: true 4
+}

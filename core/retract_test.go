@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,5 +89,43 @@ func TestOversizedPromptRefusedBeforeEncoding(t *testing.T) {
 	_, err := core.NewSession(context.Background(), p, core.Request{Prompt: huge})
 	if !errors.Is(err, core.ErrContextFull) || !strings.Contains(err.Error(), fmt.Sprint(limit+1)) {
 		t.Fatalf("error %v, want ErrContextFull naming %d bytes", err, limit+1)
+	}
+}
+
+// EncodePrompt gives the tokens a session takes, whichever way the request carries its
+// prompt, and refuses an oversized one as NewSession does.
+func TestEncodePromptIsTheSessionsPrompt(t *testing.T) {
+	model, tok := testmodel.Default()
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: core.StrategyFunc(func(context.Context, *core.Session) error { return nil })}
+	for _, req := range []core.Request{
+		{Prompt: "And God said"},
+		{Prompt: "And God said", NoSpecial: true},
+		{PromptTokens: []core.TokenID{5, 6, 7}},
+	} {
+		toks, err := core.EncodePrompt(p, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := core.NewSession(context.Background(), p, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(toks, s.Prompt()) {
+			t.Errorf("%+v: EncodePrompt %v, the session's prompt %v", req, toks, s.Prompt())
+		}
+		// Handing the tokens on gives the session the same prompt.
+		again := req
+		again.PromptTokens = toks
+		s2, err := core.NewSession(context.Background(), p, again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s2.Prompt(), toks) {
+			t.Errorf("%+v with its tokens handed on: the session's prompt %v, want %v", req, s2.Prompt(), toks)
+		}
+	}
+	huge := core.Request{Prompt: strings.Repeat("x", core.MaxPromptBytes(p)+1)}
+	if _, err := core.EncodePrompt(p, &huge); !errors.Is(err, core.ErrContextFull) {
+		t.Fatalf("oversized prompt: %v, want ErrContextFull", err)
 	}
 }

@@ -128,22 +128,14 @@ func NewSession(ctx context.Context, p *Pipeline, req Request) (*Session, error)
 	} else {
 		s.seed = RandomSeed()
 	}
-	if req.PromptTokens != nil {
-		s.prompt = append([]TokenID(nil), req.PromptTokens...)
-	} else {
-		// A prompt can only overflow the context if it has at least as many bytes as the
-		// context has positions; only then is the bound worth computing, before encoding.
-		if ctx := p.Model.Config().ContextLength; ctx > 0 && len(req.Prompt) >= ctx {
-			if limit := MaxPromptBytes(p); len(req.Prompt) > limit {
-				return nil, fmt.Errorf("%w: a prompt of %d bytes cannot fit a context of %d tokens (no token covers more than %d bytes)", ErrContextFull, len(req.Prompt), ctx, limit/ctx)
-			}
-		}
-		toks, err := p.Tokenizer.Encode(req.Prompt, EncodeOptions{AddSpecial: !req.NoSpecial, ParseSpecial: req.ParseSpecial})
-		if err != nil {
-			return nil, fmt.Errorf("encoding the prompt: %w", err)
-		}
-		s.prompt = toks
+	toks, err := EncodePrompt(p, &req)
+	if err != nil {
+		return nil, err
 	}
+	if req.PromptTokens != nil {
+		toks = append([]TokenID(nil), toks...) // the caller's slice stays the caller's
+	}
+	s.prompt = toks
 	if len(s.prompt) == 0 {
 		return nil, ErrEmptyPrompt
 	}
@@ -165,6 +157,33 @@ func NewSession(ctx context.Context, p *Pipeline, req Request) (*Session, error)
 		}
 	}
 	return s, nil
+}
+
+// EncodePrompt returns the tokens of req's prompt on p, as NewSession takes them:
+// req.PromptTokens when set, else req.Prompt encoded with req's special-token options (a prompt
+// of more bytes than p's context can hold, MaxPromptBytes, is refused before encoding, with
+// ErrContextFull). A program that needs a prompt's length before it runs the request (a server
+// admitting requests by the cache they may fill) encodes it here and hands the tokens on as
+// PromptTokens, so that the prompt is encoded once.
+func EncodePrompt(p *Pipeline, req *Request) ([]TokenID, error) {
+	if req.PromptTokens != nil {
+		return req.PromptTokens, nil
+	}
+	if p.Model == nil || p.Tokenizer == nil {
+		return nil, errors.New("encoding the prompt: the pipeline needs a model and a tokenizer")
+	}
+	// A prompt can only overflow the context if it has at least as many bytes as the context
+	// has positions; only then is the bound worth computing, before encoding.
+	if ctx := p.Model.Config().ContextLength; ctx > 0 && len(req.Prompt) >= ctx {
+		if limit := MaxPromptBytes(p); len(req.Prompt) > limit {
+			return nil, fmt.Errorf("%w: a prompt of %d bytes cannot fit a context of %d tokens (no token covers more than %d bytes)", ErrContextFull, len(req.Prompt), ctx, limit/ctx)
+		}
+	}
+	toks, err := p.Tokenizer.Encode(req.Prompt, EncodeOptions{AddSpecial: !req.NoSpecial, ParseSpecial: req.ParseSpecial})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the prompt: %w", err)
+	}
+	return toks, nil
 }
 
 // MaxPromptBytes bounds the prompts that can fit a pipeline's model: a prompt of more bytes

@@ -102,25 +102,19 @@ func (g *kvGate) admit() {
 // the most sequences its strategy keeps at once.
 type kvShape struct{ prompt, maxNew, seqs int }
 
-// shapeOf is req's kvShape on p: its prompt's tokens (encoded as the session will encode them),
-// its output limit within the context, and n samples or a beam search's beams and hypotheses
-// (Width). It returns false when the prompt does not encode, or cannot fit, so that the
+// shapeOf is req's kvShape on p: its prompt's tokens, its output limit within the context, and
+// n samples or a beam search's beams and hypotheses (Width). It encodes the prompt
+// (core.EncodePrompt) and keeps the tokens in req.PromptTokens, so that the session does not
+// encode it again. It returns false when the prompt does not encode, or cannot fit, so that the
 // generation reports that.
 func shapeOf(p *core.Pipeline, req *core.Request) (kvShape, bool) {
-	prompt := len(req.PromptTokens)
-	ctxLen := p.Model.Config().ContextLength
-	if req.PromptTokens == nil {
-		if ctxLen > 0 && len(req.Prompt) >= ctxLen && len(req.Prompt) > core.MaxPromptBytes(p) {
-			return kvShape{}, false
-		}
-		toks, err := p.Tokenizer.Encode(req.Prompt, core.EncodeOptions{AddSpecial: !req.NoSpecial, ParseSpecial: req.ParseSpecial})
-		if err != nil {
-			return kvShape{}, false
-		}
-		prompt = len(toks)
+	toks, err := core.EncodePrompt(p, req)
+	if err != nil {
+		return kvShape{}, false
 	}
-	maxNew := req.MaxNewTokens
-	if ctxLen > 0 {
+	req.PromptTokens = toks
+	prompt, maxNew := len(toks), req.MaxNewTokens
+	if ctxLen := p.Model.Config().ContextLength; ctxLen > 0 {
 		if prompt >= ctxLen {
 			return kvShape{}, false
 		}

@@ -115,3 +115,42 @@ func TestKVGateBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionCountsKVWaitersAsWaiting checks the gauges: a request holding a slot while it
+// waits for cache room is waiting, not running.
+func TestAdmissionCountsKVWaitersAsWaiting(t *testing.T) {
+	a := newAdmission(2, 4)
+	ctx := context.Background()
+	r1, err := a.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newKVGate(1, 16)
+	held, _ := g.acquire(ctx, 1, a.addWaiting)
+	waited := make(chan struct{})
+	go func() {
+		rel, err := g.acquire(ctx, 1, a.addWaiting) // the second slot's request waits for room
+		if err == nil {
+			rel()
+		}
+		close(waited)
+	}()
+	deadline := time.Now().Add(time.Second)
+	for a.queued() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if a.running() != 1 || a.queued() != 1 {
+		t.Fatalf("two slots, one waiting for cache room: running %d, waiting %d; want 1 and 1", a.running(), a.queued())
+	}
+	held()
+	<-waited
+	if a.running() != 2 || a.queued() != 0 {
+		t.Fatalf("after the wait: running %d, waiting %d; want 2 and 0", a.running(), a.queued())
+	}
+	r1()
+	r2()
+}

@@ -11,6 +11,9 @@ type admission struct {
 	slots    chan struct{}
 	waiting  atomic.Int64
 	maxQueue int64
+	// waitingKV counts the requests that hold a slot and wait for KV-cache room (kvGate):
+	// waiting, not running.
+	waitingKV atomic.Int64
 }
 
 func newAdmission(maxRunning, maxQueue int) *admission {
@@ -44,7 +47,13 @@ func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 
 // addWaiting counts requests waiting after their slot (for KV-cache room, kvGate) among the
 // waiting ones.
-func (a *admission) addWaiting(delta int) { a.waiting.Add(int64(delta)) }
+func (a *admission) addWaiting(delta int) {
+	a.waiting.Add(int64(delta))
+	a.waitingKV.Add(int64(delta))
+}
 
-func (a *admission) running() int { return len(a.slots) }
+// running counts the requests generating: those holding a slot, but for the ones waiting in it
+// for KV-cache room.
+// (The two are read apart: a gauge may be one off for a moment, never below zero.)
+func (a *admission) running() int { return max(0, len(a.slots)-int(a.waitingKV.Load())) }
 func (a *admission) queued() int  { return int(a.waiting.Load()) }

@@ -343,10 +343,8 @@ func (st *streamer) chunk(choices []map[string]any, u *usage) map[string]any {
 // errRetract fails a stream whose pipeline withdraws text it already streamed.
 var errRetract = errors.New("the pipeline withdrew text it had streamed (a strategy that truncates); request it without stream")
 
+// event writes ev (queue has refused retractions before it).
 func (st *streamer) event(ev core.Event) error {
-	if ev.Retract > 0 {
-		return errRetract
-	}
 	if ev.Text == "" && !ev.Finished {
 		return nil
 	}

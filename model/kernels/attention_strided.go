@@ -22,18 +22,17 @@ func AttnScoresStrided(out []float32, ostride int, q []float32, qstride, n int, 
 		panic(fmt.Sprintf("kernels: AttnScoresStrided of %d queries against %d×%d %v keys: len(q) = %d (stride %d), len(out) = %d (stride %d)",
 			n, hd, bs, t, len(q), qstride, len(out), ostride))
 	}
-	if t == ggml.Q8_0 {
-		for j := range n {
-			AttnScores(out[j*ostride:], q[j*qstride:], k, t, hd, bs)
-		}
-		return
-	}
-	ti, size := attnType(t)
-	if len(k) < hd*bs*size {
-		panic(fmt.Sprintf("kernels: AttnScoresStrided against %d×%d %v keys: len(k) = %d", hd, bs, t, len(k)))
-	}
 	a := &currentImpl().attn
-	if hd == 0 || bs == 0 || a.scores[ti] == nil || hd%4 != 0 || bs%a.lanes != 0 {
+	var ti, size int
+	alone := t == ggml.Q8_0 || hd == 0 || bs == 0
+	if !alone {
+		ti, size = attnType(t)
+		if len(k) < hd*bs*size {
+			panic(fmt.Sprintf("kernels: AttnScoresStrided against %d×%d %v keys: len(k) = %d", hd, bs, t, len(k)))
+		}
+		alone = a.scores[ti] == nil || hd%4 != 0 || bs%a.lanes != 0 // lanes is set where scores is
+	}
+	if alone { // a query at a time, as AttnScores takes them
 		for j := range n {
 			AttnScores(out[j*ostride:], q[j*qstride:], k, t, hd, bs)
 		}
