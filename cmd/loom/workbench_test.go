@@ -327,12 +327,11 @@ func TestWorkbenchInBrowser(t *testing.T) {
 	if len(got.Sample.Rows) != 2 || got.Sample.Rows[0] != len(sample.Sequences[0].Tokens) || got.Sample.Rows[1] != len(sample.Sequences[1].Tokens) {
 		t.Fatalf("rows of %v tokens; loom run: %d and %d", got.Sample.Rows, len(sample.Sequences[0].Tokens), len(sample.Sequences[1].Tokens))
 	}
-	// The page renders once an animation frame: a run over in a frame or two (80 tokens of the
-	// embedded model take about 20 ms on a fast machine) cannot show more; the heavy run below
-	// checks streaming on a run long enough for any machine.
-	if got.Sample.Frames >= 6 && got.Sample.DistinctCounts < 3 {
-		t.Errorf("the tokens appeared in %d renderings over %d frames (%d ms): not streamed", got.Sample.DistinctCounts, got.Sample.Frames, got.Sample.Ms)
-	}
+	// Streaming is checked on the heavy run below, not here: the page renders once an
+	// animation frame, and this run's 80 tokens of the embedded model arrive within a frame or
+	// two (about 20 ms) after frames spent on the request and the other view, so that it may
+	// show them in two renderings however they are streamed.
+	t.Logf("sampling run: %d ms, tokens rendered in %d distinct frames of %d", got.Sample.Ms, got.Sample.DistinctCounts, got.Sample.Frames)
 	checkStep(t, got.Sample.Step, sample.Sequences[1], 3)
 	if got.Sample.AfterArrow == "" || !strings.HasPrefix(got.Sample.AfterArrow, "4/") || !strings.Contains(got.Sample.AfterArrow, "step 4") {
 		t.Errorf("after → the focus and panel show %q, want step 4", got.Sample.AfterArrow)
