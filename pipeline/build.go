@@ -25,6 +25,12 @@ type Options struct {
 	// may be left out; the caller keeps ownership (Built.Close does not close the model).
 	Model     core.Model
 	Tokenizer core.Tokenizer
+	// DraftModel and DraftTokenizer, when set, are the draft model of a strategy that uses
+	// one (speculative): the file's [draft_model] table, if any, is then not opened and may be
+	// left out; the caller keeps ownership. A strategy that uses no draft model is an error
+	// with them, as with the table.
+	DraftModel     core.Model
+	DraftTokenizer core.Tokenizer
 }
 
 // Overrides are settings that take precedence over the pipeline file. Nil fields change
@@ -132,6 +138,9 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 	if (opts.Model == nil) != (opts.Tokenizer == nil) {
 		return nil, errors.New("pipeline: Options.Model and Options.Tokenizer must be set together")
 	}
+	if (opts.DraftModel == nil) != (opts.DraftTokenizer == nil) {
+		return nil, errors.New("pipeline: Options.DraftModel and Options.DraftTokenizer must be set together")
+	}
 	applyOverrides(spec, opts.Overrides, el)
 	b := &Built{Spec: spec, Generation: spec.Generation}
 	fail := func() (*Built, error) {
@@ -170,10 +179,16 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 		env.Model, env.Tokenizer = b.openModel(el, spec.Model, spec.Dir)
 	}
 	env.modelFailed = env.Model == nil
-	if spec.DraftModel != nil {
-		if part, ok := reg.Lookup(Strategy, spec.Strategy.Type); ok && !part.UsesDraftModel {
+	if spec.DraftModel != nil || opts.DraftModel != nil {
+		part, ok := reg.Lookup(Strategy, spec.Strategy.Type)
+		switch {
+		case ok && !part.UsesDraftModel && spec.DraftModel != nil:
 			el.add("draft_model", "the %s strategy uses no draft model (speculative does): remove the draft model", spec.Strategy.Type)
-		} else {
+		case ok && !part.UsesDraftModel:
+			el.add("strategy.type", "the %s strategy uses no draft model (speculative does), and the program gave one (Options.DraftModel)", spec.Strategy.Type)
+		case opts.DraftModel != nil:
+			env.DraftModel, env.DraftTokenizer = opts.DraftModel, opts.DraftTokenizer
+		default:
 			env.DraftModel, env.DraftTokenizer = b.openModel(el, *spec.DraftModel, spec.Dir)
 			env.modelFailed = env.modelFailed || env.DraftModel == nil
 		}

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"maps"
@@ -170,6 +171,58 @@ func TestOptionsModel(t *testing.T) {
 	}
 	if _, err := pipeline.Build(spec, pipeline.Options{Model: m}); err == nil {
 		t.Error("a model without its tokenizer was accepted")
+	}
+}
+
+// forwardCounter is a model that counts its Forward calls.
+type forwardCounter struct {
+	core.Model
+	calls int
+}
+
+func (f *forwardCounter) Forward(ctx context.Context, batch []core.ForwardItem) error {
+	f.calls++
+	return f.Model.Forward(ctx, batch)
+}
+
+// Options.DraftModel stands in for [draft_model]: a speculative pipeline drafts with it, the
+// table (if any) is not opened, and a strategy that drafts with no model refuses it.
+func TestOptionsDraftModel(t *testing.T) {
+	m, tok := testmodel.Default()
+	draft := &forwardCounter{Model: m}
+	opts := pipeline.Options{Model: m, Tokenizer: tok, DraftModel: draft, DraftTokenizer: tok}
+	for _, src := range []string{
+		"[strategy]\ntype = \"speculative\"\nk = 2\n",
+		"[draft_model]\npath = \"no-such-file.gguf\"\n[strategy]\ntype = \"speculative\"\nk = 2\n",
+	} {
+		spec, err := pipeline.Parse("d.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := pipeline.Build(spec, opts)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		draft.calls = 0
+		if _, err := core.Generate(context.Background(), b.Pipeline, core.Request{Prompt: "the cat", MaxNewTokens: 8, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if draft.calls == 0 {
+			t.Errorf("%q: the given draft model was never called", src)
+		}
+	}
+	got := buildErrors(t, "[strategy]\ntype = \"greedy\"\n", opts)
+	want := "bad.toml:2: strategy.type: the greedy strategy uses no draft model (speculative does), and the program gave one (Options.DraftModel)"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("greedy with a draft model: %q, want %q", got, want)
+	}
+	spec, err := pipeline.Parse("d.toml", []byte("[strategy]\ntype = \"speculative\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Build(spec, pipeline.Options{Model: m, Tokenizer: tok, DraftModel: draft}); err == nil {
+		t.Error("a draft model without its tokenizer was accepted")
 	}
 }
 

@@ -39,17 +39,11 @@ func (s *Server) servedEntry(src string, workbench bool) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec.Model.Builtin, spec.Model.Path = m.builtin, ""
 	var draft *sharedModel
 	if spec.DraftModel != nil {
-		d, err := s.servedModel("draft_model", *spec.DraftModel, spec)
-		if err != nil {
+		if draft, err = s.servedModel("draft_model", *spec.DraftModel, spec); err != nil {
 			return nil, err
 		}
-		draft = d
-		dm := *spec.DraftModel
-		dm.Builtin, dm.Path = d.builtin, ""
-		spec.DraftModel = &dm
 	}
 	return &entry{name: "inline", spec: spec, reg: pipeline.Builtins(), model: m, draft: draft, created: time.Now().Unix()}, nil
 }

@@ -139,7 +139,7 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 func (e *entry) build(o *sampling, stop []string) (*core.Pipeline, error) {
 	spec := clone(e.spec)
 	o.apply(spec, stop)
-	b, err := pipeline.Build(spec, pipeline.Options{Registry: e.reg})
+	b, err := pipeline.Build(spec, e.options())
 	if err != nil {
 		return nil, err
 	}

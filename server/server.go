@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"github.com/loomlm/loom/chat"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -73,7 +74,7 @@ type Server struct {
 // entry is one loaded pipeline.
 type entry struct {
 	name    string
-	spec    *pipeline.Spec // with its models replaced by the shared ones
+	spec    *pipeline.Spec // built with the shared models in place of its model tables
 	reg     *pipeline.Registry
 	model   *sharedModel
 	draft   *sharedModel // the draft model, or nil
@@ -84,7 +85,6 @@ type entry struct {
 
 // sharedModel is one opened model, shared by every pipeline that declares it.
 type sharedModel struct {
-	builtin string // the name it is registered under with the pipeline package
 	raw     core.Model
 	batched *batch.Model
 	tok     core.Tokenizer
@@ -97,9 +97,6 @@ type sharedModel struct {
 	tpl     *chat.Template
 	tplErr  error
 }
-
-// builtinSeq numbers the models servers register with the pipeline package.
-var builtinSeq atomic.Uint64
 
 // New returns a Server with no pipelines; add them with Load or Add.
 func New(opts Options) *Server {
@@ -154,6 +151,22 @@ func (s *Server) Add(name string, spec *pipeline.Spec) error {
 	if _, dup := s.pipelines[name]; dup {
 		return fmt.Errorf("%s: a pipeline named %q is already loaded", spec.File, name)
 	}
+	// What this call starts or opens is released again if it fails: a pipeline left out (an
+	// example that does not load on --model, say) holds no plugin process, model or KV cache.
+	closers, models := len(s.closers), maps.Clone(s.models)
+	if err := s.add(name, spec); err != nil {
+		for i := len(s.closers) - 1; i >= closers; i-- {
+			_ = s.closers[i].Close()
+		}
+		s.closers = s.closers[:closers]
+		s.models = models
+		return err
+	}
+	return nil
+}
+
+// add is Add with s.mu held, leaving what it started to Add on failure.
+func (s *Server) add(name string, spec *pipeline.Spec) error {
 	e := &entry{name: name, created: time.Now().Unix(), reg: pipeline.Builtins().Clone(), plugins: spec.Plugins}
 	c := *spec
 	if len(spec.Plugins) > 0 {
@@ -174,25 +187,29 @@ func (s *Server) Add(name string, spec *pipeline.Spec) error {
 		return err
 	}
 	e.model = m
-	c.Model.Builtin, c.Model.Path = m.builtin, ""
 	if spec.DraftModel != nil {
-		d, err := s.share(*spec.DraftModel, spec)
-		if err != nil {
+		if e.draft, err = s.share(*spec.DraftModel, spec); err != nil {
 			return err
 		}
-		e.draft = d
-		dm := *spec.DraftModel
-		dm.Builtin, dm.Path = d.builtin, ""
-		c.DraftModel = &dm
 	}
 	e.spec = &c
-	b, err := pipeline.Build(clone(e.spec), pipeline.Options{Registry: e.reg})
+	b, err := pipeline.Build(clone(e.spec), e.options())
 	if err != nil {
 		return err
 	}
 	_ = b.Close()
 	s.pipelines[name] = e
 	return nil
+}
+
+// options are the build options of e's pipelines: its registry and the shared models, which
+// the pipelines use in place of their model tables and do not close.
+func (e *entry) options() pipeline.Options {
+	o := pipeline.Options{Registry: e.reg, Model: e.model.batched, Tokenizer: e.model.tok}
+	if e.draft != nil {
+		o.DraftModel, o.DraftTokenizer = e.draft.batched, e.draft.tok
+	}
+	return o
 }
 
 // modelKey identifies a model declaration: the same key is the same model.
@@ -240,15 +257,11 @@ func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel
 			"MiB", fmt.Sprintf("%.1f", float64(n)/(1<<20)), "took", time.Since(start).Round(time.Millisecond).String())
 	}
 	m := &sharedModel{raw: raw, tok: tok,
-		builtin: fmt.Sprintf("loom-serve-%d", builtinSeq.Add(1)),
 		batched: batch.New(raw, batch.Options{Window: s.opts.BatchWindow, ChunkTokens: s.opts.ChunkTokens, OnStep: s.metrics.step})}
 	if c, ok := raw.(interface{ Cache() *cache.Pool }); ok && c.Cache() != nil {
 		m.kv = newKVGate(c.Cache().Stats().MaxBlocks, c.Cache().Config().BlockSize)
 	}
 	s.closers = append(s.closers, m.batched)
-	pipeline.RegisterBuiltinModel(m.builtin, func(map[string]any) (core.Model, core.Tokenizer, io.Closer, error) {
-		return m.batched, m.tok, nil, nil
-	})
 	s.models[key] = m
 	return m, nil
 }
