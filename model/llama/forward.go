@@ -40,6 +40,11 @@ func (m *Model) Forward(ctx context.Context, batch []core.ForwardItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.life.RLock()
+	defer m.life.RUnlock()
+	if m.closed {
+		return ErrClosed
+	}
 	kernels.HoldWorkers() // the pool's workers stay awake through the serial work between products
 	defer kernels.ReleaseWorkers()
 	ws := m.getWorkspace()

@@ -191,6 +191,11 @@ type Model struct {
 	opts Options
 	file *gguf.File
 	own  bool // Close closes file
+	// life guards the weights against Close: every Forward holds it for reading while it
+	// runs and Close for writing, so that Close waits for the passes in flight and a pass
+	// after Close fails with ErrClosed instead of reading a file that is no longer mapped.
+	life   sync.RWMutex
+	closed bool
 
 	embd       kernels.Matrix // VocabSize × Dim, any dequantisable type
 	embdRow    int            // bytes per embedding row
@@ -787,14 +792,24 @@ func (m *Model) prefetch() {
 
 var prefetchSink byte
 
-// Close releases the model's file when the model opened it (Open). The model must not be
-// used afterwards.
+// Close releases the model's file when the model opened it (Open), after the forward passes
+// in flight end. Forward and NewState fail with ErrClosed afterwards; the states made before
+// may still be closed, forked or truncated, and a second Close does nothing.
 func (m *Model) Close() error {
+	m.life.Lock()
+	defer m.life.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
 	if m.own {
 		return m.file.Close()
 	}
 	return nil
 }
+
+// ErrClosed is the error of Forward and NewState on a model after its Close.
+var ErrClosed = errors.New("llama: the model is closed")
 
 // Params returns the model's hyper-parameters.
 func (m *Model) Params() Params { return m.p }

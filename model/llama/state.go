@@ -29,6 +29,11 @@ func (s *state) CachedPrefix(tokens []core.TokenID) int { return s.seq.CachedPre
 // NewState implements core.Model: an empty sequence whose keys and values live in the model's
 // cache.
 func (m *Model) NewState() (core.State, error) {
+	m.life.RLock()
+	defer m.life.RUnlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	return &state{m: m, seq: m.pool.NewSequence()}, nil
 }
 
