@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +16,7 @@ import (
 	"github.com/loomlm/loom/model/llama"
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server"
+	"github.com/openai/openai-go/v3"
 )
 
 // closeCounter is the io.Closer a StartPlugins hook returns: it counts its Close calls.
@@ -105,5 +109,34 @@ func TestServerRegistersNoModels(t *testing.T) {
 	}
 	if got := pipeline.BuiltinModels(); !slices.Equal(got, before) {
 		t.Fatalf("embedded models %v after Close, want %v", got, before)
+	}
+}
+
+// TestAfterClose uses a server after its Close: requests get 503 server_closed instead of
+// reaching the closed models, /health still answers, and Add fails.
+func TestAfterClose(t *testing.T) {
+	s, hs := newServer(t, server.Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := client(hs)
+	_, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "greedy",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God said")}, MaxTokens: openai.Int(4)})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "server_closed" {
+		t.Fatalf("completion after Close: %v, want 503 server_closed", err)
+	}
+	if code := get(t, hs.URL+"/health"); code != http.StatusOK {
+		t.Fatalf("/health after Close: %d", code)
+	}
+	if code := get(t, hs.URL+"/ready"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/ready after Close: %d", code)
+	}
+	spec, err := pipeline.Load(examplePath("greedy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("again", spec); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Add after Close: %v, want an error saying the server is closed", err)
 	}
 }

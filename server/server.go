@@ -63,6 +63,7 @@ type Server struct {
 	metrics  *metrics
 	log      hclog.Logger
 	draining atomic.Bool
+	closed   atomic.Bool // set by Close: requests and Add fail from then on
 	ids      atomic.Uint64
 
 	mu        sync.Mutex
@@ -131,7 +132,17 @@ func New(opts Options) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.closed.Load() && r.URL.Path != "/health" {
+		writeError(w, errServerClosed)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// errServerClosed answers the requests a server gets after its Close: its models are closed.
+var errServerClosed = &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: codeOf("server_closed"),
+	Message: "the server is closed: its models and plugins are released"}
 
 // Load loads a pipeline file under its file name without extension ("pipelines/greedy.toml"
 // is model "greedy").
@@ -148,6 +159,9 @@ func (s *Server) Load(path string) error {
 func (s *Server) Add(name string, spec *pipeline.Spec) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return fmt.Errorf("%s: the server is closed", spec.File)
+	}
 	if _, dup := s.pipelines[name]; dup {
 		return fmt.Errorf("%s: a pipeline named %q is already loaded", spec.File, name)
 	}
@@ -293,10 +307,12 @@ func (s *Server) lookup(name string) (*entry, error) {
 // stops sending requests, while requests in flight finish (http.Server.Shutdown waits for them).
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// Close releases every model and plugin. Call it after the HTTP server has shut down.
+// Close releases every model and plugin. Call it after the HTTP server has shut down: from
+// then on every request but /health is answered 503 (code server_closed), and Add fails.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed.Store(true)
 	var errs []error
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		if err := s.closers[i].Close(); err != nil {
