@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -175,6 +176,11 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 	}
 }
 
+// maxParamFileBytes bounds the files that parameters name (JSON Schemas, grammars): a larger
+// file is refused before it is read, and no more is read of a stream (a pipe; a device such
+// as /dev/zero, which never ends).
+const maxParamFileBytes = 16 << 20
+
 // readParamFile reads the file a parameter names, relative to the pipeline file's directory.
 // It returns the path it read (for errors in the file's text) and the file's bytes.
 func readParamFile(a *Args, param, file string) (path string, data []byte, err error) {
@@ -182,9 +188,24 @@ func readParamFile(a *Args, param, file string) (path string, data []byte, err e
 	if !filepath.IsAbs(path) && a.Env.Dir != "" {
 		path = filepath.Join(a.Env.Dir, path)
 	}
-	data, err = os.ReadFile(path)
+	fail := func(reason string) (string, []byte, error) {
+		return "", nil, &core.ParamError{Param: param, Value: file, Reason: reason}
+	}
+	tooLarge := fmt.Sprintf("more than the %d MiB a schema or grammar file may have", maxParamFileBytes>>20)
+	f, err := os.Open(path)
 	if err != nil {
-		return "", nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
+		return fail(err.Error())
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxParamFileBytes {
+		return fail(fmt.Sprintf("%s is %d bytes, %s", path, fi.Size(), tooLarge))
+	}
+	data, err = io.ReadAll(io.LimitReader(f, maxParamFileBytes+1))
+	switch {
+	case err != nil:
+		return fail(err.Error())
+	case len(data) > maxParamFileBytes:
+		return fail(fmt.Sprintf("%s has %s", path, tooLarge))
 	}
 	return path, data, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -109,11 +110,26 @@ type PluginSpec struct {
 // DefaultMaxNewTokens is used when [generation] does not set max_new_tokens.
 const DefaultMaxNewTokens = 128
 
+// MaxFileBytes is the largest pipeline file Load reads: a larger file, or a stream that goes
+// on past it (a device such as /dev/zero), is an error.
+const MaxFileBytes = 16 << 20
+
 // Load reads and parses a pipeline file.
 func Load(path string) (*Spec, error) {
-	src, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d MiB a pipeline file may have", path, fi.Size(), MaxFileBytes>>20)
+	}
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(src) > MaxFileBytes {
+		return nil, fmt.Errorf("%s: more than the %d MiB a pipeline file may have", path, MaxFileBytes>>20)
 	}
 	return Parse(path, src)
 }
