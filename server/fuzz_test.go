@@ -1,0 +1,64 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomlm/loom/server"
+)
+
+// FuzzRequest sends arbitrary bodies to the completion and chat endpoints: every answer is a
+// completion (200, JSON or an event stream) or an OpenAI error object with a 4xx or 5xx
+// status, never a panic. Generations are cut short by a 20 ms timeout.
+func FuzzRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"model": "greedy", "prompt": "And God said", "max_tokens": 4}`,
+		`{"model": "creative", "prompt": ["a", "b"], "n": 2, "logprobs": 2, "stop": ["\n"], "seed": 7, "max_tokens": 3}`,
+		`{"model": "greedy", "prompt": "x", "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 2}`,
+		`{"model": "greedy", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 3, "logit_bias": {"12": -100}}`,
+		`{"model": "greedy", "messages": [{"role": "system", "content": [{"type": "text", "text": "x"}]}], "response_format": {"type": "json_object"}, "max_tokens": 3}`,
+		`{"model": "greedy", "prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "integer"}}}, "max_tokens": 3}`,
+		`{"prompt": "x", "pipeline": "[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"greedy\"\n", "max_tokens": 2}`,
+		`{"model": "greedy", "prompt": "x", "temperature": 3, "top_p": -1, "presence_penalty": 9}`,
+	} {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	s := server.New(server.Options{Timeout: 20 * time.Millisecond, MaxRunning: 2, MaxQueue: 2})
+	for _, n := range []string{"greedy", "creative"} {
+		if err := s.Load(examplePath(n)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Cleanup(func() { s.Close() })
+	f.Fuzz(func(t *testing.T, body string, chat bool) {
+		path := "/v1/completions"
+		if chat {
+			path = "/v1/chat/completions"
+		}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+		switch {
+		case rec.Code == http.StatusOK:
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "text/event-stream") {
+				t.Fatalf("200 with Content-Type %q", ct)
+			}
+		case rec.Code >= 400 && rec.Code < 600:
+			var e struct {
+				Error *struct {
+					Message string `json:"message"`
+					Type    string `json:"type"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
+				t.Fatalf("status %d with body %q: not an OpenAI error object", rec.Code, rec.Body.String())
+			}
+		default:
+			t.Fatalf("status %d", rec.Code)
+		}
+	})
+}
