@@ -32,18 +32,24 @@ func walk(g *grammar.CFG, input []byte) {
 	m.IsDone()
 }
 
+// addCases seeds f with the source that source takes from each of llama.cpp's integration
+// cases (those that have one), alone and with each string the case must accept.
+func addCases(f *testing.F, source func(llamaCppCase) string) {
+	for _, c := range llamaCppCases {
+		if src := source(c); src != "" {
+			f.Add(src, "")
+			for _, p := range c.pass {
+				f.Add(src, p)
+			}
+		}
+	}
+}
+
 // FuzzGrammar compiles arbitrary GBNF and walks the text itself through the result: a grammar
 // is compiled or refused with an error, never a panic. The seeds are llama.cpp's integration
 // test grammars.
 func FuzzGrammar(f *testing.F) {
-	for _, c := range llamaCppCases {
-		if c.grammar != "" {
-			f.Add(c.grammar, "")
-			for _, p := range c.pass {
-				f.Add(c.grammar, p)
-			}
-		}
-	}
+	addCases(f, func(c llamaCppCase) string { return c.grammar })
 	f.Fuzz(func(t *testing.T, src, input string) {
 		if len(src) > 4096 {
 			return
@@ -84,14 +90,7 @@ func FuzzRegex(f *testing.F) {
 // FuzzJSONSchema compiles arbitrary JSON as a schema and walks the input through the
 // grammar. The seeds are the integration test's schemas.
 func FuzzJSONSchema(f *testing.F) {
-	for _, c := range llamaCppCases {
-		if c.schema != "" {
-			f.Add(c.schema, "")
-			for _, p := range c.pass {
-				f.Add(c.schema, p)
-			}
-		}
-	}
+	addCases(f, func(c llamaCppCase) string { return c.schema })
 	f.Fuzz(func(t *testing.T, schema, input string) {
 		if len(schema) > 4096 {
 			return

@@ -8,17 +8,20 @@ import (
 	"github.com/loomlm/loom/constraint/jsonschema"
 )
 
+// llamaCppCase is one case of llama.cpp's grammar integration test.
+type llamaCppCase struct {
+	name, grammar, schema string
+	pass, fail            []string
+	differs               []string // of fail: strings loom accepts, with why below
+	why                   string
+}
+
 // The cases of llama.cpp's grammar integration test (tests/test-grammar-integration.cpp of
 // https://github.com/ggml-org/llama.cpp, MIT licence): a grammar or a JSON Schema, strings it
 // must accept in full and strings it must not. Where loom deliberately differs, the case says
 // so in differs (strings llama.cpp rejects and loom accepts) with the reason; cases using
 // llama.cpp's token references (<[10]>), which loom does not support, are not ported.
-var llamaCppCases = []struct {
-	name, grammar, schema string
-	pass, fail            []string
-	differs               []string // of fail: strings loom accepts, with why below
-	why                   string
-}{
+var llamaCppCases = []llamaCppCase{
 	{name: "simple grammar", grammar: `
             root ::= expr
             expr ::= term ("+" term)*
