@@ -33,7 +33,8 @@ import (
 // Options configure a Server. Zero values take the defaults named.
 type Options struct {
 	// MaxRunning is the most requests generating at once (default 16); MaxQueue the most
-	// waiting for a slot (default 64). A request beyond both gets 429 with Retry-After.
+	// waiting for a slot (default 64; negative: none, so that a request finding every slot
+	// busy is answered at once). A request beyond both gets 429 with Retry-After.
 	MaxRunning, MaxQueue int
 	// MaxBodyBytes limits a request body (default 4 MiB); a larger one gets 413.
 	MaxBodyBytes int64
@@ -104,8 +105,11 @@ func New(opts Options) *Server {
 	if opts.MaxRunning <= 0 {
 		opts.MaxRunning = 16
 	}
-	if opts.MaxQueue <= 0 {
+	switch {
+	case opts.MaxQueue == 0:
 		opts.MaxQueue = 64
+	case opts.MaxQueue < 0:
+		opts.MaxQueue = 0
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20

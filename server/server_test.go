@@ -357,6 +357,30 @@ func TestQueueFullAndDisconnect(t *testing.T) {
 	_ = s
 }
 
+// TestNoQueue runs a server without a queue (MaxQueue negative, loom serve --max-queue 0): a
+// request finding its one slot busy gets 429 at once.
+func TestNoQueue(t *testing.T) {
+	_, hs := newServer(t, server.Options{MaxRunning: 1, MaxQueue: -1})
+	c := client(hs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: "greedy",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And")}, MaxTokens: openai.Int(100000)})
+	defer running.Close()
+	if !running.Next() {
+		t.Fatalf("no first chunk: %v", running.Err())
+	}
+	resp, err := http.Post(hs.URL+"/v1/completions", "application/json", strings.NewReader(`{"model":"greedy","prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), "queue_full") {
+		t.Errorf("second request: %d %s; want 429 queue_full at once", resp.StatusCode, b)
+	}
+}
+
 // waitMetric polls /metrics until it has a line (for at most 10 s).
 func waitMetric(t *testing.T, hs *httptest.Server, line string) {
 	t.Helper()

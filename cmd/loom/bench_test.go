@@ -200,6 +200,13 @@ func TestBenchServe(t *testing.T) {
 		{[]string{"serve", "--chunk-tokens", "0"}, "--chunk-tokens 0: must be at least 1"},
 		{[]string{"serve", "--batch-window", "-1ms"}, "--batch-window -1ms: must be positive"},
 		{[]string{"serve", "--batch-window", "0"}, "--batch-window 0s: must be positive"},
+		{[]string{"serve", "--max-running", "0"}, "--max-running 0: must be at least 1"},
+		{[]string{"serve", "--max-queue", "-1"}, "--max-queue -1: must be at least 0 (0: no queue"},
+		{[]string{"serve", "--max-body-bytes", "0"}, "--max-body-bytes 0: must be at least 1"},
+		{[]string{"serve", "--timeout", "-5s"}, "--timeout -5s: must be positive"},
+		{[]string{"serve", "--drain-timeout", "0"}, "--drain-timeout 0s: must be positive"},
+		{[]string{"serve", "--drain-delay", "-1s"}, "--drain-delay -1s: must not be negative"},
+		{[]string{"serve", "--addr", "bad:addr:1"}, "--addr bad:addr:1: listen tcp: address bad:addr:1: too many colons"},
 		{[]string{"bench", "serve", "--llama-server", "/nonexistent/llama-server", "--concurrency", "1"}, "--llama-server /nonexistent/llama-server"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)

@@ -47,26 +47,47 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var bad string
 	switch {
 	case *chunk < 1:
-		fmt.Fprintf(stderr, "loom serve: --chunk-tokens %d: must be at least 1\n", *chunk)
-		return errUsage
+		bad = fmt.Sprintf("--chunk-tokens %d: must be at least 1", *chunk)
 	case *window <= 0:
-		fmt.Fprintf(stderr, "loom serve: --batch-window %v: must be positive (how long a step waits for the other running requests)\n", *window)
+		bad = fmt.Sprintf("--batch-window %v: must be positive (how long a step waits for the other running requests)", *window)
+	case *maxRunning < 1:
+		bad = fmt.Sprintf("--max-running %d: must be at least 1", *maxRunning)
+	case *maxQueue < 0:
+		bad = fmt.Sprintf("--max-queue %d: must be at least 0 (0: no queue, 429 whenever every slot is busy)", *maxQueue)
+	case *maxBody < 1:
+		bad = fmt.Sprintf("--max-body-bytes %d: must be at least 1", *maxBody)
+	case *timeout <= 0:
+		bad = fmt.Sprintf("--timeout %v: must be positive", *timeout)
+	case *drain <= 0:
+		bad = fmt.Sprintf("--drain-timeout %v: must be positive", *drain)
+	case *drainDelay < 0:
+		bad = fmt.Sprintf("--drain-delay %v: must not be negative", *drainDelay)
+	}
+	if bad != "" {
+		fmt.Fprintf(stderr, "loom serve: %s\n", bad)
 		return errUsage
 	}
+	queue := *maxQueue
+	if queue == 0 {
+		queue = -1 // server.Options: no queue
+	}
+	// Listen first: a taken or malformed address fails before the models load.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", *addr, err)
+	}
+	defer ln.Close()
 	log := hclog.New(&hclog.LoggerOptions{Name: "loom-serve", Output: stderr, JSONFormat: *logJSON, Level: hclog.Info})
-	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, Timeout: *timeout,
+	s := server.New(server.Options{MaxRunning: *maxRunning, MaxQueue: queue, MaxBodyBytes: *maxBody, Timeout: *timeout,
 		BatchWindow: *window, ChunkTokens: *chunk, ReserveKV: *reserveKV, StartPlugins: startPlugins, Logger: log})
 	defer s.Close()
 	if err := loadServed(s, pos, *model, *noMmap, log); err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("--addr %s: %w", *addr, err)
-	}
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
