@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -125,8 +126,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		} else if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
+		var types []string
 		for _, typ := range strings.Split(f.types, ",") {
 			typ = strings.ToLower(strings.TrimSpace(typ))
+			if !slices.Contains(llama.SyntheticTypes, typ) { // before any file is written
+				return fmt.Errorf("--type %q: want one of %s", typ, strings.Join(llama.SyntheticTypes, ", "))
+			}
+			types = append(types, typ)
+		}
+		for _, typ := range types {
 			path := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", f.synthetic, typ))
 			if err := writeSyntheticFile(ctx, path, shape, typ, f.keep != "", stderr); err != nil {
 				return interrupted(err)

@@ -34,6 +34,7 @@ func TestBench(t *testing.T) {
 		{"bad kv", []string{"bench", "--synthetic", "tiny", "--kv", "q8"}, 2, nil, "want f16, f32 or q8_0", ""},
 		{"bad shape", []string{"bench", "--synthetic", "huge"}, 1, nil, "unknown shape", ""},
 		{"bad type", []string{"bench", "--synthetic", "tiny", "--type", "q5_k"}, 1, nil, "q5_k", ""},
+		{"bad type after a good one", []string{"bench", "--synthetic", "tiny", "--type", "f16,q5_k", "--keep", keep + "/none"}, 1, nil, `--type "q5_k": want one of f32, f16`, ""},
 		{"too long", []string{"bench", "--synthetic", "tiny", "-p", "1000", "-n", "0"}, 1, nil, "context length", ""},
 		{"missing file", []string{"bench", "/nonexistent/m.gguf"}, 1, nil, "no such file", ""},
 	} {
@@ -56,6 +57,9 @@ func TestBench(t *testing.T) {
 				}
 			}
 		})
+	}
+	if _, err := os.Stat(filepath.Join(keep, "none", "tiny-f16.gguf")); err == nil {
+		t.Error("--type f16,q5_k wrote the F16 file before refusing q5_k")
 	}
 }
 
