@@ -132,10 +132,13 @@ const unbounded = -1
 
 // grammarRuns returns the grammar's item automata, made on first use and shared with clones.
 func (m *Matcher) grammarRuns() *grammarRuns {
-	if m.runs == nil {
-		m.runs = newRuns(m.g)
+	if r := m.runs.Load(); r != nil {
+		return r
 	}
-	return m.runs
+	if r := newRuns(m.g); m.runs.CompareAndSwap(nil, r) {
+		return r
+	}
+	return m.runs.Load()
 }
 
 func newRuns(g *grammar.CFG) *grammarRuns {

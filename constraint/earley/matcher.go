@@ -82,8 +82,9 @@ type Matcher struct {
 	idxs     arena[int32]
 	leos     arena[leoItem]
 	setArena []set
-	// runs are the grammar's item automata (loop.go), shared with clones.
-	runs *grammarRuns
+	// runs are the grammar's item automata (loop.go), shared with clones; made on first
+	// use (grammarRuns), which clones of one matcher in several goroutines may race to.
+	runs atomic.Pointer[grammarRuns]
 	// walking is set between BeginWalk and EndWalk, walkBase the lowest chart position the
 	// walk has been at; walkSets are the sets built by walks since the last root changed, and
 	// walkRoot that root's id.
@@ -107,6 +108,9 @@ func New(g *grammar.CFG) *Matcher {
 	sc.predicted(g.Start)
 	m.closure(s, 0)
 	m.sets = append(m.sets, s)
+	// Its first set is never overwritten: a clone of the fresh matcher writes nothing to it,
+	// so that a processor's template may be cloned by several sessions at once.
+	m.shared = 1
 	return m
 }
 
@@ -133,12 +137,19 @@ func (m *Matcher) IsDone() bool {
 }
 
 // Clone returns an independent matcher in the same state. It shares the chart and costs O(1).
+// A matcher that is not advanced, rolled back or walked meanwhile may be cloned by several
+// goroutines at once (a pipeline's processors are templates that every session clones): once
+// it has been cloned at its length, or while it is fresh, Clone only reads it.
 func (m *Matcher) Clone() *Matcher {
 	if m.walking {
 		m.keepWalkChart()
 	}
-	m.shared = max(m.shared, len(m.sets))
-	return &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets), runs: m.grammarRuns()}
+	if m.shared < len(m.sets) {
+		m.shared = len(m.sets)
+	}
+	c := &Matcher{g: m.g, sets: m.sets[:len(m.sets):len(m.sets)], shared: len(m.sets)}
+	c.runs.Store(m.grammarRuns())
+	return c
 }
 
 // Rollback returns m to position pos (0 ≤ pos ≤ Len()), as if only the first pos bytes had
