@@ -11,9 +11,10 @@ import (
 	"github.com/loomlm/loom/server"
 )
 
-// FuzzRequest sends arbitrary bodies to the completion and chat endpoints: every answer is a
-// completion (200, JSON or an event stream) or an OpenAI error object with a 4xx or 5xx
-// status, never a panic. Generations are cut short by a 20 ms timeout.
+// FuzzRequest sends arbitrary bodies to the endpoints that take one (completions, chat, the
+// workbench's validate and run): every answer is a 200 (JSON or an event stream) or an OpenAI
+// error object with a 4xx or 5xx status, never a panic. Generations are cut short by a 20 ms
+// timeout.
 func FuzzRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"model": "greedy", "prompt": "And God said", "max_tokens": 4}`,
@@ -24,9 +25,12 @@ func FuzzRequest(f *testing.F) {
 		`{"model": "greedy", "prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "integer"}}}, "max_tokens": 3}`,
 		`{"prompt": "x", "pipeline": "[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"greedy\"\n", "max_tokens": 2}`,
 		`{"model": "greedy", "prompt": "x", "temperature": 3, "top_p": -1, "presence_penalty": 9}`,
+		`{"model": "greedy", "prompt": "And", "seed": 3, "max_tokens": 3, "trace": 5}`,
+		`{"pipeline": "[model]\nbuiltin = \"default\"\n[[processors]]\ntype = \"top_k\"\nk = 4\n", "prompt": "x", "max_tokens": 2}`,
 	} {
-		f.Add(seed, false)
-		f.Add(seed, true)
+		for endpoint := range uint8(4) {
+			f.Add(seed, endpoint)
+		}
 	}
 	s := server.New(server.Options{Timeout: 20 * time.Millisecond, MaxRunning: 2, MaxQueue: 2})
 	for _, n := range []string{"greedy", "creative"} {
@@ -35,11 +39,9 @@ func FuzzRequest(f *testing.F) {
 		}
 	}
 	f.Cleanup(func() { s.Close() })
-	f.Fuzz(func(t *testing.T, body string, chat bool) {
-		path := "/v1/completions"
-		if chat {
-			path = "/v1/chat/completions"
-		}
+	endpoints := []string{"/v1/completions", "/v1/chat/completions", "/loom/validate", "/loom/run"}
+	f.Fuzz(func(t *testing.T, body string, endpoint uint8) {
+		path := endpoints[int(endpoint)%len(endpoints)]
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
 		switch {
