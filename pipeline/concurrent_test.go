@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/loomlm/loom/core"
-	"github.com/loomlm/loom/pipeline"
 )
 
 // TestBuiltPipelineServesConcurrentRequests runs one built pipeline (a JSON Schema
@@ -43,15 +42,10 @@ threshold = 0.1
 type = "temperature"
 t = 0.9
 `
-	spec, err := pipeline.Parse("c.toml", []byte(src))
+	b, err := buildFile(t, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pipeline.Build(spec, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	want := make([]string, 6)
 	for i := range want {
 		req := b.Request("the cat")
@@ -95,13 +89,9 @@ func TestExamplePipelinesServeConcurrentRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := regexp.MustCompile(`(?m)^max_new_tokens = .*$`).ReplaceAllString(string(b), "max_new_tokens = 24")
-		spec, err := pipeline.Parse(f, []byte(src))
+		built, err := buildFile(t, src, nil)
 		if err != nil {
-			t.Fatal(err)
-		}
-		built, err := pipeline.Build(spec, pipeline.Options{})
-		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", f, err)
 		}
 		run := func(i int) string {
 			req := built.Request("And God said unto the people")
@@ -130,6 +120,5 @@ func TestExamplePipelinesServeConcurrentRequests(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		built.Close()
 	}
 }
