@@ -45,6 +45,10 @@ func asAPIError(err error) *APIError {
 	if errors.As(err, &pe) {
 		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: pe.Error()}
 	}
+	var param *core.ParamError
+	if errors.As(err, &param) { // a request's parameter the strategy refuses (n above beam search's num_beams, say)
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: codeOf(param.Param), Message: err.Error()}
+	}
 	if errors.Is(err, core.ErrContextFull) || errors.Is(err, core.ErrEmptyPrompt) {
 		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: codeOf("prompt"), Message: err.Error()}
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
@@ -75,4 +76,30 @@ func TestEveryExamplePipelineBatched(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestBeamN asks the beam pipeline (four beams, two returned) for n choices: n = 3 returns the
+// best three, and n = 5, more than its beams, is a 400 naming n.
+func TestBeamN(t *testing.T) {
+	s := server.New(server.Options{})
+	defer s.Close()
+	if err := s.Load(filepath.Join("..", "pipelines", "beam.toml")); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	c := client(hs)
+	ask := func(n int64) (*openai.Completion, error) {
+		return c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "beam",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And it came to pass")}, N: openai.Int(n), MaxTokens: openai.Int(6)})
+	}
+	res, err := ask(3)
+	if err != nil || len(res.Choices) != 3 {
+		t.Fatalf("n = 3: %v, %d choices", err, len(res.Choices))
+	}
+	_, err = ask(5)
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "n" || !strings.Contains(ae.Message, "at most num_beams = 4") {
+		t.Fatalf("n = 5: %v, want 400 naming n", err)
+	}
 }

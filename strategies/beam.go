@@ -16,7 +16,8 @@ type BeamConfig struct {
 	// NumBeams is the number of live hypotheses kept per step (≥ 1).
 	NumBeams int
 	// NumReturn is how many finished sequences are returned, best first (1 ≤ NumReturn ≤
-	// NumBeams).
+	// NumBeams). A request for more than one sample (core.Request.N > 1) gets N instead, and
+	// fails when N > NumBeams.
 	NumReturn int
 	// LengthPenalty α ranks a finished sequence by sum(logprobs) / length^α, length counting
 	// the generated tokens (a final EOS included). α = 0 ranks by raw sums; α > 0 favours
@@ -109,6 +110,10 @@ func (b *Beam) Width() int { return 2 * b.cfg.NumBeams }
 
 // Decode implements core.Strategy.
 func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
+	R, err := b.returns(s.Request().N)
+	if err != nil {
+		return err
+	}
 	s.DeferEvents()
 	root, err := s.Prefill()
 	if err != nil {
@@ -187,7 +192,7 @@ func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 				beams = append(beams, ch)
 			}
 		}
-		if b.finished(done, beams, maxLen) {
+		if b.finished(done, beams, maxLen, R) {
 			break
 		}
 		live := make([]*core.Sequence, len(beams))
@@ -205,8 +210,8 @@ func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
 	slices.SortStableFunc(done, func(x, y hypothesis) int { // best first, then finishing order
 		return cmp.Or(cmp.Compare(y.score, x.score), x.order-y.order)
 	})
-	outs := make([]*core.Sequence, 0, b.cfg.NumReturn)
-	for _, h := range done[:min(len(done), b.cfg.NumReturn)] {
+	outs := make([]*core.Sequence, 0, R)
+	for _, h := range done[:min(len(done), R)] {
 		h.seq.SetScore(h.sum, h.score)
 		outs = append(outs, h.seq)
 	}
@@ -296,12 +301,25 @@ func (b *Beam) normalise(sum float64, length int) float64 {
 	return sum / math.Pow(float64(length), b.cfg.LengthPenalty)
 }
 
-// finished reports whether the search can stop (see BeamConfig.EarlyStopping).
-func (b *Beam) finished(done []hypothesis, live []beam, maxLen int) bool {
+// returns is how many sequences a request of n samples gets: the configured NumReturn, or n
+// when the request asks for more than one (the OpenAI API's n, [generation] n, loom run --n),
+// at most NumBeams.
+func (b *Beam) returns(n int) (int, error) {
+	switch {
+	case n <= 1:
+		return b.cfg.NumReturn, nil
+	case n > b.cfg.NumBeams:
+		return 0, &core.ParamError{Param: "n", Value: n, Reason: fmt.Sprintf("beam search returns at most num_beams = %d sequences", b.cfg.NumBeams)}
+	}
+	return n, nil
+}
+
+// finished reports whether the search can stop, R sequences to return (see
+// BeamConfig.EarlyStopping).
+func (b *Beam) finished(done []hypothesis, live []beam, maxLen, R int) bool {
 	if len(live) == 0 {
 		return true
 	}
-	R := b.cfg.NumReturn
 	if len(done) < R {
 		return false
 	}

@@ -2,6 +2,7 @@ package strategies_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"sort"
@@ -201,5 +202,33 @@ func TestBeamValidation(t *testing.T) {
 		} else if _, ok := err.(*core.ParamError); !ok {
 			t.Errorf("%+v: %T is not a *core.ParamError", cfg, err)
 		}
+	}
+}
+
+// TestBeamReturnsN checks a request's n against beam search: n > 1 takes num_return_sequences'
+// place (the best n of the same search: a search for n sequences returns the configured
+// search's best n), and more than num_beams is an error naming n.
+func TestBeamReturnsN(t *testing.T) {
+	m, tok := testmodel.New(testmodel.Config{Words: []string{"a", "b", "c", "d"}, Seed: 9, Scale: 1.5})
+	prompt, _ := tok.Encode("a b", core.EncodeOptions{AddSpecial: true})
+	st := mustBeam(t, strategies.BeamConfig{NumBeams: 4, NumReturn: 2})
+	req := core.Request{PromptTokens: prompt, MaxNewTokens: 4}
+	two := generate(t, m, tok, st, req)
+	req.N = 3
+	three := generate(t, m, tok, st, req)
+	four := generate(t, m, tok, mustBeam(t, strategies.BeamConfig{NumBeams: 4, NumReturn: 3}), core.Request{PromptTokens: prompt, MaxNewTokens: 4})
+	if len(two.Sequences) != 2 || len(three.Sequences) != 3 {
+		t.Fatalf("n = 1: %d sequences, want num_return_sequences' 2; n = 3: %d, want 3", len(two.Sequences), len(three.Sequences))
+	}
+	for i, s := range three.Sequences {
+		if !slices.Equal(s.Tokens, four.Sequences[i].Tokens) || s.Score != four.Sequences[i].Score {
+			t.Errorf("n = 3, sequence %d: %v (%.5f), num_return_sequences = 3 gives %v (%.5f)", i, s.Tokens, s.Score, four.Sequences[i].Tokens, four.Sequences[i].Score)
+		}
+	}
+	req.N = 5
+	_, err := core.Generate(context.Background(), &core.Pipeline{Model: m, Tokenizer: tok, Strategy: st}, req)
+	var pe *core.ParamError
+	if !errors.As(err, &pe) || pe.Param != "n" || err.Error() != "n = 5: beam search returns at most num_beams = 4 sequences" {
+		t.Fatalf("n = 5 with 4 beams: %v, want a ParamError naming n", err)
 	}
 }

@@ -229,7 +229,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	} else {
 		out.finish(res)
 		printDetails(stderr, built.Pipeline.Tokenizer, res)
-		if !f.quiet {
+		if !f.quiet && (len(res.Sequences) > 0 || genErr == nil) { // a request refused before it ran has nothing to sum up
 			printSummary(stderr, res)
 		}
 	}

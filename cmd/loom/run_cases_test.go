@@ -78,6 +78,15 @@ func TestRunBeamPrintsEverySequence(t *testing.T) {
 	if want := want.Sequences[0].Text + "\n" + want.Sequences[1].Text + "\n"; code != 0 || out != want || errs != "" {
 		t.Errorf("--quiet: exit %d, stdout %q (want %q), stderr %q", code, out, want, errs)
 	}
+	// --n takes num_return_sequences' place, up to num_beams; beyond, an error and nothing
+	// else.
+	if got := runJSON(t, "run", p, "--prompt", "the cat", "--n", "3"); len(got.Sequences) != 3 {
+		t.Errorf("--n 3: %d sequences, want 3", len(got.Sequences))
+	}
+	code, out, errs = loom(t, "run", p, "--prompt", "the cat", "--n", "4")
+	if code != 1 || out != "" || errs != "loom: n = 4: beam search returns at most num_beams = 3 sequences\n" {
+		t.Errorf("--n 4: exit %d, stdout %q, stderr %q; want exit 1 and the error alone", code, out, errs)
+	}
 }
 
 // --quiet prints the generated text and nothing else, on either stream.
