@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomlm/loom/server"
@@ -147,6 +148,42 @@ func TestKVAdmissionDraft(t *testing.T) {
 		prompts = append(prompts, fmt.Sprintf("Request %d: And God said", i))
 	}
 	togetherThenAlone(t, prompts, 4, ask) // three of them alone are enough to compare
+}
+
+// TestKVAdmissionSelfDraft serves a speculative pipeline whose draft is the target model
+// itself, one cache of ten blocks for both. A request of 60 tokens may fill six blocks for its
+// target's sequence and six for its draft's: it is admitted once for both, when it has the
+// cache to itself (admitted for each in turn, its second wait waited for the room its first
+// held, until the client gave up), and requests that together outgrow the cache wait.
+func TestKVAdmissionSelfDraft(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "self.toml")
+	src := "[model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n[draft_model]\nbuiltin = \"default\"\nkv_budget_mb = 1\n" +
+		"[generation]\nignore_eos = true\n[strategy]\ntype = \"speculative\"\nk = 2\nk_policy = \"fixed\"\ngreedy = true\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Options{Timeout: 30 * time.Second})
+	defer s.Close()
+	if err := s.Load(file); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	c := client(hs)
+	ask := func(prompt string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "self",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}, MaxTokens: openai.Int(60)})
+		if err != nil {
+			return "", err
+		}
+		if res.Usage.CompletionTokens != 60 {
+			return "", fmt.Errorf("%d tokens, want 60", res.Usage.CompletionTokens)
+		}
+		return res.Choices[0].Text, nil
+	}
+	togetherThenAlone(t, []string{"And God said", "In the beginning", "The whale"}, 2, ask)
 }
 
 // togetherThenAlone sends every prompt at once through ask, then every every-th one alone, and

@@ -129,8 +129,10 @@ func shapeOf(p *core.Pipeline, req *core.Request) (kvShape, bool) {
 
 // admitKV waits until the KV caches of models (a pipeline's model, and its draft model) have
 // room for req on p (kvGate), in that order, counting the wait as waiting in the metrics;
-// release gives the room back. A model whose cache does not report its size, or a request whose
-// prompt will fail, is not held.
+// release gives the room back. A model listed twice (a draft that is the target model itself)
+// holds the sum in one wait: its sequences and the draft's share the cache, and two waits on
+// one gate would each wait for the room the other holds. A model whose cache does not report
+// its size, or a request whose prompt will fail, is not held.
 func (s *Server) admitKV(ctx context.Context, models []*sharedModel, p *core.Pipeline, req *core.Request) (release func(), err error) {
 	var held []func()
 	release = func() {
@@ -142,11 +144,19 @@ func (s *Server) admitKV(ctx context.Context, models []*sharedModel, p *core.Pip
 	if !ok {
 		return release, nil
 	}
+	var gates []*kvGate
+	need := map[*kvGate]int{}
 	for _, m := range models {
 		if m == nil || m.kv == nil {
 			continue
 		}
-		r, err := m.kv.acquire(ctx, m.kv.blocks(shape.prompt, shape.maxNew, shape.seqs), s.adm.addWaiting)
+		if _, seen := need[m.kv]; !seen {
+			gates = append(gates, m.kv)
+		}
+		need[m.kv] += m.kv.blocks(shape.prompt, shape.maxNew, shape.seqs)
+	}
+	for _, g := range gates {
+		r, err := g.acquire(ctx, need[g], s.adm.addWaiting)
 		if err != nil {
 			release()
 			return nil, err
