@@ -167,22 +167,33 @@ func (l serveLoad) maxTokens() int {
 // streams × perSlot positions (loomKVBudgetMB), so that both engines hold as much.
 func (l serveLoad) perSlot() int { return 4*(l.words+l.shared) + l.maxTokens() + 64 }
 
-// loomKVBudgetMB is the kv_budget_mb that gives loom's cache streams × perSlot positions of the
-// model in whole blocks.
-func loomKVBudgetMB(model string, load serveLoad) (int, error) {
-	kv, err := cache.ParseDType(load.kv)
+// kvBlocks is the size of a KV-cache block of a model: its positions and bytes.
+type kvBlocks struct {
+	size  int
+	bytes int64
+}
+
+// kvBlocksOf opens model with KV cache elements of type kv and returns its cache's blocks
+// (once a run: a level's budget is loomKVBudgetMB of them).
+func kvBlocksOf(model, kv string) (kvBlocks, error) {
+	t, err := cache.ParseDType(kv)
 	if err != nil {
-		return 0, err
+		return kvBlocks{}, err
 	}
-	m, err := llama.Open(model, llama.Options{KVType: kv, NoPrefetch: true})
+	m, err := llama.Open(model, llama.Options{KVType: t, NoPrefetch: true})
 	if err != nil {
-		return 0, err
+		return kvBlocks{}, err
 	}
 	defer m.Close()
 	pool := m.Cache()
-	bs := pool.Config().BlockSize
-	blocks := load.streams * ((load.perSlot() + bs - 1) / bs)
-	return int((int64(blocks)*pool.BlockBytes() + 1<<20 - 1) >> 20), nil
+	return kvBlocks{size: pool.Config().BlockSize, bytes: pool.BlockBytes()}, nil
+}
+
+// loomKVBudgetMB is the kv_budget_mb that gives loom's cache streams × perSlot positions of
+// blocks b, in whole blocks.
+func loomKVBudgetMB(b kvBlocks, load serveLoad) int {
+	blocks := load.streams * ((load.perSlot() + b.size - 1) / b.size)
+	return int((int64(blocks)*b.bytes + 1<<20 - 1) >> 20)
 }
 
 // defaultLlamaServer is where the llama.cpp tool kit keeps llama-server beside a checkout.
@@ -267,6 +278,10 @@ kv_budget_mb).
 	if err != nil {
 		return err
 	}
+	blocks, err := kvBlocksOf(abs, *kv)
+	if err != nil {
+		return fmt.Errorf("--model %s: %w", path, err)
+	}
 	var llama string
 	if *llamaServer != "none" {
 		if _, err := os.Stat(*llamaServer); err != nil {
@@ -311,7 +326,7 @@ kv_budget_mb).
 				var err error
 				load := serveLoad{streams: c, requests: n, tokens: *maxTokens, words: *words, shared: *shared, vary: *vary, kv: *kv, noMmap: *noMmap}
 				if eng == "loom" {
-					r, err = benchLoomServe(ctx, abs, load)
+					r, err = benchLoomServe(ctx, abs, blocks, load)
 				} else {
 					r, err = benchLlamaServer(ctx, llama, abs, load)
 				}
@@ -382,15 +397,12 @@ func freeAddr() (string, error) {
 // clients, as llama-server does: in one process, a client's goroutines waiting on the network
 // saw the tokens late while the server's pool spun through a step (its spinning workers keep
 // the scheduler from polling the network), so that tokens sent apart arrived together.
-func benchLoomServe(ctx context.Context, model string, load serveLoad) (serveBench, error) {
+func benchLoomServe(ctx context.Context, model string, blocks kvBlocks, load serveLoad) (serveBench, error) {
 	mmap := ""
 	if load.noMmap {
 		mmap = "mmap = false\n"
 	}
-	budget, err := loomKVBudgetMB(model, load)
-	if err != nil {
-		return serveBench{}, err
-	}
+	budget := loomKVBudgetMB(blocks, load)
 	src := fmt.Sprintf("[model]\npath = %q\nkv_type = %q\nkv_budget_mb = %d\n%s\n[generation]\nmax_new_tokens = %d\nignore_eos = true\n\n[strategy]\ntype = \"greedy\"\n", model, load.kv, budget, mmap, load.maxTokens())
 	if _, err := pipeline.Parse("bench.toml", []byte(src)); err != nil {
 		return serveBench{}, err

@@ -494,10 +494,11 @@ func TestLoomKVBudget(t *testing.T) {
 		{streams: 16, words: 8, tokens: 128, vary: 0.5, kv: "q8_0"},
 		{streams: 64, words: 32, shared: 50, tokens: 64, vary: 0.5, kv: "f16"},
 	} {
-		mb, err := loomKVBudgetMB("../../models/default.gguf", load)
+		blocks, err := kvBlocksOf("../../models/default.gguf", load.kv)
 		if err != nil {
 			t.Fatal(err)
 		}
+		mb := loomKVBudgetMB(blocks, load)
 		kv, _ := cache.ParseDType(load.kv)
 		m, err := llama.Open("../../models/default.gguf", llama.Options{KVType: kv, KVBudget: int64(mb) << 20, NoPrefetch: true})
 		if err != nil {
