@@ -3,8 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/loomlm/loom/constraint"
@@ -188,24 +186,9 @@ func readParamFile(a *Args, param, file string) (path string, data []byte, err e
 	if !filepath.IsAbs(path) && a.Env.Dir != "" {
 		path = filepath.Join(a.Env.Dir, path)
 	}
-	fail := func(reason string) (string, []byte, error) {
-		return "", nil, &core.ParamError{Param: param, Value: file, Reason: reason}
-	}
-	tooLarge := fmt.Sprintf("more than the %d MiB a schema or grammar file may have", maxParamFileBytes>>20)
-	f, err := os.Open(path)
+	data, err = readBounded(path, maxParamFileBytes, "a schema or grammar file")
 	if err != nil {
-		return fail(err.Error())
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxParamFileBytes {
-		return fail(fmt.Sprintf("%s is %d bytes, %s", path, fi.Size(), tooLarge))
-	}
-	data, err = io.ReadAll(io.LimitReader(f, maxParamFileBytes+1))
-	switch {
-	case err != nil:
-		return fail(err.Error())
-	case len(data) > maxParamFileBytes:
-		return fail(fmt.Sprintf("%s has %s", path, tooLarge))
+		return "", nil, &core.ParamError{Param: param, Value: file, Reason: err.Error()}
 	}
 	return path, data, nil
 }

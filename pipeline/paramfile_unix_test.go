@@ -32,9 +32,9 @@ func TestParamFilesThatAreNotSchemas(t *testing.T) {
 	}
 	const head = "[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"sample\"\n[[processors]]\n"
 	for _, tt := range []struct{ name, src, want string }{
-		{"a device", head + "type = \"json_schema\"\nschema_file = \"/dev/zero\"\n", `processors[0].schema_file = "/dev/zero": /dev/zero has more than the 16 MiB a schema or grammar file may have`},
+		{"a device", head + "type = \"json_schema\"\nschema_file = \"/dev/zero\"\n", `processors[0].schema_file = "/dev/zero": /dev/zero: more than the 16 MiB a schema or grammar file may have`},
 		{"a directory", head + "type = \"grammar\"\ngrammar_file = \"" + dir + "\"\n", "is a directory"},
-		{"too large", head + "type = \"grammar\"\ngrammar_file = \"" + big + "\"\n", "big.gbnf is 17825792 bytes, more than the 16 MiB a schema or grammar file may have"},
+		{"too large", head + "type = \"grammar\"\ngrammar_file = \"" + big + "\"\n", "big.gbnf: 17825792 bytes, more than the 16 MiB a schema or grammar file may have"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			done := make(chan error, 1)

@@ -116,22 +116,35 @@ const MaxFileBytes = 16 << 20
 
 // Load reads and parses a pipeline file.
 func Load(path string) (*Spec, error) {
+	src, err := readBounded(path, MaxFileBytes, "a pipeline file")
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, src)
+}
+
+// readBounded reads the file at path, what it is (for errors) holding at most limit bytes: a
+// regular file larger than that is refused before it is read, and no more than limit+1 bytes
+// are read of a stream (a pipe; a device such as /dev/zero, which never ends). Its errors
+// name path.
+func readBounded(path string, limit int, what string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d MiB a pipeline file may have", path, fi.Size(), MaxFileBytes>>20)
+	tooLarge := fmt.Sprintf("more than the %d MiB %s may have", limit>>20, what)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
+		return nil, fmt.Errorf("%s: %d bytes, %s", path, fi.Size(), tooLarge)
 	}
-	src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", path, err)
+	case len(data) > limit:
+		return nil, fmt.Errorf("%s: %s", path, tooLarge)
 	}
-	if len(src) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: more than the %d MiB a pipeline file may have", path, MaxFileBytes>>20)
-	}
-	return Parse(path, src)
+	return data, nil
 }
 
 // Parse parses pipeline source; name is used in errors and to resolve relative paths. On
