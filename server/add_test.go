@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/loomlm/loom/model/llama"
+	"github.com/loomlm/loom/internal/fixtures"
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server"
 	"github.com/openai/openai-go/v3"
@@ -29,17 +29,7 @@ func (c closeCounter) Close() error { *c.n++; return nil }
 // later pipeline on the same file opens it again), while what loaded pipelines use stays.
 func TestAddReleasesWhatAFailedAddStarted(t *testing.T) {
 	dir := t.TempDir()
-	tiny := filepath.Join(dir, "tiny.gguf")
-	f, err := os.Create(tiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := llama.WriteSynthetic(f, llama.Shapes["tiny"], "f32", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tiny := fixtures.Path(t, "qwen3", "tinyqwen3-f32.gguf") // a vocabulary of 272 tokens
 	var logs bytes.Buffer
 	started, closed := 0, 0
 	s := server.New(server.Options{ReserveKV: true, MaxRunning: 1,
@@ -59,16 +49,16 @@ func TestAddReleasesWhatAFailedAddStarted(t *testing.T) {
 		}
 		return s.Add(name, spec)
 	}
-	opened := func() int { return strings.Count(logs.String(), "model=tiny.gguf") }
+	opened := func() int { return strings.Count(logs.String(), "model="+tiny) }
 
 	if err := add("greedy", "[model]\nbuiltin = \"default\"\n"); err != nil {
 		t.Fatal(err)
 	}
 	// The tiny file's vocabulary is not the default model's: the speculative pipeline fails
 	// after its draft model was opened.
-	err = add("speculative", "[model]\nbuiltin = \"default\"\n[draft_model]\npath = \"tiny.gguf\"\n[strategy]\ntype = \"speculative\"\n")
+	err := add("speculative", "[model]\nbuiltin = \"default\"\n[draft_model]\npath = \""+tiny+"\"\n[strategy]\ntype = \"speculative\"\n")
 	if err == nil || opened() != 1 {
-		t.Fatalf("Add = %v, tiny.gguf opened %d times: want an error after opening it once\n%s", err, opened(), logs.String())
+		t.Fatalf("Add = %v, the fixture opened %d times: want an error after opening it once\n%s", err, opened(), logs.String())
 	}
 	// A pipeline with a plugin and a part no registry has: its plugin is stopped.
 	err = add("plugged", "[model]\nbuiltin = \"default\"\n[[plugins]]\nname = \"p\"\npath = \"p\"\nsha256 = \"00\"\n[[processors]]\ntype = \"p.nothing\"\n")
@@ -79,11 +69,11 @@ func TestAddReleasesWhatAFailedAddStarted(t *testing.T) {
 		t.Fatalf("pipelines %v, want [greedy]", got)
 	}
 	// The draft was dropped: a pipeline on the file opens it again.
-	if err := add("tiny", "[model]\npath = \"tiny.gguf\"\n"); err != nil {
+	if err := add("tiny", "[model]\npath = \""+tiny+"\"\n"); err != nil {
 		t.Fatal(err)
 	}
 	if opened() != 2 {
-		t.Fatalf("tiny.gguf opened %d times, want 2: the failed Add kept it\n%s", opened(), logs.String())
+		t.Fatalf("the fixture opened %d times, want 2: the failed Add kept it\n%s", opened(), logs.String())
 	}
 	// The default model the failed pipelines shared with greedy is still served.
 	if n := strings.Count(logs.String(), "model=\"builtin default\""); n != 1 {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomlm/loom/model/llama"
+	"github.com/loomlm/loom/internal/fixtures"
 )
 
 // startServe runs `loom serve args…` in this process and returns its URL and a channel with
@@ -224,17 +224,7 @@ func TestServeDrainDelay(t *testing.T) {
 // and the others served. A --model file on which no example loads is an error.
 func TestServeModelFlagExamples(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "tiny.gguf")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := llama.WriteSynthetic(f, llama.Shapes["tiny"], "f32", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	file := fixtures.Path(t, "qwen3", "tinyqwen3-f32.gguf") // a vocabulary of 272 tokens
 	url, done := startServe(t, "--model", file)
 	resp, err := http.Get(url + "/v1/models")
 	if err != nil {
