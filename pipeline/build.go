@@ -141,6 +141,12 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 	if (opts.DraftModel == nil) != (opts.DraftTokenizer == nil) {
 		return nil, errors.New("pipeline: Options.DraftModel and Options.DraftTokenizer must be set together")
 	}
+	if opts.Model != nil && opts.Overrides.ModelPath != "" {
+		return nil, errors.New("pipeline: Options.Model and Overrides.ModelPath both give the model: set one")
+	}
+	if opts.DraftModel != nil && opts.Overrides.DraftModelPath != "" {
+		return nil, errors.New("pipeline: Options.DraftModel and Overrides.DraftModelPath both give the draft model: set one")
+	}
 	applyOverrides(spec, opts.Overrides, el)
 	b := &Built{Spec: spec, Generation: spec.Generation}
 	fail := func() (*Built, error) {

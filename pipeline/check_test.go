@@ -224,6 +224,15 @@ func TestOptionsDraftModel(t *testing.T) {
 	if _, err := pipeline.Build(spec, pipeline.Options{Model: m, Tokenizer: tok, DraftModel: draft}); err == nil {
 		t.Error("a draft model without its tokenizer was accepted")
 	}
+	// A model given both ways is an error, not one of them ignored.
+	for _, o := range []pipeline.Options{
+		{Model: m, Tokenizer: tok, Overrides: pipeline.Overrides{ModelPath: "other.gguf"}},
+		{Model: m, Tokenizer: tok, DraftModel: draft, DraftTokenizer: tok, Overrides: pipeline.Overrides{DraftModelPath: "other.gguf"}},
+	} {
+		if _, err := pipeline.Build(spec, o); err == nil || !strings.Contains(err.Error(), "both give the") {
+			t.Errorf("Options with a model and its override path: %v, want an error saying both give it", err)
+		}
+	}
 }
 
 // Seeds: integers up to 2^63-1, larger ones as plain integers or strings, nothing else.
