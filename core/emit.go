@@ -37,7 +37,49 @@ func (s *Session) emit(q *Sequence, ch Choice) error {
 		ev.Trace = &t
 	}
 	ev.Text = s.takeText(q)
+	ev.Logprobs = s.takeLogprobs(q)
 	return s.req.OnEvent(ev)
+}
+
+// takeLogprobs returns the details of q's tokens that became final since its last event (see
+// Event.Logprobs); nil unless the request asks for logprobs. A finished sequence's tokens are
+// all final: the raw details of tokens it appended with no row, which no Forward will run now,
+// are filled first (as the Result's are).
+func (s *Session) takeLogprobs(q *Sequence) []TokenLogprobs {
+	ret := s.req.Return
+	if !ret.Logprobs && ret.TopLogprobs <= 0 {
+		return nil
+	}
+	gen := q.Generated()
+	end := len(gen)
+	if q.Finished() {
+		s.fillLastHoles(q)
+	} else {
+		for _, g := range q.holes {
+			end = min(end, g)
+		}
+	}
+	var out []TokenLogprobs
+	for g := q.reported; g < end; g++ {
+		n := len(s.pipe.Tokenizer.TokenBytes(gen[g]))
+		if !q.Finished() && q.reportedBytes+n > q.streamed {
+			break
+		}
+		e := TokenLogprobs{Token: gen[g]}
+		if g < len(q.scores) {
+			e.Score = q.scores[g]
+		}
+		if g < len(q.logprobs) {
+			e.Logprob = q.logprobs[g]
+		}
+		if g < len(q.top) {
+			e.Top = q.top[g]
+		}
+		out = append(out, e)
+		q.reported++
+		q.reportedBytes += n
+	}
+	return out
 }
 
 func (s *Session) takeText(q *Sequence) string {
@@ -80,8 +122,21 @@ func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
 	q.finish, q.finishDetail = reason, detail
 	s.note(LineageEvent{Op: LineageFinish, Seq: q.index, Len: q.NumGenerated(), Reason: reason})
 	if s.req.OnEvent != nil && !s.deferEvents {
-		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Finished: true, FinishReason: reason})
+		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Logprobs: s.takeLogprobs(q), Finished: true, FinishReason: reason})
 	}
+}
+
+// emitFork starts the events of f, a new fork: its text and details so far, and its finish
+// when it forked a finished sequence.
+func (s *Session) emitFork(f *Sequence) error {
+	if s.req.OnEvent == nil || s.deferEvents {
+		return nil
+	}
+	ev := Event{Sequence: f.index, Token: -1, Text: s.takeText(f), Logprobs: s.takeLogprobs(f), Finished: f.Finished(), FinishReason: f.finish}
+	if ev.Text == "" && len(ev.Logprobs) == 0 && !ev.Finished {
+		return nil
+	}
+	return s.req.OnEvent(ev)
 }
 
 // DeferEvents stops per-token events: a strategy whose sequences are provisional (beam search)
@@ -98,24 +153,36 @@ func (s *Session) EmitFinal(seqs []*Sequence) error {
 		if g := q.Generated(); len(g) > 0 {
 			last = g[len(g)-1]
 		}
-		if err := s.req.OnEvent(Event{Sequence: i, Token: last, Text: s.takeText(q), Finished: true, FinishReason: q.finish}); err != nil {
+		ev := Event{Sequence: i, Token: last, Text: s.takeText(q), Logprobs: s.takeLogprobs(q), Finished: true, FinishReason: q.finish}
+		if err := s.req.OnEvent(ev); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// retract withdraws text of q that was streamed but is no longer q's (a Truncate cut it): the
-// event's Retract counts the bytes taken back, back to a character boundary.
+// retract withdraws what was streamed of q but is no longer q's (a Truncate cut it): the
+// event's Retract counts the bytes of text taken back, back to a character boundary, and
+// RetractTokens the tokens whose details were sent.
 func (s *Session) retract(q *Sequence) error {
-	if q.streamed <= len(q.text) {
+	n, nTokens := 0, 0
+	if q.streamed > len(q.text) {
+		keep := completeUTF8(q.text, len(q.text))
+		n = q.streamed - keep
+		q.streamed = keep
+	}
+	reported := q.reported
+	if gen := q.NumGenerated(); q.reported > gen {
+		q.reported, q.reportedBytes = gen, len(q.text)
+	}
+	// A running sequence's details go no further than its streamed text (see takeLogprobs).
+	for gen := q.Generated(); q.reportedBytes > q.streamed; {
+		q.reported--
+		q.reportedBytes -= len(s.pipe.Tokenizer.TokenBytes(gen[q.reported]))
+	}
+	nTokens = reported - q.reported
+	if n == 0 && nTokens == 0 || s.req.OnEvent == nil || s.deferEvents {
 		return nil
 	}
-	keep := completeUTF8(q.text, len(q.text))
-	n := q.streamed - keep
-	q.streamed = keep
-	if s.req.OnEvent == nil || s.deferEvents {
-		return nil
-	}
-	return s.req.OnEvent(Event{Sequence: q.index, Token: -1, Retract: n})
+	return s.req.OnEvent(Event{Sequence: q.index, Token: -1, Retract: n, RetractTokens: nTokens})
 }

@@ -44,6 +44,27 @@ func ExampleStream() {
 	// Output: " moon" " new" " came" " came" " new"
 }
 
+// With Return.Logprobs each event carries the tokens whose text it completes, with their
+// log-probabilities: printed as they stream, they are the Result's tokens in order.
+func ExampleStream_logprobs() {
+	model, tok := testmodel.Default()
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	req := core.Request{Prompt: "the dog", MaxNewTokens: 3, Return: core.ReturnOptions{Logprobs: true}}
+	for ev, err := range core.Stream(context.Background(), p, req) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, e := range ev.Logprobs {
+			fmt.Printf("%q %.2f\n", tok.TokenBytes(e.Token), e.Logprob)
+		}
+	}
+	// Output:
+	// " played" -0.72
+	// " night" -0.04
+	// " small" -0.01
+}
+
 // A program that must know a prompt's length before it runs the request (to admit it by the
 // KV cache it may fill, say) encodes it once and hands the tokens on.
 func ExampleEncodePrompt() {

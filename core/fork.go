@@ -6,7 +6,9 @@ import "fmt"
 // q: the same tokens, text, details and finish state, a fork of its model state
 // (copy-on-write in the cache), clones of its stateful processors and its own copy of q's next
 // step — the raw row, or the processed candidates, with their recorded details — so that
-// whatever q does next (forward, process, append) never changes what the fork sees.
+// whatever q does next (forward, process, append) never changes what the fork sees. The fork's
+// events are its own: Fork streams the fork's text so far (and its tokens' details) as its first
+// event, and returns the event callback's error, if any, with no fork.
 func (s *Session) Fork(q *Sequence) (*Sequence, error) {
 	if err := s.usable(q, "fork", false); err != nil {
 		return nil, err
@@ -15,7 +17,17 @@ func (s *Session) Fork(q *Sequence) (*Sequence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forking sequence %d: %w", q.index, err)
 	}
-	return s.forkWith(q, state), nil
+	return s.started(s.forkWith(q, state))
+}
+
+// started streams the first event of a new fork f (see emitFork); if the event callback
+// fails, f is discarded and the error returned.
+func (s *Session) started(f *Sequence) (*Sequence, error) {
+	if err := s.emitFork(f); err != nil {
+		s.Discard(f)
+		return nil, err
+	}
+	return f, nil
 }
 
 // ForkCopy is Fork with a full copy of q's cached state where the state supports it
@@ -32,7 +44,7 @@ func (s *Session) ForkCopy(q *Sequence) (*Sequence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("copying sequence %d: %w", q.index, err)
 	}
-	return s.forkWith(q, state), nil
+	return s.started(s.forkWith(q, state))
 }
 
 func (s *Session) forkWith(q *Sequence, state State) *Sequence {
@@ -40,7 +52,7 @@ func (s *Session) forkWith(q *Sequence, state State) *Sequence {
 	f.tokens = append(make([]TokenID, 0, cap(q.tokens)), q.tokens...)
 	f.promptLen = q.promptLen
 	f.text = append([]byte(nil), q.text...)
-	f.textEnd, f.streamed = q.textEnd, q.streamed
+	f.textEnd = q.textEnd // f.streamed and f.reported stay 0: its events start with its whole text
 	f.finish, f.finishDetail = q.finish, q.finishDetail
 	f.scores = append([]float32(nil), q.scores...)
 	f.logprobs = append([]float32(nil), q.logprobs...)

@@ -67,6 +67,16 @@ type Event struct {
 	// this sequence before Text: a strategy truncated tokens whose text had been sent (Token
 	// is then -1). Strategies that never truncate never send it.
 	Retract int
+	// RetractTokens, when positive, withdraws the last RetractTokens entries of Logprobs sent
+	// so far for this sequence (their tokens were truncated; Token is then -1).
+	RetractTokens int
+	// Logprobs, when Return.Logprobs or Return.TopLogprobs is set, lists the sequence's
+	// tokens whose details became final with this event, in order: a token's entry comes once
+	// its text has been streamed (in this event's Text or an earlier one) and its raw details
+	// are known (a token appended with no row waits for the Forward that fills them), and a
+	// sequence's last event lists every token left. A sequence's entries over all its events,
+	// less those retracted, are its SequenceResult's Tokens, Scores, Logprobs and TopLogprobs.
+	Logprobs []TokenLogprobs
 	// Score is the token's log-probability under the processed distribution (zero unless
 	// Return.Logprobs).
 	Score float32
@@ -76,6 +86,17 @@ type Event struct {
 	// Trace is the step's record of what every processor did (when Return.Trace is set and
 	// the token was chosen from a processed row; nil otherwise).
 	Trace *TraceStep
+}
+
+// TokenLogprobs are the recorded details of one generated token (see ReturnOptions), as an
+// Event streams them.
+type TokenLogprobs struct {
+	Token TokenID
+	// Score is the token's log-probability after processing and Logprob under the raw model
+	// (both zero unless Return.Logprobs); Top the raw distribution's most likely tokens at its
+	// step (Return.TopLogprobs).
+	Score, Logprob float32
+	Top            []TokenProb
 }
 
 // Result is the outcome of a request.

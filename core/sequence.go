@@ -21,6 +21,9 @@ type Sequence struct {
 	text     []byte // generated text
 	textEnd  int    // -1, or the length the text is cut to
 	streamed int    // bytes of text already sent in events
+	// reported counts the generated tokens whose details (Event.Logprobs) were sent, and
+	// reportedBytes their text's length.
+	reported, reportedBytes int
 
 	chain []LogitsProcessor
 	// snaps[g] holds the stateful processors (in chain order, nil for the others) as they were

@@ -359,9 +359,30 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 		return nil
 	})
 	pipe.Strategy = strategy
+	// What the events stream of each sequence, their retractions applied.
+	streamedText := map[int]string{}
+	streamedDetails := map[int][]core.TokenLogprobs{}
+	onEvent := func(ev core.Event) error {
+		i := ev.Sequence
+		if ev.Retract > len(streamedText[i]) || ev.RetractTokens > len(streamedDetails[i]) {
+			return fmt.Errorf("sequence %d: event retracts %d bytes and %d tokens of %d and %d streamed", i, ev.Retract, ev.RetractTokens, len(streamedText[i]), len(streamedDetails[i]))
+		}
+		streamedText[i] = streamedText[i][:len(streamedText[i])-ev.Retract] + ev.Text
+		streamedDetails[i] = append(streamedDetails[i][:len(streamedDetails[i])-ev.RetractTokens], ev.Logprobs...)
+		// A token's details come with or after its text, unless the sequence has finished.
+		n := 0
+		for _, e := range streamedDetails[i] {
+			n += len(tok.TokenBytes(e.Token))
+		}
+		if !ev.Finished && n > len(streamedText[i]) {
+			return fmt.Errorf("sequence %d: details of %d bytes of tokens streamed before their text (%d bytes)", i, n, len(streamedText[i]))
+		}
+		return nil
+	}
 	res, err := core.Generate(context.Background(), pipe, core.Request{
 		Prompt: "And God said", MaxNewTokens: propMaxNew, Seed: core.SeedOf(seed),
-		Return: core.ReturnOptions{Logprobs: true, TopLogprobs: 3, Trace: 2},
+		Return:  core.ReturnOptions{Logprobs: true, TopLogprobs: 3, Trace: 2},
+		OnEvent: onEvent,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +406,19 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 		}
 		if len(got.Logprobs) != len(gen) || len(got.TopLogprobs) != len(gen) || len(got.Trace) != len(gen) {
 			t.Fatalf("sequence %d: %d logprobs, %d top, %d trace steps for %d tokens", i, len(got.Logprobs), len(got.TopLogprobs), len(got.Trace), len(gen))
+		}
+		// The events streamed exactly the sequence's text and details.
+		if text := streamedText[r.q.Index()]; text != got.Text {
+			t.Errorf("sequence %d: events streamed %q, result text %q", i, text, got.Text)
+		}
+		details := streamedDetails[r.q.Index()]
+		if len(details) != len(gen) {
+			t.Fatalf("sequence %d: events streamed the details of %d tokens, want %d", i, len(details), len(gen))
+		}
+		for g, e := range details {
+			if e.Token != gen[g] || e.Score != got.Scores[g] || e.Logprob != got.Logprobs[g] || !slices.Equal(e.Top, got.TopLogprobs[g]) {
+				t.Errorf("sequence %d step %d: streamed %+v, result token %d score %v logprob %v top %v", i, g, e, gen[g], got.Scores[g], got.Logprobs[g], got.TopLogprobs[g])
+			}
 		}
 		want := sc.Of(r.tokens, r.promptLen, r.processed, r.q.Index())
 		for g, id := range gen {

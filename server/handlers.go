@@ -132,9 +132,6 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 func (s *Server) finish(j *job, c *common, stop []string) error {
 	j.stream = c.Stream
 	j.includeUsage = c.StreamOptions != nil && c.StreamOptions.IncludeUsage
-	if j.stream && j.logprobs {
-		return badParam("logprobs", "not supported with stream yet")
-	}
 	p, err := j.entry.build(&c.sampling, stop)
 	if err != nil {
 		return err

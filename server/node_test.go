@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,15 @@ type nodeReport struct {
 		Top     int
 	}
 	LogprobsUsage openai.CompletionUsage
-	Errors        map[string]struct {
+	// LogprobsStream holds each choice of a chat request with n = 2 and logprobs, whole and
+	// put together from its streamed chunks.
+	LogprobsStream struct {
+		Whole, Streamed []struct {
+			Text    string
+			Content []openai.ChatCompletionTokenLogprob
+		}
+	}
+	Errors map[string]struct {
 		Status                     int
 		Type, Param, Code, Message string
 	}
@@ -115,6 +124,28 @@ func TestNodeClient(t *testing.T) {
 	for _, e := range got.Logprobs {
 		if e.Logprob > 0 || e.Top != 2 {
 			t.Errorf("logprob entry %+v", e)
+		}
+	}
+
+	// Streamed with n = 2, each choice's chunks hold the whole response's text and logprobs.
+	whole, streamed := got.LogprobsStream.Whole, got.LogprobsStream.Streamed
+	if len(whole) != 2 || len(streamed) != 2 {
+		t.Fatalf("logprobs with n = 2: %d choices whole, %d streamed", len(whole), len(streamed))
+	}
+	flat := func(es []openai.ChatCompletionTokenLogprob) string {
+		var b strings.Builder
+		for _, e := range es {
+			fmt.Fprintf(&b, "%q %v %v [", e.Token, e.Logprob, e.Bytes)
+			for _, tp := range e.TopLogprobs {
+				fmt.Fprintf(&b, "%q %v %v ", tp.Token, tp.Logprob, tp.Bytes)
+			}
+			b.WriteString("]\n")
+		}
+		return b.String()
+	}
+	for i := range whole {
+		if len(whole[i].Content) == 0 || streamed[i].Text != whole[i].Text || flat(streamed[i].Content) != flat(whole[i].Content) {
+			t.Errorf("choice %d streamed %q with logprobs\n%s\nwhole %q with\n%s", i, streamed[i].Text, flat(streamed[i].Content), whole[i].Text, flat(whole[i].Content))
 		}
 	}
 

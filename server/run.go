@@ -126,31 +126,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 
 // completionResponse is the body of a finished /v1/completions request.
 func completionResponse(j *job, res *core.Result) map[string]any {
-	tok := j.pipe.Tokenizer
 	choices := make([]map[string]any, len(res.Sequences))
 	for i, sq := range res.Sequences {
 		var lp any
 		if j.logprobs {
-			tokens := make([]string, len(sq.Tokens))
-			offsets := make([]int, len(sq.Tokens))
-			tops := make([]map[string]float32, len(sq.Tokens))
-			off := 0
-			for k, id := range sq.Tokens {
-				tokens[k] = string(tok.TokenBytes(id))
-				offsets[k] = off
-				off += len(tokens[k])
-				if k < len(sq.TopLogprobs) && j.req.Return.TopLogprobs > 0 {
-					tops[k] = map[string]float32{}
-					for _, tp := range sq.TopLogprobs[k] {
-						tops[k][string(tok.TokenBytes(tp.ID))] = tp.Value
-					}
-				}
-			}
-			out := map[string]any{"tokens": tokens, "token_logprobs": sq.Logprobs, "text_offset": offsets, "top_logprobs": nil}
-			if j.req.Return.TopLogprobs > 0 {
-				out["top_logprobs"] = tops
-			}
-			lp = out
+			lp, _ = completionLogprobs(j.pipe.Tokenizer, resultLogprobs(sq), 0, j.req.Return.TopLogprobs > 0)
 		}
 		choices[i] = map[string]any{"index": i, "text": sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
 	}
@@ -160,42 +140,11 @@ func completionResponse(j *job, res *core.Result) map[string]any {
 
 // chatResponse is the body of a finished /v1/chat/completions request.
 func chatResponse(j *job, res *core.Result) map[string]any {
-	tok := j.pipe.Tokenizer
 	choices := make([]map[string]any, len(res.Sequences))
 	for i, sq := range res.Sequences {
 		var lp any
 		if j.logprobs {
-			type top struct {
-				Token   string  `json:"token"`
-				Logprob float32 `json:"logprob"`
-				Bytes   []int   `json:"bytes"`
-			}
-			type entry struct {
-				top
-				TopLogprobs []top `json:"top_logprobs"`
-			}
-			mk := func(id core.TokenID, v float32) top {
-				b := tok.TokenBytes(id)
-				ints := make([]int, len(b))
-				for k, c := range b {
-					ints[k] = int(c)
-				}
-				return top{Token: string(b), Logprob: v, Bytes: ints}
-			}
-			content := make([]entry, len(sq.Tokens))
-			for k, id := range sq.Tokens {
-				var v float32
-				if k < len(sq.Logprobs) {
-					v = sq.Logprobs[k]
-				}
-				content[k] = entry{top: mk(id, v), TopLogprobs: []top{}}
-				if k < len(sq.TopLogprobs) {
-					for _, tp := range sq.TopLogprobs[k] {
-						content[k].TopLogprobs = append(content[k].TopLogprobs, mk(tp.ID, tp.Value))
-					}
-				}
-			}
-			lp = map[string]any{"content": content}
+			lp = chatLogprobs(j.pipe.Tokenizer, resultLogprobs(sq))
 		}
 		choices[i] = map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": sq.Text},
 			"logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
@@ -220,6 +169,7 @@ type streamer struct {
 	j       *job
 	started bool
 	roleSet map[int]bool
+	offsets map[int]int // each choice's text streamed so far, in bytes (logprobs' text_offset)
 	err     error
 
 	mu      sync.Mutex
@@ -233,7 +183,7 @@ type streamer struct {
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, offsets: map[int]int{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	go st.writeQueued()
 	return st
 }
@@ -241,7 +191,7 @@ func newStreamer(w http.ResponseWriter, j *job) *streamer {
 // queue hands ev to the writer; once a write has failed (the client is gone) it returns that
 // error, which ends the generation.
 func (st *streamer) queue(ev core.Event) error {
-	if ev.Retract > 0 {
+	if ev.Retract > 0 || ev.RetractTokens > 0 {
 		return errRetract
 	}
 	st.mu.Lock()
@@ -345,7 +295,7 @@ var errRetract = errors.New("the pipeline withdrew text it had streamed (a strat
 
 // event writes ev (queue has refused retractions before it).
 func (st *streamer) event(ev core.Event) error {
-	if ev.Text == "" && !ev.Finished {
+	if ev.Text == "" && !ev.Finished && len(ev.Logprobs) == 0 {
 		return nil
 	}
 	var fr any
@@ -359,12 +309,20 @@ func (st *streamer) event(ev core.Event) error {
 			st.roleSet[ev.Sequence] = true
 			delta["role"] = "assistant"
 		}
-		if ev.Text != "" || delta["role"] != nil {
+		if ev.Text != "" || delta["role"] != nil || len(ev.Logprobs) > 0 {
 			delta["content"] = ev.Text
 		}
-		choice = map[string]any{"index": ev.Sequence, "delta": delta, "logprobs": nil, "finish_reason": fr}
+		var lp any
+		if len(ev.Logprobs) > 0 {
+			lp = chatLogprobs(st.j.pipe.Tokenizer, ev.Logprobs)
+		}
+		choice = map[string]any{"index": ev.Sequence, "delta": delta, "logprobs": lp, "finish_reason": fr}
 	} else {
-		choice = map[string]any{"index": ev.Sequence, "text": ev.Text, "logprobs": nil, "finish_reason": fr}
+		var lp any
+		if len(ev.Logprobs) > 0 {
+			lp, st.offsets[ev.Sequence] = completionLogprobs(st.j.pipe.Tokenizer, ev.Logprobs, st.offsets[ev.Sequence], st.j.req.Return.TopLogprobs > 0)
+		}
+		choice = map[string]any{"index": ev.Sequence, "text": ev.Text, "logprobs": lp, "finish_reason": fr}
 	}
 	return st.send(st.chunk([]map[string]any{choice}, nil))
 }

@@ -35,6 +35,17 @@ const lp = await client.chat.completions.create({ model: "greedy", messages: [{ 
 out.logprobs = lp.choices[0].logprobs.content.map((e) => ({ token: e.token, logprob: e.logprob, top: e.top_logprobs.length }));
 out.logprobsUsage = lp.usage;
 
+const lpReq = { model: "creative", messages: [{ role: "user", content: "Who made light?" }], max_completion_tokens: 12, seed: 4, n: 2, logprobs: true, top_logprobs: 2 };
+const lpWhole = await client.chat.completions.create(lpReq);
+const lpStreamed = lpWhole.choices.map(() => ({ text: "", content: [] }));
+for await (const chunk of await client.chat.completions.create({ ...lpReq, stream: true })) {
+  for (const choice of chunk.choices) {
+    lpStreamed[choice.index].text += choice.delta.content ?? "";
+    lpStreamed[choice.index].content.push(...(choice.logprobs?.content ?? []));
+  }
+}
+out.logprobsStream = { whole: lpWhole.choices.map((ch) => ({ text: ch.message.content, content: ch.logprobs.content })), streamed: lpStreamed };
+
 out.errors = {};
 for (const [name, req] of Object.entries({
   unknownModel: { model: "nope", prompt: "x" },
