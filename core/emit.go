@@ -38,7 +38,27 @@ func (s *Session) emit(q *Sequence, ch Choice) error {
 	}
 	ev.Text = s.takeText(q)
 	ev.Logprobs = s.takeLogprobs(q)
+	ev.Prompt = s.takePrompt(q)
 	return s.req.OnEvent(ev)
+}
+
+// takePrompt returns the prompt's details for q's first event (see Event.Prompt), nil for the
+// others or unless the request asks for them.
+func (s *Session) takePrompt(q *Sequence) []TokenLogprobs {
+	if q.promptSent || s.promptLogprobs == nil {
+		return nil
+	}
+	q.promptSent = true
+	if s.promptEvent == nil {
+		s.promptEvent = make([]TokenLogprobs, len(s.prompt))
+		for i, id := range s.prompt {
+			s.promptEvent[i] = TokenLogprobs{Token: id, Logprob: s.promptLogprobs[i]}
+			if s.promptTop != nil {
+				s.promptEvent[i].Top = s.promptTop[i]
+			}
+		}
+	}
+	return s.promptEvent
 }
 
 // takeLogprobs returns the details of q's tokens that became final since its last event (see
@@ -122,7 +142,7 @@ func (s *Session) Finish(q *Sequence, reason FinishReason, detail string) {
 	q.finish, q.finishDetail = reason, detail
 	s.note(LineageEvent{Op: LineageFinish, Seq: q.index, Len: q.NumGenerated(), Reason: reason})
 	if s.req.OnEvent != nil && !s.deferEvents {
-		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Logprobs: s.takeLogprobs(q), Finished: true, FinishReason: reason})
+		_ = s.req.OnEvent(Event{Sequence: q.index, Token: -1, Text: s.takeText(q), Logprobs: s.takeLogprobs(q), Prompt: s.takePrompt(q), Finished: true, FinishReason: reason})
 	}
 }
 
@@ -136,6 +156,7 @@ func (s *Session) emitFork(f *Sequence) error {
 	if ev.Text == "" && len(ev.Logprobs) == 0 && !ev.Finished {
 		return nil
 	}
+	ev.Prompt = s.takePrompt(f)
 	return s.req.OnEvent(ev)
 }
 
@@ -153,7 +174,7 @@ func (s *Session) EmitFinal(seqs []*Sequence) error {
 		if g := q.Generated(); len(g) > 0 {
 			last = g[len(g)-1]
 		}
-		ev := Event{Sequence: i, Token: last, Text: s.takeText(q), Logprobs: s.takeLogprobs(q), Finished: true, FinishReason: q.finish}
+		ev := Event{Sequence: i, Token: last, Text: s.takeText(q), Logprobs: s.takeLogprobs(q), Prompt: s.takePrompt(q), Finished: true, FinishReason: q.finish}
 		if err := s.req.OnEvent(ev); err != nil {
 			return err
 		}

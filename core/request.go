@@ -42,6 +42,12 @@ type ReturnOptions struct {
 	// TopLogprobs, when > 0, records the TopLogprobs most likely tokens of the raw
 	// distribution at every step.
 	TopLogprobs int
+	// PromptLogprobs computes the raw log-probability of every prompt token given the tokens
+	// before it, with the TopLogprobs most likely tokens at its position, in
+	// Result.PromptLogprobs and PromptTopLogprobs (and each sequence's first Event.Prompt):
+	// the likelihood of a text under the model, for scoring and perplexity. The prefill then
+	// computes every prompt position, none taken from a prefix cache.
+	PromptLogprobs bool
 	// Trace, when > 0, records for every step the distribution after each processor: the
 	// number of tokens still possible and the Trace most probable with their probabilities.
 	Trace int
@@ -70,6 +76,10 @@ type Event struct {
 	// RetractTokens, when positive, withdraws the last RetractTokens entries of Logprobs sent
 	// so far for this sequence (their tokens were truncated; Token is then -1).
 	RetractTokens int
+	// Prompt, on each sequence's first event when Return.PromptLogprobs is set, lists the
+	// prompt's tokens with their raw details (Logprob and Top; the first token, which nothing
+	// predicts, has none), as Result.PromptLogprobs and PromptTopLogprobs hold them.
+	Prompt []TokenLogprobs
 	// Logprobs, when Return.Logprobs or Return.TopLogprobs is set, lists the sequence's
 	// tokens whose details became final with this event, in order: a token's entry comes once
 	// its text has been streamed (in this event's Text or an earlier one) and its raw details
@@ -105,6 +115,12 @@ type Result struct {
 	Sequences []SequenceResult `json:"sequences"`
 	// PromptTokens is the encoded prompt.
 	PromptTokens []TokenID `json:"prompt_tokens"`
+	// PromptLogprobs[i] is the raw log-probability of PromptTokens[i] given the tokens before
+	// it, and PromptTopLogprobs[i] the most likely tokens at its position (when
+	// Return.PromptLogprobs is set). The first token has nothing before it: its entries are 0
+	// and nil.
+	PromptLogprobs    []float32     `json:"prompt_logprobs,omitempty"`
+	PromptTopLogprobs [][]TokenProb `json:"prompt_top_logprobs,omitempty"`
 	// CachedPromptTokens are the prompt positions the model took from its cache of earlier
 	// sequences (prefix reuse) instead of computing them; 0 for a model without such a cache.
 	CachedPromptTokens int `json:"cached_prompt_tokens,omitempty"`

@@ -25,7 +25,7 @@ func (s *Session) result(err error) *Result {
 		s.fillLastHoles(q)
 	}
 	total := time.Since(s.start)
-	res := &Result{PromptTokens: s.prompt, Seed: s.seed, Stats: s.stats}
+	res := &Result{PromptTokens: s.prompt, PromptLogprobs: s.promptLogprobs, PromptTopLogprobs: s.promptTop, Seed: s.seed, Stats: s.stats}
 	for _, q := range s.seqs {
 		if !q.Finished() {
 			detail := "the strategy returned without finishing it"

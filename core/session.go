@@ -85,6 +85,12 @@ type Session struct {
 	cachedPrompt int
 	stats        Stats
 
+	// promptLogprobs and promptTop are the prompt's raw details (ReturnOptions.PromptLogprobs),
+	// recorded by the first prefill; promptEvent is the same as an Event lists them.
+	promptLogprobs []float32
+	promptTop      [][]TokenProb
+	promptEvent    []TokenLogprobs
+
 	// spare holds the steps of discarded sequences, their buffers (a vocabulary's candidates,
 	// softmax scratch, a fork's row) kept for the next new sequence: beam search forks and
 	// discards sequences at every step, and a fresh vocabulary-sized buffer per fork costs
@@ -247,7 +253,7 @@ func (s *Session) Prefill() (*Sequence, error) {
 	}
 	s.note(LineageEvent{Op: LineageStart, Seq: q.index})
 	t := time.Now()
-	err = s.Forward(q)
+	err = s.prefill(q)
 	s.prefillDur = time.Since(t)
 	if err != nil {
 		return nil, err
@@ -259,6 +265,60 @@ func (s *Session) Prefill() (*Sequence, error) {
 		s.Finish(q, FinishLength, "max_new_tokens = 0")
 	}
 	return q, nil
+}
+
+// prefill runs q's prompt through the model. For the prompt's details (PromptLogprobs) the
+// first prefill keeps a row for every position, in chunks of at most promptRowBytes of rows.
+func (s *Session) prefill(q *Sequence) error {
+	if !s.req.Return.PromptLogprobs || s.promptLogprobs != nil {
+		return s.Forward(q)
+	}
+	s.promptLogprobs = make([]float32, len(s.prompt))
+	if s.req.Return.TopLogprobs > 0 {
+		s.promptTop = make([][]TokenProb, len(s.prompt))
+	}
+	chunk := max(1, promptRowBytes/4/s.pipe.Model.Config().VocabSize)
+	for len(q.Pending()) > chunk {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		base := q.state.Len()
+		items := []ForwardItem{{State: q.state, Tokens: q.Pending()[:chunk], AllLogits: true}}
+		if err := s.pipe.Model.Forward(s.ctx, items); err != nil {
+			return fmt.Errorf("model forward: %w", err)
+		}
+		s.stats.Forwards++
+		if err := s.recordPrompt(base, items[0].Logits); err != nil {
+			return err
+		}
+	}
+	q.promptRows = true
+	return s.Forward(q)
+}
+
+// promptRowBytes bounds the logits rows a prefill for PromptLogprobs asks for at once (a
+// 128k vocabulary's rows are half a megabyte each).
+var promptRowBytes = 64 << 20
+
+// recordPrompt records the prompt's details from the rows of a forward of its tokens from
+// position base on: row j follows token base+j and so predicts token base+j+1.
+func (s *Session) recordPrompt(base int, rows [][]float32) error {
+	var c Candidates
+	for j, row := range rows {
+		p := base + j + 1
+		if p >= len(s.prompt) {
+			break // the row that predicts the first generated token
+		}
+		logZ, top, err := s.rawDetails(&c, row, nil)
+		if err != nil {
+			return fmt.Errorf("prompt token %d: %w", p, err)
+		}
+		s.promptLogprobs[p] = row[s.prompt[p]] - logZ
+		if s.promptTop != nil {
+			s.promptTop[p] = top
+		}
+	}
+	return nil
 }
 
 // freshChain returns the pipeline's processors with a new clone of each stateful one.
