@@ -18,9 +18,21 @@ type job struct {
 	includeUsage bool
 	// logprobs asks for per-token log-probabilities in the response.
 	logprobs bool
+	// echo puts the prompt before each choice's text (completions' echo): echoText, and with
+	// logprobs the prompt tokens' details before the generated ones'.
+	echo     bool
+	echoText string
 	id       string
 	created  int64
 	start    time.Time
+}
+
+// echoPrefix is what precedes a choice's generated text: the prompt when it is echoed.
+func (j *job) echoPrefix() string {
+	if j.echo {
+		return j.echoText
+	}
+	return ""
 }
 
 func (s *Server) newJob(endpoint string, e *entry) *job {
@@ -43,8 +55,6 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 		return nil, err
 	}
 	switch {
-	case body.Echo:
-		return nil, badParam("echo", "not supported")
 	case body.BestOf != nil && *body.BestOf != 1:
 		return nil, badParam("best_of", "not supported (use n, or a beam pipeline)")
 	case body.Suffix != nil && *body.Suffix != "":
@@ -69,6 +79,17 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 		}
 		j.logprobs = true
 		j.req.Return.Logprobs, j.req.Return.TopLogprobs = true, *body.Logprobs
+	}
+	if body.Echo {
+		j.echo, j.echoText = true, j.req.Prompt
+		if j.req.PromptTokens != nil {
+			var b []byte
+			for _, id := range j.req.PromptTokens {
+				b = append(b, e.model.tok.TokenBytes(id)...)
+			}
+			j.echoText = string(b)
+		}
+		j.req.Return.PromptLogprobs = j.logprobs
 	}
 	return j, s.finish(j, &body.common, stop)
 }

@@ -18,34 +18,67 @@ func resultLogprobs(sq core.SequenceResult) []core.TokenLogprobs {
 	return out
 }
 
-// completionLogprobs is the `logprobs` object of a /v1/completions choice (or of one streamed
-// chunk of it) for tokens ts, whose text begins at byte off of the choice's text; top_logprobs
-// is null unless the request asked for top tokens. It returns the offset after ts.
-func completionLogprobs(tok core.Tokenizer, ts []core.TokenLogprobs, off int, withTop bool) (map[string]any, int) {
-	tokens := make([]string, len(ts))
-	values := make([]float32, len(ts))
-	offsets := make([]int, len(ts))
-	var tops []map[string]float32
-	if withTop {
-		tops = make([]map[string]float32, len(ts))
-	}
-	for k, e := range ts {
-		tokens[k] = string(tok.TokenBytes(e.Token))
-		values[k] = e.Logprob
-		offsets[k] = off
-		off += len(tokens[k])
-		if withTop {
-			tops[k] = make(map[string]float32, len(e.Top))
-			for _, tp := range e.Top {
-				tops[k][string(tok.TokenBytes(tp.ID))] = tp.Value
-			}
+// promptLogprobs returns the prompt's tokens with their details (Return.PromptLogprobs) in
+// the form events stream them.
+func promptLogprobs(res *core.Result) []core.TokenLogprobs {
+	out := make([]core.TokenLogprobs, len(res.PromptTokens))
+	for k, id := range res.PromptTokens {
+		out[k].Token = id
+		if k < len(res.PromptLogprobs) {
+			out[k].Logprob = res.PromptLogprobs[k]
+		}
+		if k < len(res.PromptTopLogprobs) {
+			out[k].Top = res.PromptTopLogprobs[k]
 		}
 	}
-	out := map[string]any{"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": nil}
-	if withTop {
-		out["top_logprobs"] = tops
+	return out
+}
+
+// completionLogprobs is the `logprobs` object of a /v1/completions choice, or of one streamed
+// chunk of it. TopLogprobs stays nil (null) unless the request asked for top tokens. Where
+// nothing predicts a token (an echoed prompt's first) its log-probability is null and its top
+// tokens empty.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+func newCompletionLogprobs() *completionLogprobs {
+	return &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TextOffset: []int{}}
+}
+
+// add appends tokens ts, whose text begins at byte off of the choice's text, and returns the
+// offset after them. unpredicted says that the first of ts has no details (an echoed
+// prompt's first token).
+func (l *completionLogprobs) add(tok core.Tokenizer, ts []core.TokenLogprobs, off int, withTop, unpredicted bool) int {
+	if withTop && l.TopLogprobs == nil {
+		l.TopLogprobs = []map[string]float32{}
 	}
-	return out, off
+	for k, e := range ts {
+		text := string(tok.TokenBytes(e.Token))
+		l.Tokens = append(l.Tokens, text)
+		l.TextOffset = append(l.TextOffset, off)
+		off += len(text)
+		if k == 0 && unpredicted {
+			l.TokenLogprobs = append(l.TokenLogprobs, nil)
+			if withTop { // {}, not null: typed clients (the Go SDK) read a list of objects
+				l.TopLogprobs = append(l.TopLogprobs, map[string]float32{})
+			}
+			continue
+		}
+		v := e.Logprob
+		l.TokenLogprobs = append(l.TokenLogprobs, &v)
+		if withTop {
+			top := make(map[string]float32, len(e.Top))
+			for _, tp := range e.Top {
+				top[string(tok.TokenBytes(tp.ID))] = tp.Value
+			}
+			l.TopLogprobs = append(l.TopLogprobs, top)
+		}
+	}
+	return off
 }
 
 // chatTokenLogprob is one token of a chat choice's `logprobs.content`.

@@ -127,12 +127,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 // completionResponse is the body of a finished /v1/completions request.
 func completionResponse(j *job, res *core.Result) map[string]any {
 	choices := make([]map[string]any, len(res.Sequences))
+	tok, withTop := j.pipe.Tokenizer, j.req.Return.TopLogprobs > 0
 	for i, sq := range res.Sequences {
-		var lp any
+		var lp *completionLogprobs
 		if j.logprobs {
-			lp, _ = completionLogprobs(j.pipe.Tokenizer, resultLogprobs(sq), 0, j.req.Return.TopLogprobs > 0)
+			lp = newCompletionLogprobs()
+			if j.echo {
+				lp.add(tok, promptLogprobs(res), 0, withTop, true)
+			}
+			lp.add(tok, resultLogprobs(sq), len(j.echoPrefix()), withTop, false)
 		}
-		choices[i] = map[string]any{"index": i, "text": sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
+		choices[i] = map[string]any{"index": i, "text": j.echoPrefix() + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
 	}
 	return map[string]any{"id": j.id, "object": "text_completion", "created": j.created, "model": j.entry.name,
 		"choices": choices, "usage": usageOf(res), "system_fingerprint": fingerprint(res)}
@@ -169,7 +174,8 @@ type streamer struct {
 	j       *job
 	started bool
 	roleSet map[int]bool
-	offsets map[int]int // each choice's text streamed so far, in bytes (logprobs' text_offset)
+	echoed  map[int]bool // choices whose echoed prompt has been sent
+	offsets map[int]int  // each choice's text streamed so far, in bytes (logprobs' text_offset)
 	err     error
 
 	mu      sync.Mutex
@@ -183,7 +189,7 @@ type streamer struct {
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, offsets: map[int]int{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, offsets: map[int]int{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	go st.writeQueued()
 	return st
 }
@@ -295,6 +301,11 @@ var errRetract = errors.New("the pipeline withdrew text it had streamed (a strat
 
 // event writes ev (queue has refused retractions before it).
 func (st *streamer) event(ev core.Event) error {
+	if st.j.echo && !st.echoed[ev.Sequence] {
+		if err := st.echo(ev); err != nil {
+			return err
+		}
+	}
 	if ev.Text == "" && !ev.Finished && len(ev.Logprobs) == 0 {
 		return nil
 	}
@@ -318,13 +329,27 @@ func (st *streamer) event(ev core.Event) error {
 		}
 		choice = map[string]any{"index": ev.Sequence, "delta": delta, "logprobs": lp, "finish_reason": fr}
 	} else {
-		var lp any
+		var lp *completionLogprobs
 		if len(ev.Logprobs) > 0 {
-			lp, st.offsets[ev.Sequence] = completionLogprobs(st.j.pipe.Tokenizer, ev.Logprobs, st.offsets[ev.Sequence], st.j.req.Return.TopLogprobs > 0)
+			lp = newCompletionLogprobs()
+			st.offsets[ev.Sequence] = lp.add(st.j.pipe.Tokenizer, ev.Logprobs, st.offsets[ev.Sequence], st.j.req.Return.TopLogprobs > 0, false)
 		}
 		choice = map[string]any{"index": ev.Sequence, "text": ev.Text, "logprobs": lp, "finish_reason": fr}
 	}
 	return st.send(st.chunk([]map[string]any{choice}, nil))
+}
+
+// echo sends the chunk that opens an echoing choice: the prompt's text, and with logprobs its
+// tokens' details (the choice's first event carries them).
+func (st *streamer) echo(ev core.Event) error {
+	st.echoed[ev.Sequence] = true
+	st.offsets[ev.Sequence] = len(st.j.echoText)
+	var lp *completionLogprobs
+	if st.j.logprobs {
+		lp = newCompletionLogprobs()
+		lp.add(st.j.pipe.Tokenizer, ev.Prompt, 0, st.j.req.Return.TopLogprobs > 0, true)
+	}
+	return st.send(st.chunk([]map[string]any{{"index": ev.Sequence, "text": st.j.echoText, "logprobs": lp, "finish_reason": nil}}, nil))
 }
 
 // end sends the usage chunk (when asked for) and the terminating [DONE].

@@ -62,56 +62,61 @@ func TestStreamedLogprobsEqualResponse(t *testing.T) {
 		if strings.HasPrefix(name, "speculative") || name == "prompt-lookup" {
 			n = 1 // one sequence each
 		}
-		t.Run(name+"/completions", func(t *testing.T) {
-			params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(name),
-				Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God saw the light")},
-				Seed:   openai.Int(5), MaxTokens: openai.Int(24), N: openai.Int(n), Logprobs: openai.Int(3)}
-			want, err := c.Completions.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := make([]openai.CompletionChoice, len(want.Choices))
-			texts := make([]strings.Builder, len(want.Choices))
-			stream := c.Completions.NewStreaming(ctx, params)
-			for stream.Next() {
-				for _, ch := range stream.Current().Choices {
-					if ch.Index < 0 || int(ch.Index) >= len(got) {
-						t.Fatalf("chunk of choice %d; the response has %d", ch.Index, len(got))
-					}
-					g := &got[ch.Index]
-					texts[ch.Index].WriteString(ch.Text)
-					lp := ch.Logprobs
-					g.Logprobs.Tokens = append(g.Logprobs.Tokens, lp.Tokens...)
-					g.Logprobs.TokenLogprobs = append(g.Logprobs.TokenLogprobs, lp.TokenLogprobs...)
-					g.Logprobs.TopLogprobs = append(g.Logprobs.TopLogprobs, lp.TopLogprobs...)
-					g.Logprobs.TextOffset = append(g.Logprobs.TextOffset, lp.TextOffset...)
-					if tokens := strings.Join(g.Logprobs.Tokens, ""); !strings.HasPrefix(texts[ch.Index].String(), tokens) && ch.FinishReason == "" {
-						t.Errorf("choice %d: a chunk's tokens %q run ahead of the text streamed, %q", ch.Index, tokens, texts[ch.Index].String())
-					}
+		for _, echo := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/completions/echo=%v", name, echo), func(t *testing.T) {
+				params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(name),
+					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God saw the light")},
+					Seed:   openai.Int(5), MaxTokens: openai.Int(24), N: openai.Int(n), Logprobs: openai.Int(3), Echo: openai.Bool(echo)}
+				want, err := c.Completions.New(ctx, params)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			for i, w := range want.Choices {
-				if texts[i].String() != w.Text {
-					t.Errorf("choice %d: streamed %q, response %q", i, texts[i].String(), w.Text)
-				}
-				if len(w.Logprobs.Tokens) == 0 || len(w.Logprobs.TopLogprobs) != len(w.Logprobs.Tokens) {
-					t.Fatalf("choice %d: response logprobs %+v", i, w.Logprobs)
-				}
-				g, wl := got[i].Logprobs, w.Logprobs
-				for _, d := range []struct {
-					what      string
-					got, want any
-				}{{"tokens", g.Tokens, wl.Tokens}, {"token_logprobs", g.TokenLogprobs, wl.TokenLogprobs},
-					{"top_logprobs", g.TopLogprobs, wl.TopLogprobs}, {"text_offset", g.TextOffset, wl.TextOffset}} {
-					if !reflect.DeepEqual(d.got, d.want) {
-						t.Errorf("choice %d %s: streamed %v, response %v", i, d.what, d.got, d.want)
+				got := make([]openai.CompletionChoice, len(want.Choices))
+				texts := make([]strings.Builder, len(want.Choices))
+				stream := c.Completions.NewStreaming(ctx, params)
+				for stream.Next() {
+					for _, ch := range stream.Current().Choices {
+						if ch.Index < 0 || int(ch.Index) >= len(got) {
+							t.Fatalf("chunk of choice %d; the response has %d", ch.Index, len(got))
+						}
+						g := &got[ch.Index]
+						texts[ch.Index].WriteString(ch.Text)
+						lp := ch.Logprobs
+						g.Logprobs.Tokens = append(g.Logprobs.Tokens, lp.Tokens...)
+						g.Logprobs.TokenLogprobs = append(g.Logprobs.TokenLogprobs, lp.TokenLogprobs...)
+						g.Logprobs.TopLogprobs = append(g.Logprobs.TopLogprobs, lp.TopLogprobs...)
+						g.Logprobs.TextOffset = append(g.Logprobs.TextOffset, lp.TextOffset...)
+						if tokens := strings.Join(g.Logprobs.Tokens, ""); !strings.HasPrefix(texts[ch.Index].String(), tokens) && ch.FinishReason == "" {
+							t.Errorf("choice %d: a chunk's tokens %q run ahead of the text streamed, %q", ch.Index, tokens, texts[ch.Index].String())
+						}
 					}
 				}
-			}
-		})
+				if err := stream.Err(); err != nil {
+					t.Fatal(err)
+				}
+				for i, w := range want.Choices {
+					if texts[i].String() != w.Text {
+						t.Errorf("choice %d: streamed %q, response %q", i, texts[i].String(), w.Text)
+					}
+					if len(w.Logprobs.Tokens) == 0 || len(w.Logprobs.TopLogprobs) != len(w.Logprobs.Tokens) {
+						t.Fatalf("choice %d: response logprobs %+v", i, w.Logprobs)
+					}
+					g, wl := got[i].Logprobs, w.Logprobs
+					for _, d := range []struct {
+						what      string
+						got, want any
+					}{{"tokens", g.Tokens, wl.Tokens}, {"token_logprobs", g.TokenLogprobs, wl.TokenLogprobs},
+						{"top_logprobs", g.TopLogprobs, wl.TopLogprobs}, {"text_offset", g.TextOffset, wl.TextOffset}} {
+						if !reflect.DeepEqual(d.got, d.want) {
+							t.Errorf("choice %d %s: streamed %v, response %v", i, d.what, d.got, d.want)
+						}
+					}
+					if echo && !strings.HasPrefix(w.Text, "And God saw the light") {
+						t.Errorf("choice %d: echo gave %q", i, w.Text)
+					}
+				}
+			})
+		}
 		t.Run(name+"/chat", func(t *testing.T) {
 			params := openai.ChatCompletionNewParams{Model: name,
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Who made light?")},
