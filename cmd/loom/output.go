@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
@@ -118,6 +119,45 @@ func printDetails(w io.Writer, tok core.Tokenizer, res *core.Result) {
 			continue
 		}
 		printLogprobs(w, tok, s)
+	}
+	if res.PromptLogprobs != nil {
+		printPromptLogprobs(w, tok, res)
+	}
+}
+
+// printPromptLogprobs writes the prompt's table: position, token, its log-probability given
+// the tokens before it and the top alternatives there, then the sum and the perplexity over
+// the tokens that have one (all but the first).
+func printPromptLogprobs(w io.Writer, tok core.Tokenizer, res *core.Result) {
+	fmt.Fprintln(w, "--- prompt: log-probabilities (raw model, each token given the ones before it)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hasTop := res.PromptTopLogprobs != nil
+	head := "pos	token	logprob	"
+	if hasTop {
+		head += "  top"
+	}
+	fmt.Fprintln(tw, head)
+	var sum float64
+	for i, id := range res.PromptTokens {
+		if i == 0 {
+			fmt.Fprintf(tw, "%d	%q	—	\n", i, tok.TokenBytes(id))
+			continue
+		}
+		lp := res.PromptLogprobs[i]
+		sum += float64(lp)
+		line := fmt.Sprintf("%d	%q	%.3f	", i, tok.TokenBytes(id), lp)
+		if hasTop {
+			alts := make([]string, len(res.PromptTopLogprobs[i]))
+			for j, tp := range res.PromptTopLogprobs[i] {
+				alts[j] = fmt.Sprintf("%q %.3f", tok.TokenBytes(tp.ID), tp.Value)
+			}
+			line += "  " + strings.Join(alts, ", ")
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	if n := len(res.PromptTokens) - 1; n > 0 {
+		fmt.Fprintf(w, "prompt: %d tokens scored, sum of log-probabilities %.3f, perplexity %.3f\n", n, sum, math.Exp(-sum/float64(n)))
 	}
 }
 

@@ -125,6 +125,7 @@ type runFlags struct {
 	seed                                        optionalSeed
 	temperature, topP                           optionalFloat
 	jsonOut, logprobs, quiet, lineage, noMmap   bool
+	promptLogprobs                              bool
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -145,6 +146,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.noMmap, "no-mmap", false, noMmapUsage)
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object with the whole result, token ids included")
 	fs.BoolVar(&f.logprobs, "logprobs", false, "compute per-token log-probabilities (scores and raw logprobs): a table per sequence on standard error, or in --json")
+	fs.BoolVar(&f.promptLogprobs, "prompt-logprobs", false, "score the prompt: each prompt token's log-probability under the model given the tokens before it, with the prompt's perplexity (a table on standard error, or prompt_logprobs in --json); with --max-new-tokens 0 nothing is generated")
 	fs.Var(&f.topLogprobs, "top-logprobs", "record the N most likely raw tokens per step, N in [0, 100] (shown as --logprobs shows its table)")
 	fs.Var(&f.trace, "trace", "record the distribution after every processor, with the N most likely tokens per step, N in [0, 100]")
 	fs.BoolVar(&f.lineage, "lineage", false, "record every primitive the strategy called (forks, appends, verifications, truncations, discards) in --json's \"lineage\"")
@@ -205,6 +207,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	req := built.Request(prompt)
 	req.Return.Logprobs = req.Return.Logprobs || f.logprobs
 	req.Return.Lineage = f.lineage
+	req.Return.PromptLogprobs = f.promptLogprobs
 
 	var out *textOutput
 	if !f.jsonOut {

@@ -1,18 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/llama"
 	"github.com/loomlm/loom/models"
+	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/plugins"
 )
 
@@ -394,5 +399,65 @@ seconds = 0
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("error %d:\n got  %s\n want %s…", i, lines[i], w)
 		}
+	}
+}
+
+// TestRunPromptLogprobs scores a prompt with --prompt-logprobs and no generation: the --json
+// result's prompt_logprobs and the table's rows and perplexity are the in-process
+// Return.PromptLogprobs of the same pipeline.
+func TestRunPromptLogprobs(t *testing.T) {
+	p := filepath.Join("..", "..", "pipelines", "greedy.toml")
+	const prompt = "And God saw the light, that it was good"
+	b, err := pipeline.LoadAndBuild(p, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	req := b.Request(prompt)
+	req.MaxNewTokens, req.Return.PromptLogprobs = 0, true
+	want, err := core.Generate(context.Background(), b.Pipeline, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errs := loom(t, "run", p, "--prompt", prompt, "--prompt-logprobs", "--max-new-tokens", "0", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		PromptTokens   []core.TokenID `json:"prompt_tokens"`
+		PromptLogprobs []float32      `json:"prompt_logprobs"`
+		Sequences      []struct {
+			Tokens []int `json:"tokens"`
+		} `json:"sequences"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if !slices.Equal(got.PromptTokens, want.PromptTokens) || !slices.Equal(got.PromptLogprobs, want.PromptLogprobs) || len(got.Sequences) != 1 || len(got.Sequences[0].Tokens) != 0 {
+		t.Errorf("--json: prompt %v logprobs %v, %d sequences; in process %v %v", got.PromptTokens, got.PromptLogprobs, len(got.Sequences), want.PromptTokens, want.PromptLogprobs)
+	}
+
+	code, _, errs = loom(t, "run", p, "--prompt", prompt, "--prompt-logprobs", "--top-logprobs", "2", "--max-new-tokens", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	row := regexp.MustCompile(`^\s*(\d+)\s+(".*?")\s+(-?\d+\.\d+)\s+(".*?" -?\d+\.\d+, ".*?" -?\d+\.\d+)$`)
+	rows := 0
+	var sum float64
+	for _, line := range strings.Split(errs, "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			i, _ := strconv.Atoi(m[1])
+			if i != rows+1 || m[3] != fmt.Sprintf("%.3f", want.PromptLogprobs[i]) {
+				t.Errorf("row %q: want position %d with %.3f", line, rows+1, want.PromptLogprobs[i])
+			}
+			rows++
+			sum += float64(want.PromptLogprobs[i])
+		}
+	}
+	n := len(want.PromptTokens) - 1
+	summary := fmt.Sprintf("prompt: %d tokens scored, sum of log-probabilities %.3f, perplexity %.3f", n, sum, math.Exp(-sum/float64(n)))
+	if rows != n || !strings.Contains(errs, summary) {
+		t.Errorf("%d rows, want %d, and %q in:\n%s", rows, n, summary, errs)
 	}
 }
