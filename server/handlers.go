@@ -22,6 +22,9 @@ type job struct {
 	// logprobs the prompt tokens' details before the generated ones'.
 	echo     bool
 	echoText string
+	// bestOf, when > 0, is how many of the request's sequences (best_of of them) are returned:
+	// those with the highest mean log-probability per token.
+	bestOf int
 	id       string
 	created  int64
 	start    time.Time
@@ -55,8 +58,6 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 		return nil, err
 	}
 	switch {
-	case body.BestOf != nil && *body.BestOf != 1:
-		return nil, badParam("best_of", "not supported (use n, or a beam pipeline)")
 	case body.Suffix != nil && *body.Suffix != "":
 		return nil, badParam("suffix", "not supported")
 	}
@@ -79,6 +80,18 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 		}
 		j.logprobs = true
 		j.req.Return.Logprobs, j.req.Return.TopLogprobs = true, *body.Logprobs
+	}
+	if body.BestOf != nil {
+		n := max(j.req.N, 1)
+		switch {
+		case *body.BestOf < n || *body.BestOf > maxN:
+			return nil, badParam("best_of", "%d is outside [n = %d, %d]", *body.BestOf, n, maxN)
+		case body.Stream && *body.BestOf > n:
+			return nil, badParam("best_of", "cannot be streamed: the best choices are known only when all %d have finished", *body.BestOf)
+		case *body.BestOf > n:
+			j.bestOf, j.req.N = n, *body.BestOf
+			j.req.Return.Logprobs = true // to rank them
+		}
 	}
 	if body.Echo {
 		j.echo, j.echoText = true, j.req.Prompt

@@ -117,6 +117,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		st.end(res)
 		return
 	}
+	if j.bestOf > 0 {
+		res.Sequences = best(res.Sequences, j.bestOf)
+	}
 	if j.endpoint == "chat" {
 		writeJSON(w, http.StatusOK, chatResponse(j, res))
 	} else {
