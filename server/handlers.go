@@ -24,10 +24,10 @@ type job struct {
 	echoText string
 	// bestOf, when > 0, is how many of the request's sequences (best_of of them) are returned:
 	// those with the highest mean log-probability per token.
-	bestOf int
-	id       string
-	created  int64
-	start    time.Time
+	bestOf  int
+	id      string
+	created int64
+	start   time.Time
 }
 
 // echoPrefix is what precedes a choice's generated text: the prompt when it is echoed.
