@@ -47,6 +47,12 @@ type nodeReport struct {
 			Content []openai.ChatCompletionTokenLogprob
 		}
 	}
+	// Echo is a text scored with echo, max_tokens 0 and logprobs.
+	Echo struct {
+		Text     string
+		Tokens   []string
+		Logprobs []*float64
+	}
 	Errors map[string]struct {
 		Status                     int
 		Type, Param, Code, Message string
@@ -146,6 +152,24 @@ func TestNodeClient(t *testing.T) {
 	for i := range whole {
 		if len(whole[i].Content) == 0 || streamed[i].Text != whole[i].Text || flat(streamed[i].Content) != flat(whole[i].Content) {
 			t.Errorf("choice %d streamed %q with logprobs\n%s\nwhole %q with\n%s", i, streamed[i].Text, flat(streamed[i].Content), whole[i].Text, flat(whole[i].Content))
+		}
+	}
+
+	// The scored text: the prompt, its first token's log-probability null, the others the
+	// Go SDK's.
+	scored, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: "greedy",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God saw the light")},
+		MaxTokens: openai.Int(0), Echo: openai.Bool(true), Logprobs: openai.Int(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := got.Echo
+	if e.Text != "And God saw the light" || len(e.Logprobs) != len(e.Tokens) || len(e.Tokens) != len(scored.Choices[0].Logprobs.Tokens) || len(e.Tokens) < 2 || e.Logprobs[0] != nil {
+		t.Fatalf("node echo %+v; Go SDK %d tokens", e, len(scored.Choices[0].Logprobs.Tokens))
+	}
+	for i := 1; i < len(e.Tokens); i++ {
+		if e.Logprobs[i] == nil || *e.Logprobs[i] != scored.Choices[0].Logprobs.TokenLogprobs[i] {
+			t.Errorf("node echo token %d %q: %v, Go SDK %v", i, e.Tokens[i], e.Logprobs[i], scored.Choices[0].Logprobs.TokenLogprobs[i])
 		}
 	}
 

@@ -46,6 +46,9 @@ for await (const chunk of await client.chat.completions.create({ ...lpReq, strea
 }
 out.logprobsStream = { whole: lpWhole.choices.map((ch) => ({ text: ch.message.content, content: ch.logprobs.content })), streamed: lpStreamed };
 
+const scored = await client.completions.create({ model: "greedy", prompt: "And God saw the light", max_tokens: 0, echo: true, logprobs: 1 });
+out.echo = { text: scored.choices[0].text, tokens: scored.choices[0].logprobs.tokens, logprobs: scored.choices[0].logprobs.token_logprobs };
+
 out.errors = {};
 for (const [name, req] of Object.entries({
   unknownModel: { model: "nope", prompt: "x" },
