@@ -231,7 +231,7 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 		}
 		req.MaxNewTokens = *body.MaxTokens
 	}
-	req.Return = core.ReturnOptions{Logprobs: true, TopLogprobs: 5, Trace: 10, Lineage: true}
+	req.Return = core.ReturnOptions{Logprobs: true, TopLogprobs: 5, Trace: 10, Lineage: true, PromptLogprobs: true}
 	if body.Trace != nil {
 		if *body.Trace < 1 || *body.Trace > workbenchMaxTrace {
 			writeError(w, badParam("trace", "%d is outside [1, %d]", *body.Trace, workbenchMaxTrace))
@@ -288,7 +288,11 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 	res, genErr := core.Generate(ctx, pipe, req)
 	if res != nil {
 		s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
-		out := map[string]any{"type": "result", "result": res, "strategy": e.spec.Strategy.Type, "pipeline": e.name}
+		texts := make([]string, len(res.PromptTokens))
+		for i, id := range res.PromptTokens {
+			texts[i] = string(pipe.Tokenizer.TokenBytes(id))
+		}
+		out := map[string]any{"type": "result", "result": res, "strategy": e.spec.Strategy.Type, "pipeline": e.name, "prompt_texts": texts}
 		if genErr != nil {
 			out["result_error"] = genErr.Error()
 		}

@@ -100,6 +100,11 @@ type wbReport struct {
 		Step           wbStep
 		AfterArrow     string
 		Entropy, Rank  string
+		// Prompt is the prompt's tokens as the page shows them.
+		Prompt []struct {
+			Text, Logprob, Title string
+			Coloured             bool
+		}
 	}
 	Exported json.RawMessage
 	Reopened []int
@@ -141,7 +146,7 @@ type wbStep struct {
 // cliRun runs `loom run --json` with every detail the workbench records and decodes it.
 func cliRun(t *testing.T, pipelineFile, prompt string, seed, maxTokens, trace int) *core.Result {
 	t.Helper()
-	code, out, errOut := loom(t, "run", "--json", "--logprobs", "--top-logprobs", "5", "--lineage",
+	code, out, errOut := loom(t, "run", "--json", "--logprobs", "--top-logprobs", "5", "--lineage", "--prompt-logprobs",
 		"--trace", strconv.Itoa(trace), "--seed", strconv.Itoa(seed), "--prompt", prompt,
 		"--max-new-tokens", strconv.Itoa(maxTokens), pipelineFile)
 	if code != 0 {
@@ -327,6 +332,21 @@ func TestWorkbenchInBrowser(t *testing.T) {
 	if len(got.Sample.Rows) != 2 || got.Sample.Rows[0] != len(sample.Sequences[0].Tokens) || got.Sample.Rows[1] != len(sample.Sequences[1].Tokens) {
 		t.Fatalf("rows of %v tokens; loom run: %d and %d", got.Sample.Rows, len(sample.Sequences[0].Tokens), len(sample.Sequences[1].Tokens))
 	}
+	// The prompt's tokens, each coloured by its log-probability as loom run --prompt-logprobs
+	// gives it (the first, which nothing predicts, not coloured).
+	if len(got.Sample.Prompt) != len(sample.PromptTokens) || len(sample.PromptLogprobs) != len(sample.PromptTokens) {
+		t.Fatalf("the page shows %d prompt tokens; loom run: %d tokens, %d log-probabilities", len(got.Sample.Prompt), len(sample.PromptTokens), len(sample.PromptLogprobs))
+	}
+	for i, p := range got.Sample.Prompt {
+		lp, err := strconv.ParseFloat(p.Logprob, 32)
+		switch {
+		case i == 0 && (p.Logprob != "" || p.Coloured || !strings.Contains(p.Title, "nothing predicts it")):
+			t.Errorf("first prompt token %+v: want no colour and a title saying nothing predicts it", p)
+		case i > 0 && (err != nil || float32(lp) != sample.PromptLogprobs[i] || !p.Coloured || !strings.Contains(p.Title, "likeliest: ")):
+			t.Errorf("prompt token %d %+v: loom run's log-probability %v, and a colour and the likeliest tokens wanted", i, p, sample.PromptLogprobs[i])
+		}
+	}
+
 	// Streaming is checked on the heavy run below, not here: the page renders once an
 	// animation frame, and this run's 80 tokens of the embedded model arrive within a frame or
 	// two (about 20 ms) after frames spent on the request and the other view, so that it may

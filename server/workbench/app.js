@@ -213,10 +213,17 @@ class RunView {
     this.scheduleRender();
   }
   // fromResult rebuilds the view from a whole Result (the end of a run, or an opened file).
-  fromResult(res, strategy) {
+  fromResult(res, strategy, promptTexts) {
     this.result = res;
     this.strategy = strategy || inferStrategy(res);
     this.seqs = new Map();
+    // The prompt's tokens, each with its log-probability given the ones before it (a run's
+    // result has them; a file from loom run has them with --prompt-logprobs, without texts).
+    this.promptToks = res.prompt_logprobs ? res.prompt_tokens.map((id, i) => ({
+      id, text: promptTexts ? promptTexts[i] : `⟨${id}⟩`,
+      logprob: i > 0 ? res.prompt_logprobs[i] : null,
+      top: res.prompt_top_logprobs ? res.prompt_top_logprobs[i] : null,
+    })) : null;
     res.sequences.forEach((sq, i) => {
       const s = this.seq(i);
       s.finish = sq.finish_reason;
@@ -272,7 +279,8 @@ class RunView {
       const label = el("div", { class: "seq-label" }, el("b", { text: this.strategy === "beam" ? `beam ${i}` : `#${i}` }));
       if (s.sum != null && this.strategy === "beam") label.append(el("div", { text: `Σ ${fmt(s.sum, 2)}` }));
       const toks = el("div", { class: "tokens", "data-seq": String(i) });
-      if (i === 0 && this.prompt) toks.append(el("span", { class: "prompt-text", text: this.prompt }));
+      if (i === 0 && this.promptToks) toks.append(this.renderPrompt());
+      else if (i === 0 && this.prompt) toks.append(el("span", { class: "prompt-text", text: this.prompt }));
       s.tokens.forEach((t, k) => {
         const m = tokenMeasure(t, mode);
         const span = el("span", { class: "tok" + (t.mark ? " " + t.mark : ""), tabindex: "0",
@@ -295,6 +303,26 @@ class RunView {
     this.root.replaceChildren(...parts);
   }
 }
+
+// renderPrompt draws the prompt's tokens coloured by their probability under the model given
+// the tokens before them: where the model was surprised by the prompt.
+RunView.prototype.renderPrompt = function () {
+  const box = el("span", { class: "prompt-toks", title: "the prompt, each token coloured by its probability given the ones before it" });
+  this.promptToks.forEach((t, k) => {
+    const span = el("span", { class: "ptok", "data-pos": String(k), text: t.text });
+    if (t.logprob == null) {
+      span.title = `prompt token ${k} · ${show(t.text)} · the first: nothing predicts it`;
+    } else {
+      const p = Math.exp(t.logprob);
+      span.dataset.logprob = String(t.logprob);
+      span.style.background = colourOf(p);
+      const alts = (t.top || []).map((a) => `${show(a.text)} ${fmt(Math.exp(a.value))}`).join(", ");
+      span.title = `prompt token ${k} · ${show(t.text)} · p = ${fmt(p)} under the model` + (alts ? ` · likeliest: ${alts}` : "");
+    }
+    box.append(span);
+  });
+  return box;
+};
 
 function inferStrategy(res) {
   const ops = new Set((res.lineage || []).map((e) => e.op));
@@ -486,7 +514,7 @@ async function runOne(side) {
       const msg = JSON.parse(line.slice(6));
       if (msg.type === "token") view.onToken(msg);
       else if (msg.type === "retract") view.onRetract(msg);
-      else if (msg.type === "result") { result = msg; view.strategy = msg.strategy; view.fromResult(msg.result, msg.strategy); }
+      else if (msg.type === "result") { result = msg; view.strategy = msg.strategy; view.fromResult(msg.result, msg.strategy, msg.prompt_texts); }
       else if (msg.type === "error") { view.error = msg.error.message; }
     }
   }

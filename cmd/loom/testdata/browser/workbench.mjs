@@ -130,6 +130,7 @@ try {
     distinctCounts: new Set(counts).size,
     rows: await page.$$eval("#run-A .tokens", (ts) => ts.map((t) => t.querySelectorAll(".tok").length)),
     text: await page.$$eval("#run-A .tokens", (ts) => ts.map((t) => [...t.querySelectorAll(".tok")].map((s) => s.textContent).join(""))),
+    prompt: await page.$$eval("#run-A .ptok", (ps) => ps.map((p) => ({ text: p.textContent, logprob: p.dataset.logprob ?? "", title: p.title, coloured: p.style.background !== "" }))),
   };
   report.sample.step = await readStep("A", cases.sample.seq, cases.sample.step);
   // The keyboard: → moves to the next token and shows its step.
