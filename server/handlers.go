@@ -18,10 +18,14 @@ type job struct {
 	includeUsage bool
 	// logprobs asks for per-token log-probabilities in the response.
 	logprobs bool
-	// echo puts the prompt before each choice's text (completions' echo): echoText, and with
-	// logprobs the prompt tokens' details before the generated ones'.
-	echo     bool
-	echoText string
+	// prompts are a completion request's prompts (a batch of several, each answered with its
+	// own choices); req holds the first.
+	prompts []promptInput
+	// echo puts the prompt before each choice's text (completions' echo): echoTexts[i] before
+	// the choices of prompt i, and with logprobs the prompt tokens' details before the
+	// generated ones'.
+	echo      bool
+	echoTexts []string
 	// bestOf, when > 0, is how many of the request's sequences (best_of of them) are returned:
 	// those with the highest mean log-probability per token.
 	bestOf  int
@@ -30,12 +34,37 @@ type job struct {
 	start   time.Time
 }
 
-// echoPrefix is what precedes a choice's generated text: the prompt when it is echoed.
-func (j *job) echoPrefix() string {
+// echoPrefix is what precedes the generated text of prompt i's choices: the prompt when it is
+// echoed.
+func (j *job) echoPrefix(i int) string {
 	if j.echo {
-		return j.echoText
+		return j.echoTexts[i]
 	}
 	return ""
+}
+
+// requests returns the job's core requests, one per prompt.
+func (j *job) requests() []core.Request {
+	if len(j.prompts) <= 1 {
+		return []core.Request{j.req}
+	}
+	out := make([]core.Request, len(j.prompts))
+	for i, p := range j.prompts {
+		out[i] = j.req
+		out[i].Prompt, out[i].PromptTokens = p.text, p.tokens
+	}
+	return out
+}
+
+// choicesPerPrompt is how many choices each prompt's request streams: what the strategy
+// returns for the request's n (beam search its num_return_sequences), else n.
+func (j *job) choicesPerPrompt() int {
+	if rc, ok := j.pipe.Strategy.(interface{ Returns(n int) (int, error) }); ok {
+		if n, err := rc.Returns(j.req.N); err == nil {
+			return n
+		}
+	}
+	return max(j.req.N, 1)
 }
 
 func (s *Server) newJob(endpoint string, e *entry) *job {
@@ -71,9 +100,10 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 	if err != nil {
 		return nil, err
 	}
-	if err := completionPrompt(body.Prompt, e.model.raw.Config().VocabSize, &j.req); err != nil {
+	if j.prompts, err = completionPrompts(body.Prompt, e.model.raw.Config().VocabSize); err != nil {
 		return nil, err
 	}
+	j.req.Prompt, j.req.PromptTokens = j.prompts[0].text, j.prompts[0].tokens
 	if body.Logprobs != nil {
 		if *body.Logprobs < 0 || *body.Logprobs > maxTopLogprobs {
 			return nil, badParam("logprobs", "%d is outside [0, %d]", *body.Logprobs, maxTopLogprobs)
@@ -94,13 +124,17 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 		}
 	}
 	if body.Echo {
-		j.echo, j.echoText = true, j.req.Prompt
-		if j.req.PromptTokens != nil {
-			var b []byte
-			for _, id := range j.req.PromptTokens {
-				b = append(b, e.model.tok.TokenBytes(id)...)
+		j.echo = true
+		for _, p := range j.prompts {
+			text := p.text
+			if p.tokens != nil {
+				var b []byte
+				for _, id := range p.tokens {
+					b = append(b, e.model.tok.TokenBytes(id)...)
+				}
+				text = string(b)
 			}
-			j.echoText = string(b)
+			j.echoTexts = append(j.echoTexts, text)
 		}
 		j.req.Return.PromptLogprobs = j.logprobs
 	}

@@ -166,37 +166,69 @@ func (c *common) toRequest(e *entry, maxTokens *int, req *core.Request) ([]strin
 	return stop, nil
 }
 
-// completionPrompt fills req's prompt from a completion request's prompt field: a string, an
-// array of one string, or an array of token ids.
-func completionPrompt(raw json.RawMessage, vocab int, req *core.Request) error {
+// maxPrompts is the most prompts one completion request may batch.
+const maxPrompts = 64
+
+// promptInput is one prompt of a completion request: a text, or token ids.
+type promptInput struct {
+	text   string
+	tokens []core.TokenID
+}
+
+// completionPrompts reads a completion request's prompt field: a string, an array of strings,
+// an array of token ids, or an array of arrays of token ids (a batch of prompts, each answered
+// with its own choices).
+func completionPrompts(raw json.RawMessage, vocab int) ([]promptInput, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return badParam("prompt", "missing")
+		return nil, badParam("prompt", "missing")
 	}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		req.Prompt = text
-		return nil
+		return []promptInput{{text: text}}, nil
+	}
+	tokensOf := func(where string, ids []int) ([]core.TokenID, error) {
+		if len(ids) == 0 {
+			return nil, badParam("prompt", "%san empty array of token ids", where)
+		}
+		out := make([]core.TokenID, len(ids))
+		for i, id := range ids {
+			if id < 0 || id >= vocab {
+				return nil, badParam("prompt", "%stoken %d = %d is outside the vocabulary [0, %d)", where, i, id, vocab)
+			}
+			out[i] = core.TokenID(id)
+		}
+		return out, nil
 	}
 	var texts []string
-	if err := json.Unmarshal(raw, &texts); err == nil {
-		if len(texts) != 1 {
-			return badParam("prompt", "an array of %d prompts: loom serves one prompt per request", len(texts))
-		}
-		req.Prompt = texts[0]
-		return nil
-	}
 	var ids []int
-	if err := json.Unmarshal(raw, &ids); err != nil || len(ids) == 0 {
-		return badParam("prompt", "must be a string, an array of one string or a non-empty array of token ids")
-	}
-	req.PromptTokens = make([]core.TokenID, len(ids))
-	for i, id := range ids {
-		if id < 0 || id >= vocab {
-			return badParam("prompt", "token %d = %d is outside the vocabulary [0, %d)", i, id, vocab)
+	var batches [][]int
+	var out []promptInput
+	switch {
+	case json.Unmarshal(raw, &texts) == nil:
+		for _, t := range texts {
+			out = append(out, promptInput{text: t})
 		}
-		req.PromptTokens[i] = core.TokenID(id)
+	case json.Unmarshal(raw, &ids) == nil && len(ids) > 0:
+		toks, err := tokensOf("", ids)
+		if err != nil {
+			return nil, err
+		}
+		return []promptInput{{tokens: toks}}, nil
+	case json.Unmarshal(raw, &batches) == nil:
+		for i, b := range batches {
+			toks, err := tokensOf(fmt.Sprintf("prompt %d: ", i), b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, promptInput{tokens: toks})
+		}
+	default:
+		return nil, badParam("prompt", "must be a string, an array of strings, an array of token ids or an array of arrays of token ids")
 	}
-	return nil
+	if len(out) == 0 || len(out) > maxPrompts {
+		return nil, badParam("prompt", "%d prompts: from 1 to %d in one request", len(out), maxPrompts)
+	}
+	return out, nil
 }
 
 // messageText returns a message's text: its content string, or its text parts joined.

@@ -26,13 +26,16 @@ type usage struct {
 
 // usageOf counts the tokens of the returned choices: for beam search that is fewer than the
 // tokens the search generated (Result.GeneratedTokens, which the metrics count).
-func usageOf(res *core.Result) usage {
-	n := 0
-	for _, sq := range res.Sequences {
-		n += len(sq.Tokens)
+func usageOf(results ...*core.Result) usage {
+	var u usage
+	for _, res := range results {
+		for _, sq := range res.Sequences {
+			u.CompletionTokens += len(sq.Tokens)
+		}
+		u.PromptTokens += len(res.PromptTokens)
+		u.PromptTokensDetails.CachedTokens += res.CachedPromptTokens
 	}
-	u := usage{PromptTokens: len(res.PromptTokens), CompletionTokens: n, TotalTokens: len(res.PromptTokens) + n}
-	u.PromptTokensDetails.CachedTokens = res.CachedPromptTokens
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
 }
 
@@ -50,7 +53,9 @@ func finishReason(r core.FinishReason) string {
 
 var errTimeout = &APIError{Status: http.StatusGatewayTimeout, Type: "timeout", Code: codeOf("timeout"), Message: "the request ran past the server's per-request timeout"}
 
-// run admits a job, generates and answers, streaming or not.
+// run admits a job, generates and answers, streaming or not. The prompts of a batch run
+// side by side, each as its own request (batched with every other request in the model's
+// steps), their choices numbered prompt by prompt.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	release, err := s.adm.acquire(r.Context())
 	if err != nil {
@@ -62,37 +67,45 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	defer release()
-	releaseKV, err := s.admitKV(r.Context(), []*sharedModel{j.entry.model, j.entry.draft}, j.pipe, &j.req)
-	if err != nil {
-		s.metrics.request(j.endpoint, 499)
-		return // the client went away while the request waited for cache room
-	}
-	defer releaseKV()
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
+	ctx, cancel := context.WithCancel(r.Context()) // a batch's first failure stops the rest
 	defer cancel()
-	leave := j.entry.model.batched.Join()
-	defer leave()
 
 	var st *streamer
 	if j.stream {
 		st = newStreamer(w, j)
 		defer st.stop()
 	}
-	obs := s.metrics.observer(j.start)
-	j.req.OnEvent = func(ev core.Event) error {
-		obs.event()
-		if st != nil {
-			return st.queue(ev)
+	reqs := j.requests()
+	results := make([]*core.Result, len(reqs))
+	errs := make([]error, len(reqs))
+	if len(reqs) == 1 {
+		results[0], errs[0] = s.generate(ctx, j, reqs[0], 0, st)
+	} else {
+		per := j.choicesPerPrompt()
+		var wg sync.WaitGroup
+		for i := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = s.generate(ctx, j, reqs[i], i*per, st)
+				if errs[i] != nil {
+					cancel() // the batch fails with its first error: the others stop
+				}
+			}()
 		}
-		return nil
+		wg.Wait()
 	}
-	res, genErr := core.Generate(ctx, j.pipe, j.req)
-	leave() // the batcher waits for no more steps of this request while its client reads
 	if st != nil {
 		st.stop()
 	}
-	if res != nil {
-		s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
+	var genErr error
+	for i, res := range results {
+		if res != nil {
+			s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
+		}
+		if errs[i] != nil && (genErr == nil || errors.Is(genErr, context.Canceled) && !errors.Is(errs[i], context.Canceled)) {
+			genErr = errs[i] // the first error, or one that is not just the others' cancellation
+		}
 	}
 	if genErr != nil {
 		switch {
@@ -111,39 +124,73 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	s.metrics.request(j.endpoint, http.StatusOK)
-	s.log.Info("request", "id", j.id, "endpoint", j.endpoint, "model", j.entry.name, "prompt_tokens", len(res.PromptTokens),
-		"generated_tokens", res.GeneratedTokens, "seed", res.Seed, "duration", time.Since(j.start).String())
+	for _, res := range results {
+		s.log.Info("request", "id", j.id, "endpoint", j.endpoint, "model", j.entry.name, "prompt_tokens", len(res.PromptTokens),
+			"generated_tokens", res.GeneratedTokens, "seed", res.Seed, "duration", time.Since(j.start).String())
+	}
 	if st != nil {
-		st.end(res)
+		st.end(results)
 		return
 	}
 	if j.bestOf > 0 {
-		res.Sequences = best(res.Sequences, j.bestOf)
+		for _, res := range results {
+			res.Sequences = best(res.Sequences, j.bestOf)
+		}
 	}
 	if j.endpoint == "chat" {
-		writeJSON(w, http.StatusOK, chatResponse(j, res))
+		writeJSON(w, http.StatusOK, chatResponse(j, results[0]))
 	} else {
-		writeJSON(w, http.StatusOK, completionResponse(j, res))
+		writeJSON(w, http.StatusOK, completionResponse(j, results))
 	}
 }
 
-// completionResponse is the body of a finished /v1/completions request.
-func completionResponse(j *job, res *core.Result) map[string]any {
-	choices := make([]map[string]any, len(res.Sequences))
-	tok, withTop := j.pipe.Tokenizer, j.req.Return.TopLogprobs > 0
-	for i, sq := range res.Sequences {
-		var lp *completionLogprobs
-		if j.logprobs {
-			lp = newCompletionLogprobs()
-			if j.echo {
-				lp.add(tok, promptLogprobs(res), 0, withTop, true)
-			}
-			lp.add(tok, resultLogprobs(sq), len(j.echoPrefix()), withTop, false)
+// generate runs one of a job's requests: it waits for KV cache room, joins the model's
+// batched steps and streams its events to st (when streaming), its sequences numbered from
+// first. The per-request timeout counts from the end of the wait.
+func (s *Server) generate(ctx context.Context, j *job, req core.Request, first int, st *streamer) (*core.Result, error) {
+	releaseKV, err := s.admitKV(ctx, []*sharedModel{j.entry.model, j.entry.draft}, j.pipe, &req)
+	if err != nil {
+		return nil, err // the client went away (or the batch failed) while it waited for cache room
+	}
+	defer releaseKV()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	leave := j.entry.model.batched.Join()
+	defer leave()
+	obs := s.metrics.observer(j.start)
+	req.OnEvent = func(ev core.Event) error {
+		obs.event()
+		if st != nil {
+			ev.Sequence += first
+			return st.queue(ev)
 		}
-		choices[i] = map[string]any{"index": i, "text": j.echoPrefix() + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
+		return nil
+	}
+	res, err := core.Generate(ctx, j.pipe, req)
+	leave() // the batcher waits for no more steps of this request while its client reads
+	return res, err
+}
+
+// completionResponse is the body of a finished /v1/completions request: the choices of each
+// prompt's result in turn.
+func completionResponse(j *job, results []*core.Result) map[string]any {
+	var choices []map[string]any
+	tok, withTop := j.pipe.Tokenizer, j.req.Return.TopLogprobs > 0
+	for p, res := range results {
+		for _, sq := range res.Sequences {
+			var lp *completionLogprobs
+			if j.logprobs {
+				lp = newCompletionLogprobs()
+				if j.echo {
+					lp.add(tok, promptLogprobs(res), 0, withTop, true)
+				}
+				lp.add(tok, resultLogprobs(sq), len(j.echoPrefix(p)), withTop, false)
+			}
+			choices = append(choices, map[string]any{"index": len(choices), "text": j.echoPrefix(p) + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)})
+		}
 	}
 	return map[string]any{"id": j.id, "object": "text_completion", "created": j.created, "model": j.entry.name,
-		"choices": choices, "usage": usageOf(res), "system_fingerprint": fingerprint(res)}
+		"choices": choices, "usage": usageOf(results...), "system_fingerprint": fingerprint(results[0])}
 }
 
 // chatResponse is the body of a finished /v1/chat/completions request.
@@ -178,6 +225,7 @@ type streamer struct {
 	started bool
 	roleSet map[int]bool
 	echoed  map[int]bool // choices whose echoed prompt has been sent
+	per     int          // choices per prompt (a batch's choice i answers prompt i/per)
 	offsets map[int]int  // each choice's text streamed so far, in bytes (logprobs' text_offset)
 	err     error
 
@@ -192,7 +240,7 @@ type streamer struct {
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, offsets: map[int]int{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, per: j.choicesPerPrompt(), offsets: map[int]int{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	go st.writeQueued()
 	return st
 }
@@ -346,19 +394,20 @@ func (st *streamer) event(ev core.Event) error {
 // tokens' details (the choice's first event carries them).
 func (st *streamer) echo(ev core.Event) error {
 	st.echoed[ev.Sequence] = true
-	st.offsets[ev.Sequence] = len(st.j.echoText)
+	text := st.j.echoTexts[min(ev.Sequence/st.per, len(st.j.echoTexts)-1)]
+	st.offsets[ev.Sequence] = len(text)
 	var lp *completionLogprobs
 	if st.j.logprobs {
 		lp = newCompletionLogprobs()
 		lp.add(st.j.pipe.Tokenizer, ev.Prompt, 0, st.j.req.Return.TopLogprobs > 0, true)
 	}
-	return st.send(st.chunk([]map[string]any{{"index": ev.Sequence, "text": st.j.echoText, "logprobs": lp, "finish_reason": nil}}, nil))
+	return st.send(st.chunk([]map[string]any{{"index": ev.Sequence, "text": text, "logprobs": lp, "finish_reason": nil}}, nil))
 }
 
 // end sends the usage chunk (when asked for) and the terminating [DONE].
-func (st *streamer) end(res *core.Result) {
+func (st *streamer) end(results []*core.Result) {
 	if st.j.includeUsage {
-		u := usageOf(res)
+		u := usageOf(results...)
 		_ = st.send(st.chunk([]map[string]any{}, &u))
 	}
 	st.done()

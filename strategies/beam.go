@@ -110,7 +110,7 @@ func (b *Beam) Width() int { return 2 * b.cfg.NumBeams }
 
 // Decode implements core.Strategy.
 func (b *Beam) Decode(ctx context.Context, s *core.Session) error {
-	R, err := b.returns(s.Request().N)
+	R, err := b.Returns(s.Request().N)
 	if err != nil {
 		return err
 	}
@@ -301,10 +301,10 @@ func (b *Beam) normalise(sum float64, length int) float64 {
 	return sum / math.Pow(float64(length), b.cfg.LengthPenalty)
 }
 
-// returns is how many sequences a request of n samples gets: the configured NumReturn, or n
+// Returns is how many sequences a request of n samples gets: the configured NumReturn, or n
 // when the request asks for more than one (the OpenAI API's n, [generation] n, loom run --n),
 // at most NumBeams.
-func (b *Beam) returns(n int) (int, error) {
+func (b *Beam) Returns(n int) (int, error) {
 	switch {
 	case n <= 1:
 		return b.cfg.NumReturn, nil

@@ -1,0 +1,150 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/server"
+	"github.com/openai/openai-go/v3"
+)
+
+// TestPromptBatch sends several prompts in one completion request: the choices are each
+// prompt's own, in order (choice k answers prompt k / n), equal to each prompt run alone,
+// whole or streamed, for sampling with n > 1 and for beam search; a batch of token-id prompts
+// scored with echo and logprobs (an evaluation harness's loglikelihood requests) gives each
+// prompt's in-process log-probabilities; and malformed batches are refused.
+func TestPromptBatch(t *testing.T) {
+	s, hs := newServer(t, server.Options{})
+	if err := s.Load(examplePath("beam")); err != nil {
+		t.Fatal(err)
+	}
+	c := client(hs)
+	ctx := context.Background()
+	prompts := []string{"And God said", "The whale", "In the beginning"}
+
+	for _, tc := range []struct {
+		model string
+		n     int
+	}{{"default", 2}, {"beam", 1}} {
+		var want []string
+		promptTokens := 0
+		for _, p := range prompts {
+			o := pipeline.Overrides{}
+			if tc.n > 1 {
+				o.N = ptr(tc.n)
+			}
+			res := direct(t, tc.model, p, o, 4, 10)
+			promptTokens += len(res.PromptTokens)
+			for _, sq := range res.Sequences {
+				want = append(want, sq.Text)
+			}
+		}
+		params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(tc.model),
+			Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: prompts}, Seed: openai.Int(4), MaxTokens: openai.Int(10)}
+		if tc.n > 1 {
+			params.N = openai.Int(int64(tc.n))
+		}
+		got, err := c.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for i, ch := range got.Choices {
+			if ch.Index != int64(i) {
+				t.Errorf("%s: choice %d has index %d", tc.model, i, ch.Index)
+			}
+			texts = append(texts, ch.Text)
+		}
+		if fmt.Sprintf("%q", texts) != fmt.Sprintf("%q", want) || got.Usage.PromptTokens != int64(promptTokens) {
+			t.Errorf("%s: a batch of %d prompts gave %q (%d prompt tokens); alone %q (%d)", tc.model, len(prompts), texts, got.Usage.PromptTokens, want, promptTokens)
+		}
+		streamed := make([]strings.Builder, len(want))
+		stream := c.Completions.NewStreaming(ctx, params)
+		for stream.Next() {
+			for _, ch := range stream.Current().Choices {
+				if ch.Index < 0 || int(ch.Index) >= len(streamed) {
+					t.Fatalf("%s: streamed choice %d of %d", tc.model, ch.Index, len(streamed))
+				}
+				streamed[ch.Index].WriteString(ch.Text)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if streamed[i].String() != want[i] {
+				t.Errorf("%s: streamed choice %d %q, alone %q", tc.model, i, streamed[i].String(), want[i])
+			}
+		}
+	}
+
+	// Loglikelihood requests: token prompts, echo, logprobs, max_tokens 0.
+	b, err := pipeline.LoadAndBuild(examplePath("greedy"), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var batch [][]int64
+	var scores []*core.Result
+	for _, p := range prompts {
+		req := b.Request(p)
+		req.MaxNewTokens, req.Return.PromptLogprobs = 0, true
+		res, err := core.Generate(ctx, b.Pipeline, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scores = append(scores, res)
+		ids := make([]int64, len(res.PromptTokens))
+		for i, id := range res.PromptTokens {
+			ids[i] = int64(id)
+		}
+		batch = append(batch, ids)
+	}
+	got, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "greedy",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: batch}, MaxTokens: openai.Int(0), Echo: openai.Bool(true), Logprobs: openai.Int(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Choices) != len(prompts) {
+		t.Fatalf("%d choices for %d prompts", len(got.Choices), len(prompts))
+	}
+	for i, ch := range got.Choices {
+		var raw struct {
+			TokenLogprobs []*float64 `json:"token_logprobs"`
+		}
+		if err := json.Unmarshal([]byte(ch.Logprobs.RawJSON()), &raw); err != nil {
+			t.Fatal(err)
+		}
+		want := scores[i].PromptLogprobs
+		if len(raw.TokenLogprobs) != len(want) || raw.TokenLogprobs[0] != nil {
+			t.Fatalf("prompt %d: %d log-probabilities (the first %v), want %d, the first null", i, len(raw.TokenLogprobs), raw.TokenLogprobs[0], len(want))
+		}
+		for k := 1; k < len(want); k++ {
+			if raw.TokenLogprobs[k] == nil || float32(*raw.TokenLogprobs[k]) != want[k] {
+				t.Errorf("prompt %d token %d: %v, in process %v", i, k, raw.TokenLogprobs[k], want[k])
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		name   string
+		prompt openai.CompletionNewParamsPromptUnion
+		text   string
+	}{
+		{"too many prompts", openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: make([]string, 65)}, "65 prompts: from 1 to 64"},
+		{"an empty token prompt", openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}, {}}}, "prompt 1: an empty array of token ids"},
+		{"a token outside the vocabulary", openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: [][]int64{{1, 999999}}}, "prompt 0: token 1 = 999999 is outside the vocabulary"},
+	} {
+		_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "greedy", Prompt: tc.prompt})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "prompt" || !strings.Contains(apiErr.Message, tc.text) {
+			t.Errorf("%s: %v, want a 400 on prompt saying %q", tc.name, err, tc.text)
+		}
+	}
+}
