@@ -277,7 +277,7 @@ func (s *Session) prefill(q *Sequence) error {
 	if s.req.Return.TopLogprobs > 0 {
 		s.promptTop = make([][]TokenProb, len(s.prompt))
 	}
-	chunk := max(1, promptRowBytes/4/s.pipe.Model.Config().VocabSize)
+	chunk := min(max(1, promptRowBytes/4/s.pipe.Model.Config().VocabSize), promptRowsMax)
 	for len(q.Pending()) > chunk {
 		if err := s.ctx.Err(); err != nil {
 			return err
@@ -297,8 +297,12 @@ func (s *Session) prefill(q *Sequence) error {
 }
 
 // promptRowBytes bounds the logits rows a prefill for PromptLogprobs asks for at once (a
-// 128k vocabulary's rows are half a megabyte each).
+// 128k vocabulary's rows are half a megabyte each), and promptRowsMax the positions: a model
+// that batches the forwards of many requests (loom serve) runs a forward of every row whole,
+// so a long prompt's rows in one forward would hold up the others' steps.
 var promptRowBytes = 64 << 20
+
+const promptRowsMax = 256
 
 // recordPrompt records the prompt's details from the rows of a forward of its tokens from
 // position base on: row j follows token base+j and so predicts token base+j+1.
