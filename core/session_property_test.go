@@ -362,8 +362,17 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 	// What the events stream of each sequence, their retractions applied.
 	streamedText := map[int]string{}
 	streamedDetails := map[int][]core.TokenLogprobs{}
+	promptEvents := map[int][]core.TokenLogprobs{} // each sequence's first event's Prompt
 	onEvent := func(ev core.Event) error {
 		i := ev.Sequence
+		if prompt, seen := promptEvents[i]; !seen {
+			if ev.Prompt == nil {
+				return fmt.Errorf("sequence %d: its first event lists no prompt", i)
+			}
+			promptEvents[i] = ev.Prompt
+		} else if ev.Prompt != nil || prompt == nil {
+			return fmt.Errorf("sequence %d: a later event lists the prompt again", i)
+		}
 		if ev.Retract > len(streamedText[i]) || ev.RetractTokens > len(streamedDetails[i]) {
 			return fmt.Errorf("sequence %d: event retracts %d bytes and %d tokens of %d and %d streamed", i, ev.Retract, ev.RetractTokens, len(streamedText[i]), len(streamedDetails[i]))
 		}
@@ -381,7 +390,7 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 	}
 	res, err := core.Generate(context.Background(), pipe, core.Request{
 		Prompt: "And God said", MaxNewTokens: propMaxNew, Seed: core.SeedOf(seed),
-		Return:  core.ReturnOptions{Logprobs: true, TopLogprobs: 3, Trace: 2},
+		Return:  core.ReturnOptions{Logprobs: true, TopLogprobs: 3, Trace: 2, PromptLogprobs: true},
 		OnEvent: onEvent,
 	})
 	if err != nil {
@@ -392,6 +401,17 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 	}
 	if res.GeneratedTokens != appended {
 		t.Errorf("generated_tokens = %d, want the %d appended", res.GeneratedTokens, appended)
+	}
+	// Every sequence's first event listed the prompt's details as the result holds them.
+	for i, prompt := range promptEvents {
+		if len(prompt) != len(res.PromptTokens) || len(res.PromptLogprobs) != len(res.PromptTokens) {
+			t.Fatalf("sequence %d: its first event lists %d prompt tokens; the result %d tokens, %d log-probabilities", i, len(prompt), len(res.PromptTokens), len(res.PromptLogprobs))
+		}
+		for k, e := range prompt {
+			if e.Token != res.PromptTokens[k] || e.Logprob != res.PromptLogprobs[k] || !slices.Equal(e.Top, res.PromptTopLogprobs[k]) {
+				t.Errorf("sequence %d prompt token %d: event %+v, result %d %v %v", i, k, e, res.PromptTokens[k], res.PromptLogprobs[k], res.PromptTopLogprobs[k])
+			}
+		}
 	}
 	// Every returned sequence's recorded details equal the recomputed raw distributions.
 	if len(res.Sequences) != len(refs) {
