@@ -297,10 +297,11 @@ func (s *Session) prefill(q *Sequence) error {
 }
 
 // promptRowBytes bounds the logits rows a prefill for PromptLogprobs asks for at once (a
-// 128k vocabulary's rows are half a megabyte each), and promptRowsMax the positions: a model
-// that batches the forwards of many requests (loom serve) runs a forward of every row whole,
-// so a long prompt's rows in one forward would hold up the others' steps.
-var promptRowBytes = 64 << 20
+// 128k vocabulary's rows are half a megabyte each, and a model state may keep its buffer for
+// its life: 16 rows there), and promptRowsMax the positions: a model that batches the
+// forwards of many requests (loom serve) runs a forward of every row whole, so a long
+// prompt's rows in one forward would hold up the others' steps.
+var promptRowBytes = 8 << 20
 
 const promptRowsMax = 256
 
