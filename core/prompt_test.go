@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/llama"
+	"github.com/loomlm/loom/models"
 	"github.com/loomlm/loom/strategies"
 	"github.com/loomlm/loom/testmodel"
 )
@@ -123,5 +126,33 @@ func TestPromptLogprobsMatchRecomputation(t *testing.T) {
 		core.Request{PromptTokens: ids, MaxNewTokens: 2, Return: core.ReturnOptions{Logprobs: true, TopLogprobs: 2}})
 	if err != nil || res.PromptLogprobs != nil || res.PromptTopLogprobs != nil {
 		t.Errorf("without PromptLogprobs: %v, %v, %v", err, res.PromptLogprobs, res.PromptTopLogprobs)
+	}
+}
+
+// BenchmarkPromptLogprobs times scoring a 200-token prompt (no generation) on the embedded
+// model, against its plain prefill: what keeping a row per position and its normaliser costs.
+func BenchmarkPromptLogprobs(b *testing.B) {
+	model, tok, err := models.Open("default", llama.Options{NoPrefixCache: true}) // every prefill computed
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer model.Close()
+	text := strings.Repeat("And God saw the light, that it was good: and God divided the light from the darkness. ", 12)
+	ids, err := tok.Encode(text, core.EncodeOptions{AddSpecial: true})
+	if err != nil || len(ids) < 200 {
+		b.Fatal(err, len(ids))
+	}
+	ids = ids[:200]
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	for _, scored := range []bool{false, true} {
+		b.Run(fmt.Sprintf("prompt_logprobs=%v", scored), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := core.Generate(context.Background(), p, core.Request{PromptTokens: ids, MaxNewTokens: 0,
+					Return: core.ReturnOptions{PromptLogprobs: scored}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
 	}
 }
