@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
@@ -19,6 +18,13 @@ type sampling struct {
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
 	ResponseFormat   *responseFormat    `json:"response_format"`
+
+	// Extensions that vLLM and llama-server accept too.
+	MinP              *float64 `json:"min_p"`
+	TypicalP          *float64 `json:"typical_p"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	MinTokens         *int     `json:"min_tokens"`
+	IgnoreEOS         *bool    `json:"ignore_eos"`
 }
 
 // clone copies a spec deeply enough that changing its parts' parameters leaves the original
@@ -58,6 +64,14 @@ func (o *sampling) validate(vocab int) error {
 		return badParam("presence_penalty", "%v is outside [-2, 2]", *o.PresencePenalty)
 	case o.FrequencyPenalty != nil && (*o.FrequencyPenalty < -2 || *o.FrequencyPenalty > 2):
 		return badParam("frequency_penalty", "%v is outside [-2, 2]", *o.FrequencyPenalty)
+	case o.MinP != nil && (*o.MinP < 0 || *o.MinP > 1):
+		return badParam("min_p", "%v is outside [0, 1]", *o.MinP)
+	case o.TypicalP != nil && (*o.TypicalP <= 0 || *o.TypicalP > 1):
+		return badParam("typical_p", "%v is outside (0, 1]", *o.TypicalP)
+	case o.RepetitionPenalty != nil && (*o.RepetitionPenalty <= 0 || *o.RepetitionPenalty > 10):
+		return badParam("repetition_penalty", "%v is outside (0, 10]", *o.RepetitionPenalty)
+	case o.MinTokens != nil && *o.MinTokens < 0:
+		return badParam("min_tokens", "%d must not be negative", *o.MinTokens)
 	}
 	if err := o.ResponseFormat.validate(); err != nil {
 		return err
@@ -75,10 +89,13 @@ func (o *sampling) validate(vocab int) error {
 }
 
 // apply changes spec the way the fields ask: temperature, top_p and top_k set the parameter
-// of the pipeline's processor of that type or add one (temperature first, truncation last),
-// exactly as loom run's flags do, and a temperature above zero turns a greedy strategy into
-// sampling; penalties and logit_bias set the pipeline's processor of that type or are added
-// first, before temperature, counting generated tokens only (as vLLM does); stop strings add a stop_strings criterion.
+// of the pipeline's processor of that type or add one (temperature first, truncation last:
+// top_k, top_p, typical_p, min_p), exactly as loom run's flags do, and a temperature above
+// zero turns a greedy strategy into sampling; penalties and logit_bias set the pipeline's
+// processor of that type or are added first, before temperature, the presence and frequency
+// penalties counting generated tokens only (as vLLM does), the repetition penalty the prompt's
+// too; min_tokens adds a min_new_tokens processor first; stop strings add a stop_strings
+// criterion. (ignore_eos is a field of the request, not of the pipeline.)
 func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 	set := func(typ, param string, v any, first bool, field string) {
 		for _, ps := range spec.Processors {
@@ -88,7 +105,7 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 			}
 		}
 		ps := pipeline.PartSpec{Type: typ, Params: map[string]any{param: v}, Path: "request field " + field}
-		if strings.HasSuffix(typ, "_penalty") {
+		if typ == "presence_penalty" || typ == "frequency_penalty" {
 			ps.Params["scope"] = "generated" // the OpenAI penalties count generated tokens
 		}
 		if first {
@@ -109,6 +126,12 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 	if o.TopP != nil {
 		set("top_p", "p", *o.TopP, false, "top_p")
 	}
+	if o.TypicalP != nil {
+		set("typical_p", "p", *o.TypicalP, false, "typical_p")
+	}
+	if o.MinP != nil {
+		set("min_p", "p", *o.MinP, false, "min_p")
+	}
 	// Shaping processors go before temperature; inserted in reverse so the order is
 	// logit_bias, presence, frequency.
 	if o.FrequencyPenalty != nil && *o.FrequencyPenalty != 0 {
@@ -116,6 +139,13 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 	}
 	if o.PresencePenalty != nil && *o.PresencePenalty != 0 {
 		set("presence_penalty", "penalty", *o.PresencePenalty, true, "presence_penalty")
+	}
+	if o.RepetitionPenalty != nil && *o.RepetitionPenalty != 1 {
+		// prompt and generated tokens, as vLLM and llama-server count them
+		set("repetition_penalty", "penalty", *o.RepetitionPenalty, true, "repetition_penalty")
+	}
+	if o.MinTokens != nil && *o.MinTokens > 0 {
+		set("min_new_tokens", "n", int64(*o.MinTokens), true, "min_tokens")
 	}
 	if len(o.LogitBias) > 0 {
 		bias := make(map[string]any, len(o.LogitBias))

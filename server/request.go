@@ -136,6 +136,9 @@ func (c *common) toRequest(e *entry, maxTokens *int, req *core.Request) ([]strin
 		}
 		req.MaxNewTokens = *maxTokens
 	}
+	if c.sampling.IgnoreEOS != nil {
+		req.IgnoreEOS = *c.sampling.IgnoreEOS
+	}
 	if c.N != nil {
 		if *c.N < 1 || *c.N > maxN {
 			return nil, badParam("n", "%d is outside [1, %d]", *c.N, maxN)
