@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,11 +79,37 @@ func TestExtensionFields(t *testing.T) {
 		t.Errorf("ignore_eos: %d tokens %q; in process %q", res.Usage.CompletionTokens, res.Choices[0].Text, want.Sequences[0].Text)
 	}
 
+	// stop_token_ids: stops at the first of them, as a stop_tokens criterion written out does.
+	stopAt := want.Sequences[0].Tokens[6]
+	first := 6
+	for k, id := range want.Sequences[0].Tokens {
+		if id == stopAt {
+			first = k
+			break
+		}
+	}
+	stopped, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "greedy",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God said")}, MaxTokens: openai.Int(200)},
+		option.WithJSONSet("ignore_eos", true), option.WithJSONSet("stop_token_ids", []int{int(stopAt)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "greedy",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("And God said")}, MaxTokens: openai.Int(200)},
+		option.WithJSONSet("ignore_eos", true), option.WithJSONSet("pipeline", fmt.Sprintf("[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"greedy\"\n[[stopping]]\ntype = \"stop_tokens\"\nids = [%d]\n", stopAt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped.Choices[0].FinishReason != "stop" || stopped.Usage.CompletionTokens != int64(first+1) || stopped.Choices[0].Text != written.Choices[0].Text {
+		t.Errorf("stop_token_ids [%d]: %d tokens %q (%s); want %d tokens, as written out: %q", stopAt, stopped.Usage.CompletionTokens, stopped.Choices[0].Text, stopped.Choices[0].FinishReason, first+1, written.Choices[0].Text)
+	}
+
 	for _, tc := range []struct {
 		field string
 		value any
 		text  string
 	}{
+		{"stop_token_ids", []int{1, 1 << 30}, "stop_token_ids: id 1 = 1073741824 is outside the vocabulary"},
 		{"min_p", 1.5, "min_p: 1.5 is outside [0, 1]"},
 		{"typical_p", 0, "typical_p: 0 is outside (0, 1]"},
 		{"repetition_penalty", 0, "repetition_penalty: 0 is outside (0, 10]"},

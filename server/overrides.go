@@ -25,6 +25,7 @@ type sampling struct {
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
 	MinTokens         *int     `json:"min_tokens"`
 	IgnoreEOS         *bool    `json:"ignore_eos"`
+	StopTokenIDs      []int    `json:"stop_token_ids"`
 }
 
 // clone copies a spec deeply enough that changing its parts' parameters leaves the original
@@ -73,6 +74,14 @@ func (o *sampling) validate(vocab int) error {
 	case o.MinTokens != nil && *o.MinTokens < 0:
 		return badParam("min_tokens", "%d must not be negative", *o.MinTokens)
 	}
+	if len(o.StopTokenIDs) > maxStops {
+		return badParam("stop_token_ids", "%d ids: at most %d", len(o.StopTokenIDs), maxStops)
+	}
+	for i, id := range o.StopTokenIDs {
+		if id < 0 || id >= vocab {
+			return badParam("stop_token_ids", "id %d = %d is outside the vocabulary [0, %d)", i, id, vocab)
+		}
+	}
 	if err := o.ResponseFormat.validate(); err != nil {
 		return err
 	}
@@ -94,8 +103,8 @@ func (o *sampling) validate(vocab int) error {
 // zero turns a greedy strategy into sampling; penalties and logit_bias set the pipeline's
 // processor of that type or are added first, before temperature, the presence and frequency
 // penalties counting generated tokens only (as vLLM does), the repetition penalty the prompt's
-// too; min_tokens adds a min_new_tokens processor first; stop strings add a stop_strings
-// criterion. (ignore_eos is a field of the request, not of the pipeline.)
+// too; min_tokens adds a min_new_tokens processor first; stop_token_ids adds a stop_tokens
+// criterion and stop strings a stop_strings one. (ignore_eos is a field of the request, not of the pipeline.)
 func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 	set := func(typ, param string, v any, first bool, field string) {
 		for _, ps := range spec.Processors {
@@ -155,6 +164,13 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 		spec.Processors = slices.Insert(spec.Processors, 0, pipeline.PartSpec{Type: "logit_bias", Params: map[string]any{"bias": bias}, Path: "request field logit_bias"})
 	}
 	o.ResponseFormat.apply(spec)
+	if len(o.StopTokenIDs) > 0 {
+		ids := make([]any, len(o.StopTokenIDs))
+		for i, id := range o.StopTokenIDs {
+			ids[i] = int64(id)
+		}
+		spec.Stopping = append(spec.Stopping, pipeline.PartSpec{Type: "stop_tokens", Params: map[string]any{"ids": ids}, Path: "request field stop_token_ids"})
+	}
 	if len(stop) > 0 {
 		list := make([]any, len(stop))
 		for i, s := range stop {
