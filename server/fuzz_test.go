@@ -27,6 +27,10 @@ func FuzzRequest(f *testing.F) {
 		`{"model": "greedy", "prompt": "x", "temperature": 3, "top_p": -1, "presence_penalty": 9}`,
 		`{"model": "greedy", "prompt": "And", "seed": 3, "max_tokens": 3, "trace": 5}`,
 		`{"pipeline": "[model]\nbuiltin = \"default\"\n[[processors]]\ntype = \"top_k\"\nk = 4\n", "prompt": "x", "max_tokens": 2}`,
+		`{"model": "greedy", "prompt": [[1, 2, 3], [4, 5]], "echo": true, "logprobs": 1, "max_tokens": 0}`,
+		`{"model": "creative", "prompt": "x", "best_of": 3, "n": 2, "max_tokens": 2, "min_p": 0.1, "typical_p": 0.9}`,
+		`{"model": "greedy", "prompt": ["a", "b"], "echo": true, "stream": true, "logprobs": 2, "max_tokens": 2, "repetition_penalty": 1.2}`,
+		`{"model": "greedy", "messages": [{"role": "user", "content": "hi"}], "stream": true, "logprobs": true, "top_logprobs": 2, "min_tokens": 2, "ignore_eos": true, "stop_token_ids": [5]}`,
 	} {
 		for endpoint := range uint8(4) {
 			f.Add(seed, endpoint)
