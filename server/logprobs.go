@@ -5,30 +5,25 @@ import "github.com/loomlm/loom/core"
 // resultLogprobs returns a finished sequence's per-token details in the form events stream
 // them, so that a response and a stream are written by the same code.
 func resultLogprobs(sq core.SequenceResult) []core.TokenLogprobs {
-	out := make([]core.TokenLogprobs, len(sq.Tokens))
-	for k, id := range sq.Tokens {
-		out[k].Token = id
-		if k < len(sq.Logprobs) {
-			out[k].Logprob = sq.Logprobs[k]
-		}
-		if k < len(sq.TopLogprobs) {
-			out[k].Top = sq.TopLogprobs[k]
-		}
-	}
-	return out
+	return tokenLogprobs(sq.Tokens, sq.Logprobs, sq.TopLogprobs)
 }
 
 // promptLogprobs returns the prompt's tokens with their details (Return.PromptLogprobs) in
 // the form events stream them.
 func promptLogprobs(res *core.Result) []core.TokenLogprobs {
-	out := make([]core.TokenLogprobs, len(res.PromptTokens))
-	for k, id := range res.PromptTokens {
+	return tokenLogprobs(res.PromptTokens, res.PromptLogprobs, res.PromptTopLogprobs)
+}
+
+// tokenLogprobs pairs tokens with their log-probabilities and top tokens, where recorded.
+func tokenLogprobs(tokens []core.TokenID, logprobs []float32, tops [][]core.TokenProb) []core.TokenLogprobs {
+	out := make([]core.TokenLogprobs, len(tokens))
+	for k, id := range tokens {
 		out[k].Token = id
-		if k < len(res.PromptLogprobs) {
-			out[k].Logprob = res.PromptLogprobs[k]
+		if k < len(logprobs) {
+			out[k].Logprob = logprobs[k]
 		}
-		if k < len(res.PromptTopLogprobs) {
-			out[k].Top = res.PromptTopLogprobs[k]
+		if k < len(tops) {
+			out[k].Top = tops[k]
 		}
 	}
 	return out

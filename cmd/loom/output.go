@@ -132,7 +132,7 @@ func printPromptLogprobs(w io.Writer, tok core.Tokenizer, res *core.Result) {
 	fmt.Fprintln(w, "--- prompt: log-probabilities (raw model, each token given the ones before it)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hasTop := res.PromptTopLogprobs != nil
-	head := "pos	token	logprob	"
+	head := "pos\ttoken\tlogprob\t"
 	if hasTop {
 		head += "  top"
 	}
@@ -140,18 +140,14 @@ func printPromptLogprobs(w io.Writer, tok core.Tokenizer, res *core.Result) {
 	var sum float64
 	for i, id := range res.PromptTokens {
 		if i == 0 {
-			fmt.Fprintf(tw, "%d	%q	—	\n", i, tok.TokenBytes(id))
+			fmt.Fprintf(tw, "%d\t%q\t—\t\n", i, tok.TokenBytes(id))
 			continue
 		}
 		lp := res.PromptLogprobs[i]
 		sum += float64(lp)
-		line := fmt.Sprintf("%d	%q	%.3f	", i, tok.TokenBytes(id), lp)
+		line := fmt.Sprintf("%d\t%q\t%.3f\t", i, tok.TokenBytes(id), lp)
 		if hasTop {
-			alts := make([]string, len(res.PromptTopLogprobs[i]))
-			for j, tp := range res.PromptTopLogprobs[i] {
-				alts[j] = fmt.Sprintf("%q %.3f", tok.TokenBytes(tp.ID), tp.Value)
-			}
-			line += "  " + strings.Join(alts, ", ")
+			line += "  " + alternatives(tok, res.PromptTopLogprobs[i])
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -183,13 +179,18 @@ func printLogprobs(w io.Writer, tok core.Tokenizer, s core.SequenceResult) {
 			line += "\t\t"
 		}
 		if hasTop && i < len(s.TopLogprobs) {
-			alts := make([]string, len(s.TopLogprobs[i]))
-			for j, tp := range s.TopLogprobs[i] {
-				alts[j] = fmt.Sprintf("%q %.3f", tok.TokenBytes(tp.ID), tp.Value)
-			}
-			line += "  " + strings.Join(alts, ", ")
+			line += "  " + alternatives(tok, s.TopLogprobs[i])
 		}
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// alternatives lists a step's top tokens with their log-probabilities.
+func alternatives(tok core.Tokenizer, top []core.TokenProb) string {
+	alts := make([]string, len(top))
+	for j, tp := range top {
+		alts[j] = fmt.Sprintf("%q %.3f", tok.TokenBytes(tp.ID), tp.Value)
+	}
+	return strings.Join(alts, ", ")
 }
