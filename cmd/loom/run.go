@@ -226,7 +226,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(jsonResult(res, genErr)); err != nil {
+		if err := enc.Encode(jsonResult(res, built.Pipeline.Tokenizer, genErr)); err != nil {
 			return err
 		}
 	} else {
@@ -330,11 +330,19 @@ func readPrompt(f runFlags, p *core.Pipeline) (string, error) {
 }
 
 // jsonResult is the --json output: the Result plus the error of a partial run.
-func jsonResult(res *core.Result, err error) any {
+func jsonResult(res *core.Result, tok core.Tokenizer, err error) any {
 	out := struct {
 		*core.Result
-		Error string `json:"error,omitempty"`
+		// PromptTexts are the prompt tokens' texts, with their log-probabilities
+		// (--prompt-logprobs), so that a reader (the workbench) can show them.
+		PromptTexts []string `json:"prompt_texts,omitempty"`
+		Error       string   `json:"error,omitempty"`
 	}{Result: res}
+	if res.PromptLogprobs != nil {
+		for _, id := range res.PromptTokens {
+			out.PromptTexts = append(out.PromptTexts, string(tok.TokenBytes(id)))
+		}
+	}
 	if err != nil {
 		out.Error = err.Error()
 	}

@@ -427,6 +427,7 @@ func TestRunPromptLogprobs(t *testing.T) {
 	var got struct {
 		PromptTokens   []core.TokenID `json:"prompt_tokens"`
 		PromptLogprobs []float32      `json:"prompt_logprobs"`
+		PromptTexts    []string       `json:"prompt_texts"`
 		Sequences      []struct {
 			Tokens []int `json:"tokens"`
 		} `json:"sequences"`
@@ -436,6 +437,14 @@ func TestRunPromptLogprobs(t *testing.T) {
 	}
 	if !slices.Equal(got.PromptTokens, want.PromptTokens) || !slices.Equal(got.PromptLogprobs, want.PromptLogprobs) || len(got.Sequences) != 1 || len(got.Sequences[0].Tokens) != 0 {
 		t.Errorf("--json: prompt %v logprobs %v, %d sequences; in process %v %v", got.PromptTokens, got.PromptLogprobs, len(got.Sequences), want.PromptTokens, want.PromptLogprobs)
+	}
+	if len(got.PromptTexts) != len(want.PromptTokens) {
+		t.Fatalf("--json: %d prompt texts for %d tokens", len(got.PromptTexts), len(want.PromptTokens))
+	}
+	for i, id := range want.PromptTokens {
+		if got.PromptTexts[i] != string(b.Pipeline.Tokenizer.TokenBytes(id)) {
+			t.Errorf("--json: prompt text %d %q, token %d is %q", i, got.PromptTexts[i], id, b.Pipeline.Tokenizer.TokenBytes(id))
+		}
 	}
 
 	code, _, errs = loom(t, "run", p, "--prompt", prompt, "--prompt-logprobs", "--top-logprobs", "2", "--max-new-tokens", "0")

@@ -106,9 +106,10 @@ type wbReport struct {
 			Coloured             bool
 		}
 	}
-	Exported json.RawMessage
-	Reopened []int
-	Beam     struct {
+	Exported       json.RawMessage
+	Reopened       []int
+	ReopenedPrompt []string
+	Beam           struct {
 		Rows         []string
 		Kept, Pruned int
 		Title        string
@@ -371,6 +372,13 @@ func TestWorkbenchInBrowser(t *testing.T) {
 	}
 	if !slices.Equal(got.Reopened, got.Sample.Rows) {
 		t.Errorf("the re-opened run shows rows of %v tokens, the run %v", got.Reopened, got.Sample.Rows)
+	}
+	var shownPrompt []string
+	for _, p := range got.Sample.Prompt {
+		shownPrompt = append(shownPrompt, p.Text)
+	}
+	if len(shownPrompt) == 0 || !slices.Equal(got.ReopenedPrompt, shownPrompt) {
+		t.Errorf("the re-opened run shows the prompt as %q, the run as %q", got.ReopenedPrompt, shownPrompt)
 	}
 
 	// The beam tree.

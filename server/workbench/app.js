@@ -218,7 +218,7 @@ class RunView {
     this.strategy = strategy || inferStrategy(res);
     this.seqs = new Map();
     // The prompt's tokens, each with its log-probability given the ones before it (a run's
-    // result has them; a file from loom run has them with --prompt-logprobs, without texts).
+    // result has them, and a file from loom run --json --prompt-logprobs, texts included).
     this.promptToks = res.prompt_logprobs ? res.prompt_tokens.map((id, i) => ({
       id, text: promptTexts ? promptTexts[i] : `⟨${id}⟩`,
       logprob: i > 0 ? res.prompt_logprobs[i] : null,
@@ -533,7 +533,7 @@ async function run() {
     const sides = compare ? ["A", "B"] : ["A"];
     const results = await Promise.all(sides.map(runOne));
     if (results[0]) {
-      state.lastExport = results[0].result;
+      state.lastExport = { ...results[0].result, prompt_texts: results[0].prompt_texts }; // as loom run --json --prompt-logprobs
       $("#export").disabled = false;
     }
     if (compare && results[0] && results[1]) markDivergence(results[0].result, results[1].result);
@@ -632,7 +632,7 @@ async function openFile(file) {
     const res = JSON.parse(await file.text());
     if (!Array.isArray(res.sequences)) throw new Error("not a loom run: no sequences");
     view.reset(`${file.name} (opened)`);
-    view.fromResult(res, "");
+    view.fromResult(res, "", res.prompt_texts);
     state.lastExport = res;
     $("#export").disabled = false;
   } catch (err) {

@@ -151,6 +151,7 @@ try {
   await page.setInputFiles("#open", exported);
   await page.waitForFunction(() => /opened/.test(document.querySelector("#run-A h3").textContent));
   report.reopened = await page.$$eval("#run-A .tokens", (ts) => ts.map((t) => t.querySelectorAll(".tok").length));
+  report.reopenedPrompt = await page.$$eval("#run-A .ptok", (ps) => ps.map((p) => p.textContent));
 
   // Beam search: the tree.
   await pick(cases.beam.pipeline);
