@@ -84,6 +84,24 @@ func TestPromptBatch(t *testing.T) {
 		}
 	}
 
+	// Echoed and streamed, each choice opens with its own prompt.
+	echoed := make([]strings.Builder, 2*len(prompts))
+	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: "default",
+		Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: prompts}, N: openai.Int(2), Seed: openai.Int(4), MaxTokens: openai.Int(4), Echo: openai.Bool(true)})
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			echoed[ch.Index].WriteString(ch.Text)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range echoed {
+		if !strings.HasPrefix(echoed[k].String(), prompts[k/2]) || len(echoed[k].String()) == len(prompts[k/2]) {
+			t.Errorf("echoed choice %d: %q, want prompt %d (%q) and its continuation", k, echoed[k].String(), k/2, prompts[k/2])
+		}
+	}
+
 	// Loglikelihood requests: token prompts, echo, logprobs, max_tokens 0.
 	b, err := pipeline.LoadAndBuild(examplePath("greedy"), pipeline.Options{})
 	if err != nil {
