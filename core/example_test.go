@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/strategies"
@@ -63,6 +64,31 @@ func ExampleStream_logprobs() {
 	// " played" -0.72
 	// " night" -0.04
 	// " small" -0.01
+}
+
+// Return.PromptLogprobs scores a text under the model: each token's log-probability given the
+// tokens before it (the first has none), from which the text's perplexity follows. Nothing
+// needs to be generated.
+func ExampleReturnOptions_promptLogprobs() {
+	model, tok := testmodel.Default()
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	res, err := core.Generate(context.Background(), p, core.Request{Prompt: "the dog ran", MaxNewTokens: 0,
+		Return: core.ReturnOptions{PromptLogprobs: true}})
+	if err != nil {
+		panic(err)
+	}
+	var sum float64
+	for i, id := range res.PromptTokens[1:] {
+		lp := res.PromptLogprobs[i+1]
+		sum += float64(lp)
+		fmt.Printf("%q %.2f\n", tok.TokenBytes(id), lp)
+	}
+	fmt.Printf("perplexity %.0f\n", math.Exp(-sum/float64(len(res.PromptTokens)-1)))
+	// Output:
+	// " the" -6.12
+	// " dog" -7.98
+	// " ran" -8.89
+	// perplexity 2128
 }
 
 // A program that must know a prompt's length before it runs the request (to admit it by the
