@@ -50,13 +50,7 @@ func (s *Session) takePrompt(q *Sequence) []TokenLogprobs {
 	}
 	q.promptSent = true
 	if s.promptEvent == nil {
-		s.promptEvent = make([]TokenLogprobs, len(s.prompt))
-		for i, id := range s.prompt {
-			s.promptEvent[i] = TokenLogprobs{Token: id, Logprob: s.promptLogprobs[i]}
-			if s.promptTop != nil {
-				s.promptEvent[i].Top = s.promptTop[i]
-			}
-		}
+		s.promptEvent = pairDetails(s.prompt, 0, nil, s.promptLogprobs, s.promptTop)
 	}
 	return s.promptEvent
 }
@@ -79,27 +73,18 @@ func (s *Session) takeLogprobs(q *Sequence) []TokenLogprobs {
 			end = min(end, g)
 		}
 	}
-	var out []TokenLogprobs
-	for g := q.reported; g < end; g++ {
-		n := len(s.pipe.Tokenizer.TokenBytes(gen[g]))
+	from := q.reported
+	for ; q.reported < end; q.reported++ {
+		n := len(s.pipe.Tokenizer.TokenBytes(gen[q.reported]))
 		if !q.Finished() && q.reportedBytes+n > q.streamed {
 			break
 		}
-		e := TokenLogprobs{Token: gen[g]}
-		if g < len(q.scores) {
-			e.Score = q.scores[g]
-		}
-		if g < len(q.logprobs) {
-			e.Logprob = q.logprobs[g]
-		}
-		if g < len(q.top) {
-			e.Top = q.top[g]
-		}
-		out = append(out, e)
-		q.reported++
 		q.reportedBytes += n
 	}
-	return out
+	if q.reported == from {
+		return nil
+	}
+	return pairDetails(gen[from:q.reported], from, q.scores, q.logprobs, q.top)
 }
 
 func (s *Session) takeText(q *Sequence) string {

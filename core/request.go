@@ -109,6 +109,37 @@ type TokenLogprobs struct {
 	Top            []TokenProb
 }
 
+// pairDetails pairs tokens[i] with the details recorded for it at index from+i of scores,
+// logprobs and tops (each may be shorter, or nil: what is missing stays zero).
+func pairDetails(tokens []TokenID, from int, scores, logprobs []float32, tops [][]TokenProb) []TokenLogprobs {
+	out := make([]TokenLogprobs, len(tokens))
+	for i, id := range tokens {
+		out[i].Token = id
+		if g := from + i; g < len(scores) {
+			out[i].Score = scores[g]
+		}
+		if g := from + i; g < len(logprobs) {
+			out[i].Logprob = logprobs[g]
+		}
+		if g := from + i; g < len(tops) {
+			out[i].Top = tops[g]
+		}
+	}
+	return out
+}
+
+// TokenLogprobs returns the sequence's tokens with their details, as its events stream them
+// (Event.Logprobs).
+func (sq SequenceResult) TokenLogprobs() []TokenLogprobs {
+	return pairDetails(sq.Tokens, 0, sq.Scores, sq.Logprobs, sq.TopLogprobs)
+}
+
+// PromptTokenLogprobs returns the prompt's tokens with their details (ReturnOptions.
+// PromptLogprobs), as each sequence's first event lists them (Event.Prompt).
+func (r *Result) PromptTokenLogprobs() []TokenLogprobs {
+	return pairDetails(r.PromptTokens, 0, nil, r.PromptLogprobs, r.PromptTopLogprobs)
+}
+
 // Result is the outcome of a request.
 type Result struct {
 	// Sequences are the returned sequences: the n samples in order, or the beams best first.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -404,6 +405,9 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 	}
 	// Every sequence's first event listed the prompt's details as the result holds them.
 	for i, prompt := range promptEvents {
+		if want := res.PromptTokenLogprobs(); len(prompt) != len(want) || len(want) > 0 && !reflect.DeepEqual(prompt, want) {
+			t.Errorf("sequence %d: its first event lists the prompt as %+v, Result.PromptTokenLogprobs as %+v", i, prompt, want)
+		}
 		if len(prompt) != len(res.PromptTokens) || len(res.PromptLogprobs) != len(res.PromptTokens) {
 			t.Fatalf("sequence %d: its first event lists %d prompt tokens; the result %d tokens, %d log-probabilities", i, len(prompt), len(res.PromptTokens), len(res.PromptLogprobs))
 		}
@@ -434,6 +438,9 @@ func runProperty(t *testing.T, model *llama.Model, tok core.Tokenizer, chain []c
 		details := streamedDetails[r.q.Index()]
 		if len(details) != len(gen) {
 			t.Fatalf("sequence %d: events streamed the details of %d tokens, want %d", i, len(details), len(gen))
+		}
+		if want := got.TokenLogprobs(); len(details) != len(want) || len(want) > 0 && !reflect.DeepEqual(details, want) {
+			t.Errorf("sequence %d: events streamed %+v, SequenceResult.TokenLogprobs %+v", i, details, want)
 		}
 		for g, e := range details {
 			if e.Token != gen[g] || e.Score != got.Scores[g] || e.Logprob != got.Logprobs[g] || !slices.Equal(e.Top, got.TopLogprobs[g]) {

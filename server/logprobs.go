@@ -2,33 +2,6 @@ package server
 
 import "github.com/loomlm/loom/core"
 
-// resultLogprobs returns a finished sequence's per-token details in the form events stream
-// them, so that a response and a stream are written by the same code.
-func resultLogprobs(sq core.SequenceResult) []core.TokenLogprobs {
-	return tokenLogprobs(sq.Tokens, sq.Logprobs, sq.TopLogprobs)
-}
-
-// promptLogprobs returns the prompt's tokens with their details (Return.PromptLogprobs) in
-// the form events stream them.
-func promptLogprobs(res *core.Result) []core.TokenLogprobs {
-	return tokenLogprobs(res.PromptTokens, res.PromptLogprobs, res.PromptTopLogprobs)
-}
-
-// tokenLogprobs pairs tokens with their log-probabilities and top tokens, where recorded.
-func tokenLogprobs(tokens []core.TokenID, logprobs []float32, tops [][]core.TokenProb) []core.TokenLogprobs {
-	out := make([]core.TokenLogprobs, len(tokens))
-	for k, id := range tokens {
-		out[k].Token = id
-		if k < len(logprobs) {
-			out[k].Logprob = logprobs[k]
-		}
-		if k < len(tops) {
-			out[k].Top = tops[k]
-		}
-	}
-	return out
-}
-
 // completionLogprobs is the `logprobs` object of a /v1/completions choice, or of one streamed
 // chunk of it. TopLogprobs stays nil (null) unless the request asked for top tokens. Where
 // nothing predicts a token (an echoed prompt's first) its log-probability is null and its top

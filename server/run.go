@@ -182,9 +182,9 @@ func completionResponse(j *job, results []*core.Result) map[string]any {
 			if j.logprobs {
 				lp = newCompletionLogprobs()
 				if j.echo {
-					lp.add(tok, promptLogprobs(res), 0, withTop, true)
+					lp.add(tok, res.PromptTokenLogprobs(), 0, withTop, true)
 				}
-				lp.add(tok, resultLogprobs(sq), len(j.echoPrefix(p)), withTop, false)
+				lp.add(tok, sq.TokenLogprobs(), len(j.echoPrefix(p)), withTop, false)
 			}
 			choices = append(choices, map[string]any{"index": len(choices), "text": j.echoPrefix(p) + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)})
 		}
@@ -199,7 +199,7 @@ func chatResponse(j *job, res *core.Result) map[string]any {
 	for i, sq := range res.Sequences {
 		var lp any
 		if j.logprobs {
-			lp = chatLogprobs(j.pipe.Tokenizer, resultLogprobs(sq))
+			lp = chatLogprobs(j.pipe.Tokenizer, sq.TokenLogprobs())
 		}
 		choices[i] = map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": sq.Text},
 			"logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
