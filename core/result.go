@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -87,12 +88,23 @@ func (s *Session) fillLastHoles(q *Sequence) {
 	if len(q.holes) == 0 || q.discarded || len(q.Pending()) == 0 {
 		return
 	}
-	base := q.state.Len()
-	items := []ForwardItem{{State: q.state, Tokens: q.Pending(), AllLogits: true}}
-	if err := s.pipe.Model.Forward(context.WithoutCancel(s.ctx), items); err != nil {
+	base, rows, err := s.forwardRows(context.WithoutCancel(s.ctx), q, q.Pending())
+	if err != nil {
 		return
 	}
-	s.stats.Forwards++
 	q.dropStep()
-	_ = s.fillHoles(q, base, items[0].Logits, true)
+	_ = s.fillHoles(q, base, rows, true)
+}
+
+// forwardRows runs tokens (the next of q's pending ones) through the model with a row for
+// each, outside Forward's batching: the prompt's chunks for PromptLogprobs, a finished
+// sequence's last holes. It returns the position of the first token and the rows.
+func (s *Session) forwardRows(ctx context.Context, q *Sequence, tokens []TokenID) (base int, rows [][]float32, err error) {
+	base = q.state.Len()
+	items := []ForwardItem{{State: q.state, Tokens: tokens, AllLogits: true}}
+	if err := s.pipe.Model.Forward(ctx, items); err != nil {
+		return 0, nil, fmt.Errorf("model forward: %w", err)
+	}
+	s.stats.Forwards++
+	return base, items[0].Logits, nil
 }

@@ -282,13 +282,11 @@ func (s *Session) prefill(q *Sequence) error {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}
-		base := q.state.Len()
-		items := []ForwardItem{{State: q.state, Tokens: q.Pending()[:chunk], AllLogits: true}}
-		if err := s.pipe.Model.Forward(s.ctx, items); err != nil {
-			return fmt.Errorf("model forward: %w", err)
+		base, rows, err := s.forwardRows(s.ctx, q, q.Pending()[:chunk])
+		if err != nil {
+			return err
 		}
-		s.stats.Forwards++
-		if err := s.recordPrompt(base, items[0].Logits); err != nil {
+		if err := s.recordPrompt(base, rows); err != nil {
 			return err
 		}
 	}
