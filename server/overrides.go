@@ -24,7 +24,6 @@ type sampling struct {
 	TypicalP          *float64 `json:"typical_p"`
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
 	MinTokens         *int     `json:"min_tokens"`
-	IgnoreEOS         *bool    `json:"ignore_eos"`
 	StopTokenIDs      []int    `json:"stop_token_ids"`
 }
 
@@ -104,7 +103,7 @@ func (o *sampling) validate(vocab int) error {
 // processor of that type or are added first, before temperature, the presence and frequency
 // penalties counting generated tokens only (as vLLM does), the repetition penalty the prompt's
 // too; min_tokens adds a min_new_tokens processor first; stop_token_ids adds a stop_tokens
-// criterion and stop strings a stop_strings one. (ignore_eos is a field of the request, not of the pipeline.)
+// criterion and stop strings a stop_strings one.
 func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 	set := func(typ, param string, v any, first bool, field string) {
 		for _, ps := range spec.Processors {

@@ -16,11 +16,13 @@ import (
 type common struct {
 	Model string `json:"model"`
 	sampling
-	MaxTokens     *int            `json:"max_tokens"`
-	N             *int            `json:"n"`
-	Stop          json.RawMessage `json:"stop"`
-	Seed          *int64          `json:"seed"`
-	Stream        bool            `json:"stream"`
+	MaxTokens *int            `json:"max_tokens"`
+	N         *int            `json:"n"`
+	Stop      json.RawMessage `json:"stop"`
+	Seed      *int64          `json:"seed"`
+	// IgnoreEOS (vLLM's and llama-server's extension) generates past end-of-generation tokens.
+	IgnoreEOS     *bool `json:"ignore_eos"`
+	Stream        bool  `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 		// IncludeObfuscation is accepted and ignored: loom adds no obfuscation.
@@ -136,8 +138,8 @@ func (c *common) toRequest(e *entry, maxTokens *int, req *core.Request) ([]strin
 		}
 		req.MaxNewTokens = *maxTokens
 	}
-	if c.sampling.IgnoreEOS != nil {
-		req.IgnoreEOS = *c.sampling.IgnoreEOS
+	if c.IgnoreEOS != nil {
+		req.IgnoreEOS = *c.IgnoreEOS
 	}
 	if c.N != nil {
 		if *c.N < 1 || *c.N > maxN {
