@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,6 +159,7 @@ func TestPromptBatch(t *testing.T) {
 		{"too many prompts", openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: make([]string, 65)}, "65 prompts: from 1 to 64"},
 		{"an empty token prompt", openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}, {}}}, "prompt 1: an empty array of token ids"},
 		{"a token outside the vocabulary", openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: [][]int64{{1, 999999}}}, "prompt 0: token 1 = 999999 is outside the vocabulary"},
+		{"a prompt longer than the context", openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}, slices.Repeat([]int64{5}, 600)}}, "prompt 1 of the batch: prompt does not fit the model's context window: 600 prompt tokens"},
 	} {
 		_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "greedy", Prompt: tc.prompt})
 		var apiErr *openai.Error

@@ -105,6 +105,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 		}
 		if errs[i] != nil && (genErr == nil || errors.Is(genErr, context.Canceled) && !errors.Is(errs[i], context.Canceled)) {
 			genErr = errs[i] // the first error, or one that is not just the others' cancellation
+			if len(reqs) > 1 {
+				genErr = fmt.Errorf("prompt %d of the batch: %w", i, genErr)
+			}
 		}
 	}
 	if genErr != nil {
