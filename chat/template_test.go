@@ -22,12 +22,37 @@ type fixture struct {
 }
 
 type conversation struct {
-	Name                string `json:"name"`
-	AddGenerationPrompt bool   `json:"add_generation_prompt"`
+	Name                string            `json:"name"`
+	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	Tools               []json.RawMessage `json:"tools"`
 	Messages            []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
+		Role      string  `json:"role"`
+		Content   *string `json:"content"`
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+		ToolCallID string `json:"tool_call_id"`
+		Name       string `json:"name"`
 	} `json:"messages"`
+}
+
+// messages are c's messages as chat.Messages.
+func (c conversation) messages() []chat.Message {
+	msgs := make([]chat.Message, len(c.Messages))
+	for i, m := range c.Messages {
+		msgs[i] = chat.Message{Role: m.Role, NoContent: m.Content == nil, ToolCallID: m.ToolCallID, Name: m.Name}
+		if m.Content != nil {
+			msgs[i].Content = *m.Content
+		}
+		for _, tc := range m.ToolCalls {
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	}
+	return msgs
 }
 
 func load[T any](t *testing.T, path string) T {
@@ -100,12 +125,8 @@ func TestTemplatesMatchHuggingFaceJinja(t *testing.T) {
 				if !ok {
 					t.Fatal("no reference rendering")
 				}
-				msgs := make([]chat.Message, len(c.Messages))
-				for i, m := range c.Messages {
-					msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
-				}
-				got, err := tpl.Render(msgs, chat.Options{BOS: f.BOS, EOS: f.EOS, AddGenerationPrompt: c.AddGenerationPrompt,
-					Vars: map[string]any{"date_string": "26 Jul 2024"}})
+				got, err := tpl.Render(c.messages(), chat.Options{BOS: f.BOS, EOS: f.EOS, AddGenerationPrompt: c.AddGenerationPrompt,
+					Tools: c.Tools, Vars: map[string]any{"date_string": "26 Jul 2024"}})
 				switch {
 				case want.Error != "":
 					if err == nil || !chat.IsRefusal(err) {
@@ -140,5 +161,39 @@ func TestStrftimeNowAndErrors(t *testing.T) {
 	refuse, _ := chat.Parse(`{{ raise_exception("only users speak") }}`)
 	if _, err := refuse.Render(nil, chat.Options{}); !chat.IsRefusal(err) || !strings.Contains(err.Error(), "only users speak") {
 		t.Errorf("raise_exception: %v", err)
+	}
+}
+
+// TestExpressionsMatchHuggingFaceJinja renders the small templates of
+// testdata/expressions.json (tojson, items, keys, negative indices over the JSON of tools)
+// and compares each with @huggingface/jinja's rendering.
+func TestExpressionsMatchHuggingFaceJinja(t *testing.T) {
+	fx := load[struct {
+		Context struct {
+			Messages []struct{ Role, Content string } `json:"messages"`
+			Tools    []json.RawMessage                 `json:"tools"`
+		} `json:"context"`
+		Expressions []struct{ Name, Template string } `json:"expressions"`
+	}](t, "testdata/expressions.json")
+	ref := reference(t)
+	var msgs []chat.Message
+	for _, m := range fx.Context.Messages {
+		msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
+	}
+	for _, x := range fx.Expressions {
+		t.Run(x.Name, func(t *testing.T) {
+			want := ref["expressions/"+x.Name]
+			if want.Error != "" {
+				t.Fatalf("the reference fails: %s", want.Error)
+			}
+			tpl, err := chat.Parse(x.Template)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tpl.Render(msgs, chat.Options{Tools: fx.Context.Tools})
+			if err != nil || got != want.Output {
+				t.Errorf("rendered %q, %v\nthe reference %q", got, err, want.Output)
+			}
+		})
 	}
 }
