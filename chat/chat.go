@@ -22,9 +22,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"unsafe"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/nikolalohinski/gonja/v2"
 	"github.com/nikolalohinski/gonja/v2/exec"

@@ -171,7 +171,7 @@ func TestExpressionsMatchHuggingFaceJinja(t *testing.T) {
 	fx := load[struct {
 		Context struct {
 			Messages []struct{ Role, Content string } `json:"messages"`
-			Tools    []json.RawMessage                 `json:"tools"`
+			Tools    []json.RawMessage                `json:"tools"`
 		} `json:"context"`
 		Expressions []struct{ Name, Template string } `json:"expressions"`
 	}](t, "testdata/expressions.json")
