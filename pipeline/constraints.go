@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"github.com/loomlm/loom/constraint/grammar"
 	"github.com/loomlm/loom/constraint/jsonschema"
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/toolcall"
 )
 
 // constraintParts lists the structured-output processors (see docs/structured.md).
@@ -52,6 +54,18 @@ func constraintParts() []*Part {
 				{Name: "whitespace", Type: String, Default: "compact", Doc: "compact (no whitespace) or flexible (up to one newline and 20 blanks between tokens)"},
 			},
 			NewProcessor: newJSONSchemaProcessor,
+		},
+		{
+			Kind: Processor, Type: "tool_calls",
+			Doc: "Constrains the generated text to calls of tools (OpenAI's tools list), each call's arguments valid against its tool's JSON Schema, in the format a chat model writes them (see docs/serving.md, \"Tool calls\").",
+			Params: []Param{
+				{Name: "tools", Type: String, Default: "", Doc: "the tools as OpenAI's JSON array of {\"type\": \"function\", \"function\": {name, description, parameters}}, inline (give this or tools_file)"},
+				{Name: "tools_file", Type: String, Default: "", Doc: "a JSON file of the tools array, relative to the pipeline file"},
+				{Name: "format", Type: String, Default: "hermes", Doc: "hermes (<tool_call> tags: Qwen, Hermes, the plain template) or llama3 (one JSON object: Llama 3.1–3.3)"},
+				{Name: "tool", Type: String, Default: "", Doc: "the one tool to call; empty: any of them"},
+				{Name: "parallel", Type: Bool, Default: true, Doc: "allow several calls, one per line (hermes only)"},
+			},
+			NewProcessor: newToolCallsProcessor,
 		},
 		{
 			Kind: Processor, Type: "choice",
@@ -172,6 +186,46 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 	default:
 		return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("%s: %v", path, err)}
 	}
+}
+
+func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
+	src, file, formatName, only, parallel := a.String("tools"), a.String("tools_file"), a.String("format"), a.String("tool"), a.Bool("parallel")
+	if a.Err() != nil {
+		return nil, a.Err()
+	}
+	format, err := toolcall.ParseFormat(formatName)
+	if err != nil {
+		return nil, &core.ParamError{Param: "format", Reason: err.Error()}
+	}
+	param, where := "tools", ""
+	switch {
+	case src != "" && file != "":
+		return nil, &core.ParamError{Param: "tools_file", Reason: "give either tools or tools_file, not both"}
+	case file != "":
+		param = "tools_file"
+		path, b, err := readParamFile(a, param, file)
+		if err != nil {
+			return nil, err
+		}
+		src, where = string(b), path+": "
+	case src == "":
+		return nil, &core.ParamError{Param: "tools", Reason: "missing: give tools (a JSON array) or tools_file"}
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal([]byte(src), &raw); err != nil {
+		return nil, &core.ParamError{Param: param, Reason: where + "not a JSON array of tools: " + err.Error()}
+	}
+	tools, err := toolcall.ParseTools(raw)
+	if err == nil {
+		var g *grammar.Grammar
+		if g, err = format.Grammar(tools, only, parallel); err == nil {
+			var cfg *grammar.CFG
+			if cfg, err = grammar.Compile(g, "root"); err == nil {
+				return constraint.New("tool_calls", cfg), nil
+			}
+		}
+	}
+	return nil, &core.ParamError{Param: param, Reason: where + err.Error()}
 }
 
 // maxParamFileBytes bounds the files that parameters name (JSON Schemas, grammars): a larger

@@ -145,7 +145,7 @@ func TestProcessorClasses(t *testing.T) {
 	// Every built-in processor type is classified on purpose: shaping ones are listed here.
 	shaping := map[string]bool{"logit_bias": true, "bad_words": true, "no_repeat_ngram": true, "min_new_tokens": true,
 		"penalties": true, "repetition_penalty": true, "frequency_penalty": true, "presence_penalty": true, "dry": true,
-		"grammar": true, "choice": true, "regex": true, "json_schema": true}
+		"grammar": true, "choice": true, "regex": true, "json_schema": true, "tool_calls": true}
 	for _, p := range pipeline.Builtins().Parts(pipeline.Processor) {
 		if pipeline.ProcessorClass(p.Type) == pipeline.ClassShaping && !shaping[p.Type] {
 			t.Errorf("processor %s has no class: add it to the order presets", p.Type)

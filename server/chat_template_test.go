@@ -22,7 +22,14 @@ import (
 // returns a pipeline file serving it.
 func withTemplate(t *testing.T, name, template string) string {
 	t.Helper()
-	src, err := gguf.Open("../testdata/llamacpp-quant/tiny-f16.gguf")
+	return withTemplateFrom(t, "../testdata/llamacpp-quant/tiny-f16.gguf", name, template, nil)
+}
+
+// withTemplateFrom is withTemplate on a copy of the model file path, with the metadata values
+// of set changed.
+func withTemplateFrom(t *testing.T, path, name, template string, set map[string]any) string {
+	t.Helper()
+	src, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +38,11 @@ func withTemplate(t *testing.T, name, template string) string {
 		if kv.Key == "tokenizer.chat_template" {
 			continue
 		}
-		if err := w.Set(kv.Key, kv.Value); err != nil {
+		v := kv.Value
+		if nv, ok := set[kv.Key]; ok {
+			v = nv
+		}
+		if err := w.Set(kv.Key, v); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/pipeline"
 )
 
 // job is one validated request, ready to run.
@@ -26,6 +27,8 @@ type job struct {
 	// generated ones'.
 	echo      bool
 	echoTexts []string
+	// tools, for a chat request with tools, reads (and may constrain) the replies' calls.
+	tools *toolUse
 	// bestOf, when > 0, is how many of the request's sequences (best_of of them) are returned:
 	// those with the highest mean log-probability per token.
 	bestOf  int
@@ -169,9 +172,22 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 	if err != nil {
 		return nil, err
 	}
-	prompt, templated, err := chatPrompt(e, body.Messages)
+	tu, err := newToolUse(body)
 	if err != nil {
 		return nil, err
+	}
+	prompt, templated, err := chatPrompt(e, body.Messages, tu)
+	if err != nil {
+		return nil, err
+	}
+	j.tools = tu
+	if tu.constraint() != nil {
+		if rf := body.ResponseFormat; rf != nil && rf.Type != "text" {
+			return nil, badParam("response_format", "%q and tool_choice %q cannot both hold the reply: it is either a tool call or the format", rf.Type, tu.choice)
+		}
+		if err := tu.check(); err != nil {
+			return nil, err
+		}
 	}
 	j.req.Prompt = prompt
 	if templated {
@@ -200,7 +216,11 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 func (s *Server) finish(j *job, c *common, stop []string) error {
 	j.stream = c.Stream
 	j.includeUsage = c.StreamOptions != nil && c.StreamOptions.IncludeUsage
-	p, err := j.entry.build(&c.sampling, stop)
+	var first []pipeline.PartSpec
+	if ps := j.tools.constraint(); ps != nil {
+		first = append(first, *ps)
+	}
+	p, err := j.entry.build(&c.sampling, stop, first...)
 	if err != nil {
 		return err
 	}

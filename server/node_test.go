@@ -15,6 +15,7 @@ import (
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // nodeReport is what testdata/node/client.mjs prints.
@@ -52,6 +53,20 @@ type nodeReport struct {
 		Text     string
 		Tokens   []string
 		Logprobs []*float64
+	}
+	// Tools: what the SDK's tool runner ran (the arguments it parsed), its conversation, the
+	// reply to the conversation, and a required call streamed through the SDK's helper.
+	Tools struct {
+		Ran      []map[string]any
+		Messages []json.RawMessage
+		Answer   struct {
+			Finish       string
+			PromptTokens int `json:"prompt_tokens"`
+		}
+		Streamed struct {
+			Finish string
+			Calls  []struct{ Name, Arguments string }
+		}
 	}
 	Errors map[string]struct {
 		Status                     int
@@ -171,6 +186,28 @@ func TestNodeClient(t *testing.T) {
 		if e.Logprobs[i] == nil || *e.Logprobs[i] != scored.Choices[0].Logprobs.TokenLogprobs[i] {
 			t.Errorf("node echo token %d %q: %v, Go SDK %v", i, e.Tokens[i], e.Logprobs[i], scored.Choices[0].Logprobs.TokenLogprobs[i])
 		}
+	}
+
+	// The tool runner ran get_weather once with arguments the schema holds, its conversation
+	// (user, the assistant's call, the tool's result) is answered, and the streamed required
+	// call is the one the Go SDK gets without stream.
+	tools := got.Tools
+	if len(tools.Ran) != 1 || len(tools.Messages) != 3 || tools.Answer.Finish == "" || tools.Answer.PromptTokens == 0 {
+		t.Errorf("tool runner: ran %v, %d messages, answer %+v", tools.Ran, len(tools.Messages), tools.Answer)
+	} else if unit := tools.Ran[0]["unit"]; (unit != "C" && unit != "F") || len(tools.Ran[0]) != 2 {
+		t.Errorf("tool runner ran get_weather(%v)", tools.Ran[0])
+	}
+	required, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "creative", Seed: openai.Int(5), MaxTokens: openai.Int(120),
+		ParallelToolCalls: openai.Bool(false), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Oslo?")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
+			Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 20}, "unit": map[string]any{"enum": []any{"C", "F"}}}, "required": []any{"city", "unit"}, "additionalProperties": false}})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tools.Streamed; s.Finish != "tool_calls" || len(s.Calls) != 1 || len(required.Choices[0].Message.ToolCalls) != 1 ||
+		s.Calls[0].Name != required.Choices[0].Message.ToolCalls[0].Function.Name || s.Calls[0].Arguments != required.Choices[0].Message.ToolCalls[0].Function.Arguments {
+		t.Errorf("node streamed %+v; Go SDK %+v", s, required.Choices[0].Message.ToolCalls)
 	}
 
 	for name, wantErr := range map[string]struct {

@@ -181,9 +181,11 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 
 // build returns the pipeline a request runs: the entry's spec with the request's changes.
 // Without changes it is still built afresh, so no two requests share a stateful part.
-func (e *entry) build(o *sampling, stop []string) (*core.Pipeline, error) {
+// first are processors put at the head of the chain (a request's tool-call constraint).
+func (e *entry) build(o *sampling, stop []string, first ...pipeline.PartSpec) (*core.Pipeline, error) {
 	spec := clone(e.spec)
 	o.apply(spec, stop)
+	spec.Processors = slices.Insert(spec.Processors, 0, first...)
 	b, err := pipeline.Build(spec, e.options())
 	if err != nil {
 		return nil, err

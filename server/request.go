@@ -52,13 +52,40 @@ type chatRequest struct {
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
 	Logprobs            bool          `json:"logprobs"`
 	TopLogprobs         *int          `json:"top_logprobs"`
+	// Tools the model may call, tool_choice ("none", "auto", "required" or a function) and
+	// parallel_tool_calls: see tools.go.
+	Tools             []json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
 }
 
-// chatMessage is one message of a chat; Content is a string or an array of text parts.
+// chatMessage is one message of a chat; Content is a string, an array of text parts, or null
+// (an assistant message that only calls tools).
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  []toolCallParam `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	// Refusal is accepted on assistant messages (OpenAI's SDKs send back what they got), and
+	// Parsed ignored (the openai npm package's tool runner leaves it in its messages).
+	Refusal *string         `json:"refusal"`
+	Parsed  json.RawMessage `json:"parsed"`
+}
+
+// toolCallParam is a call of a tool in an assistant message.
+type toolCallParam struct {
+	// Index is accepted and ignored: a call put together from a stream may keep it.
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+		// ParsedArguments is accepted and ignored: the openai npm package's tool runner
+		// leaves it in the messages it sends back.
+		ParsedArguments json.RawMessage `json:"parsed_arguments"`
+	} `json:"function"`
 }
 
 // Limits on request fields.

@@ -204,8 +204,15 @@ func chatResponse(j *job, res *core.Result) map[string]any {
 		if j.logprobs {
 			lp = chatLogprobs(j.pipe.Tokenizer, sq.TokenLogprobs())
 		}
-		choices[i] = map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": sq.Text},
-			"logprobs": lp, "finish_reason": finishReason(sq.FinishReason)}
+		msg := map[string]any{"role": "assistant", "content": sq.Text}
+		fr := finishReason(sq.FinishReason)
+		if content, calls := j.tools.reply(sq.Text); len(calls) > 0 {
+			msg["content"], msg["tool_calls"] = content, calls
+			if fr == "stop" {
+				fr = "tool_calls"
+			}
+		}
+		choices[i] = map[string]any{"index": i, "message": msg, "logprobs": lp, "finish_reason": fr}
 	}
 	return map[string]any{"id": j.id, "object": "chat.completion", "created": j.created, "model": j.entry.name,
 		"choices": choices, "usage": usageOf(res), "system_fingerprint": fingerprint(res)}
@@ -230,6 +237,7 @@ type streamer struct {
 	echoed  map[int]bool // choices whose echoed prompt has been sent
 	per     int          // choices per prompt (a batch's choice i answers prompt i/per)
 	offsets map[int]int  // each choice's text streamed so far, in bytes (logprobs' text_offset)
+	held    map[int]*heldReply
 	err     error
 
 	mu      sync.Mutex
@@ -243,7 +251,7 @@ type streamer struct {
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, per: j.choicesPerPrompt(), offsets: map[int]int{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, per: j.choicesPerPrompt(), offsets: map[int]int{}, held: map[int]*heldReply{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	go st.writeQueued()
 	return st
 }
@@ -366,6 +374,9 @@ func (st *streamer) event(ev core.Event) error {
 	var fr any
 	if ev.Finished {
 		fr = finishReason(ev.FinishReason)
+	}
+	if st.j.endpoint == "chat" && st.j.tools.reads() {
+		return st.toolEvent(ev)
 	}
 	var choice map[string]any
 	if st.j.endpoint == "chat" {

@@ -1,17 +1,19 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/loomlm/loom/chat"
 	"strings"
 
+	"github.com/loomlm/loom/chat"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/gguf"
+	"github.com/loomlm/loom/toolcall"
 )
 
 // PlainChatStops are the stop strings a chat request gets with the plain template, so that
 // the model's reply ends where it would start the next turn.
-var PlainChatStops = []string{"\nuser:", "\nsystem:"}
+var PlainChatStops = []string{"\nuser:", "\nsystem:", "\ntool:"}
 
 // PlainChatTemplate renders messages for a model without a chat template (such as the embedded
 // models): each message on its own line as "role: content", then "assistant:" for the reply.
@@ -20,9 +22,48 @@ var PlainChatStops = []string{"\nuser:", "\nsystem:"}
 //	user: Hello
 //	assistant:
 func PlainChatTemplate(roles, contents []string) string {
-	var b strings.Builder
+	msgs := make([]chat.Message, len(roles))
 	for i := range roles {
-		fmt.Fprintf(&b, "%s: %s\n", roles[i], contents[i])
+		msgs[i] = chat.Message{Role: roles[i], Content: contents[i]}
+	}
+	return PlainChatPrompt(msgs, nil)
+}
+
+// PlainChatPrompt is PlainChatTemplate with tools: a first line "tools: " and each tool's
+// signature (toolcall.Tool.Signature: its name and its parameters, "?" after the optional
+// ones; the schemas themselves are the constraint's, and would fill a small model's context),
+// an assistant message's calls after its content in the Hermes format that replies call tools
+// in (<tool_call> tags, toolcall.Hermes), and a tool message as "tool: " and its content.
+//
+//	tools: get_weather(city, unit?), local_time(zone)
+//	user: Weather in Oslo?
+//	assistant: <tool_call>
+//	{"name": "get_weather", "arguments": {"city":"Oslo"}}
+//	</tool_call>
+//	tool: rain, 4 °C
+//	assistant:
+func PlainChatPrompt(msgs []chat.Message, tools []toolcall.Tool) string {
+	var b strings.Builder
+	if len(tools) > 0 {
+		sigs := make([]string, len(tools))
+		for i, t := range tools {
+			sigs[i] = t.Signature()
+		}
+		fmt.Fprintf(&b, "tools: %s\n", strings.Join(sigs, ", "))
+	}
+	for _, m := range msgs {
+		text := m.Content
+		if len(m.ToolCalls) > 0 {
+			calls := make([]toolcall.Call, len(m.ToolCalls))
+			for i, c := range m.ToolCalls {
+				calls[i] = toolcall.Call{Name: c.Name, Arguments: c.Arguments}
+			}
+			if text != "" {
+				text += "\n"
+			}
+			text += toolcall.Hermes.Write(calls)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", m.Role, text)
 	}
 	b.WriteString("assistant:")
 	return b.String()
@@ -52,29 +93,18 @@ func (m *sharedModel) template() (*chat.Template, error) {
 	return m.tpl, m.tplErr
 }
 
-// chatPrompt renders a chat request's messages: with the model's own chat template (GGUF
-// tokenizer.chat_template; templated is then true and the prompt holds its special tokens as
-// text), or the plain template for a model without one.
-func chatPrompt(e *entry, msgs []chatMessage) (prompt string, templated bool, err error) {
-	if len(msgs) == 0 {
-		return "", false, badParam("messages", "must not be empty")
+// chatPrompt renders a chat request's messages and tools: with the model's own chat template
+// (GGUF tokenizer.chat_template; templated is then true and the prompt holds its special
+// tokens as text), or the plain template for a model without one. It sets tu's format: the
+// template's, or Hermes for the plain template.
+func chatPrompt(e *entry, msgs []chatMessage, tu *toolUse) (prompt string, templated bool, err error) {
+	cm, err := chatMessages(msgs)
+	if err != nil {
+		return "", false, err
 	}
-	roles := make([]string, len(msgs))
-	contents := make([]string, len(msgs))
-	for i, m := range msgs {
-		switch m.Role {
-		case "system", "user", "assistant":
-			roles[i] = m.Role
-		case "developer":
-			roles[i] = "system"
-		default:
-			return "", false, badParam(fmt.Sprintf("messages[%d].role", i), "%q: must be system, developer, user or assistant", m.Role)
-		}
-		text, err := messageText(i, m)
-		if err != nil {
-			return "", false, err
-		}
-		contents[i] = text
+	var tools []json.RawMessage
+	if tu != nil {
+		tools = tu.raw
 	}
 	tpl, err := e.model.template()
 	if err != nil {
@@ -82,16 +112,25 @@ func chatPrompt(e *entry, msgs []chatMessage) (prompt string, templated bool, er
 			Message: fmt.Sprintf("model %q: %v", e.name, err)}
 	}
 	if tpl == nil {
-		return PlainChatTemplate(roles, contents), false, nil
+		if tu != nil {
+			tu.format = toolcall.Hermes
+		}
+		var parsed []toolcall.Tool
+		if tu != nil {
+			parsed = tu.tools
+		}
+		return PlainChatPrompt(cm, parsed), false, nil
 	}
-	cm := make([]chat.Message, len(msgs))
-	for i := range msgs {
-		cm[i] = chat.Message{Role: roles[i], Content: contents[i]}
+	if tu.reads() {
+		f, ok := toolcall.Detect(tpl.Source())
+		if !ok {
+			return "", false, badParam("tools", "model %q: its chat template writes tool calls in no format loom reads (Hermes <tool_call> tags, Llama 3's JSON), so its replies cannot be read for calls; send tool_choice \"none\" to show the tools to the model anyway", e.name)
+		}
+		tu.format = f
 	}
 	tok := e.model.tok
 	sp := tok.Special()
-	var o chat.Options
-	o.AddGenerationPrompt = true
+	o := chat.Options{AddGenerationPrompt: true, Tools: tools}
 	if sp.BOS >= 0 {
 		o.BOS = tok.Piece(sp.BOS)
 	}

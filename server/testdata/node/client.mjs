@@ -49,6 +49,41 @@ out.logprobsStream = { whole: lpWhole.choices.map((ch) => ({ text: ch.message.co
 const scored = await client.completions.create({ model: "greedy", prompt: "And God saw the light", max_tokens: 0, echo: true, logprobs: 1 });
 out.echo = { text: scored.choices[0].text, tokens: scored.choices[0].logprobs.tokens, logprobs: scored.choices[0].logprobs.token_logprobs };
 
+// Tools: the SDK's tool runner calls the function the server's reply names, with the
+// arguments it parsed, and sends the result back; the SDK's stream helper puts the streamed
+// call together.
+const weatherTool = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    parameters: { type: "object", properties: { city: { type: "string", maxLength: 20 }, unit: { enum: ["C", "F"] } }, required: ["city", "unit"], additionalProperties: false },
+    parse: JSON.parse,
+    function: (args) => {
+      out.tools.ran.push(args);
+      return `rain in ${args.city}, 4 ${args.unit}`;
+    },
+  },
+};
+out.tools = { ran: [] };
+const runner = client.chat.completions.runTools({
+  model: "creative", seed: 5, max_tokens: 120, parallel_tool_calls: false,
+  messages: [{ role: "user", content: "Weather in Oslo?" }],
+  tools: [weatherTool],
+  tool_choice: { type: "function", function: { name: "get_weather" } },
+});
+await runner.done();
+out.tools.messages = runner.messages;
+const answer = await client.chat.completions.create({ model: "creative", seed: 5, max_tokens: 8, messages: runner.messages, tools: [{ type: "function", function: { name: "get_weather", parameters: weatherTool.function.parameters } }] });
+out.tools.answer = { finish: answer.choices[0].finish_reason, prompt_tokens: answer.usage.prompt_tokens };
+const toolStream = client.chat.completions.stream({
+  model: "creative", seed: 5, max_tokens: 120, parallel_tool_calls: false,
+  messages: [{ role: "user", content: "Weather in Oslo?" }],
+  tools: [{ type: "function", function: { name: "get_weather", parameters: weatherTool.function.parameters } }],
+  tool_choice: "required",
+});
+const final = await toolStream.finalChatCompletion();
+out.tools.streamed = { finish: final.choices[0].finish_reason, calls: final.choices[0].message.tool_calls.map((c) => c.function) };
+
 out.errors = {};
 for (const [name, req] of Object.entries({
   unknownModel: { model: "nope", prompt: "x" },
