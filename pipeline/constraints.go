@@ -225,6 +225,10 @@ func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
 			}
 		}
 	}
+	var fe *toolcall.FieldError
+	if errors.As(err, &fe) && fe.Field == "tool" {
+		return nil, &core.ParamError{Param: "tool", Value: only, Reason: fe.Msg}
+	}
 	return nil, &core.ParamError{Param: param, Reason: where + err.Error()}
 }
 

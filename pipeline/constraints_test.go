@@ -70,6 +70,14 @@ func TestConstraintProcessorsGenerate(t *testing.T) {
 			src:   head + "type = \"choice\"\nchoices = [\"Moses\", \"Aaron\", \"Pharaoh\"]\n",
 			valid: func(s string) bool { return s == "Moses" || s == "Aaron" || s == "Pharaoh" },
 		},
+		{
+			name:  "tool_calls from a file, Llama 3's format",
+			src:   head + "type = \"tool_calls\"\ntools_file = \"tools.json\"\nformat = \"llama3\"\n",
+			files: map[string]string{"tools.json": `[{"type": "function", "function": {"name": "smite", "parameters": {"type": "object", "properties": {"who": {"enum": ["Moses", "Aaron"]}}, "required": ["who"], "additionalProperties": false}}}]`},
+			valid: func(s string) bool {
+				return s == `{"name": "smite", "parameters": {"who":"Moses"}}` || s == `{"name": "smite", "parameters": {"who":"Aaron"}}`
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +87,7 @@ func TestConstraintProcessorsGenerate(t *testing.T) {
 			}
 			for seed := range uint64(3) {
 				req := b.Request("And the LORD said unto")
-				req.MaxNewTokens = 30
+				req.MaxNewTokens = 60
 				req.Seed = core.SeedOf(seed)
 				res, err := core.Generate(context.Background(), b.Pipeline, req)
 				if err != nil {
@@ -125,6 +133,14 @@ func TestConstraintProcessorErrors(t *testing.T) {
 		{"empty choices", head + "type = \"choice\"\nchoices = []\n", nil, "constrained.toml:7: processors[0].choices: must list at least one string"},
 		{"bad regex", head + "type = \"regex\"\npattern = 'a(b'\n", nil, "constrained.toml:7: processors[0].pattern: regex \"a(b\": error parsing regexp: missing closing )"},
 		{"start rule", head + "type = \"grammar\"\ngrammar = 'root ::= \"a\"'\nstart = \"main\"\n", nil, `no rule named "main"`},
+		{"tools not an array", head + "type = \"tool_calls\"\ntools = '{}'\n", nil, "processors[0].tools: not a JSON array of tools"},
+		{"a tool without a name", head + "type = \"tool_calls\"\ntools = '[{\"type\": \"function\", \"function\": {}}]'\n", nil, "processors[0].tools: tools[0].function.name: missing"},
+		{"a tool's schema in a file", head + "type = \"tool_calls\"\ntools_file = \"t.json\"\n",
+			map[string]string{"t.json": `[{"type": "function", "function": {"name": "f", "parameters": {"type": "strin"}}}]`}, `t.json: tools[0].function.parameters: json schema at /type: unknown type "strin"`},
+		{"an unknown tool", head + "type = \"tool_calls\"\ntools = '[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]'\ntool = \"g\"\n", nil, `processors[0].tool = "g": "g" is not one of the tools`},
+		{"an empty list", head + "type = \"tool_calls\"\ntools = '[]'\n", nil, "processors[0].tools: tools: no tools to call"},
+		{"a format", head + "type = \"tool_calls\"\ntools = '[]'\nformat = \"mistral\"\n", nil, `processors[0].format: "mistral": the tool-call formats are hermes and llama3`},
+		{"no tools", head + "type = \"tool_calls\"\n", nil, "processors[0].tools: missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +169,7 @@ func TestStructuredDocPipelines(t *testing.T) {
 			t.Fatalf("block %d: %v", i+1, err)
 		}
 		req := b.Request("And God said")
-		req.MaxNewTokens = 40
+		req.MaxNewTokens = 80 // a tool call's fixed text is tens of tokens of the embedded model
 		req.Seed = core.SeedOf(1)
 		res, err := core.Generate(context.Background(), b.Pipeline, req)
 		if err != nil {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomlm/loom/chat"
 	"github.com/loomlm/loom/server"
+	"github.com/loomlm/loom/toolcall"
 )
 
 // curlRE matches the curl commands of docs/serving.md: a URL path and an optional JSON body.
@@ -74,5 +77,29 @@ func TestServingDocChatTemplate(t *testing.T) {
 	want := server.PlainChatTemplate([]string{"system", "user"}, []string{"Speak plainly.", "Tell me of the sea."})
 	if string(m[1]) != want {
 		t.Fatalf("docs/serving.md shows\n%s\nPlainChatTemplate renders\n%s", m[1], want)
+	}
+}
+
+// The plain template with tools shown in docs/serving.md is what PlainChatPrompt renders.
+func TestServingDocToolTemplate(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "serving.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```text\n(tools: .*?)\n```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/serving.md shows no plain template with tools")
+	}
+	tools, err := toolcall.ParseTools([]json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}}, "required": ["city"]}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := server.PlainChatPrompt([]chat.Message{
+		{Role: "user", Content: "Weather in Oslo?"},
+		{Role: "assistant", NoContent: true, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}},
+		{Role: "tool", Content: "rain, 4 °C", ToolCallID: "call_1"},
+	}, tools)
+	if string(m[1]) != want {
+		t.Fatalf("docs/serving.md shows\n%s\nPlainChatPrompt renders\n%s", m[1], want)
 	}
 }

@@ -214,8 +214,11 @@ func (f Format) Grammar(tools []Tool, only string, parallel bool) (*grammar.Gram
 			&grammar.Ref{Name: prefix + "root"},
 		}})
 	}
-	if len(alt.Alts) == 0 {
-		return nil, &FieldError{Field: "tool_choice", Msg: fmt.Sprintf("%q is not one of the tools", only)}
+	switch {
+	case len(tools) == 0:
+		return nil, &FieldError{Field: "tools", Msg: "no tools to call"}
+	case len(alt.Alts) == 0:
+		return nil, &FieldError{Field: "tool", Msg: fmt.Sprintf("%q is not one of the tools", only)}
 	}
 	var call grammar.Expr = &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: `{"name": `}, alt, &grammar.Literal{Text: "}"}}}
 	if f == Hermes {
