@@ -23,7 +23,9 @@ func FuzzTemplate(f *testing.F) {
 	}
 	for _, fx := range fixtures {
 		f.Add(fx.Template, "Hello, who are you?")
+		f.Add(fx.Template, `{"city": "Paris", "n": [1, 2.5e3, true, null]}`)
 	}
+	f.Add(`{{ tools | tojson(indent=2) }}{% for m in messages %}{{ m | tojson }}{% for k, v in m.items() %}{{ k }}{{ v | list | length }}{% endfor %}{{ m.tool_calls[-1] }}{% endfor %}`, `{"x": {"y": []}}`)
 	f.Fuzz(func(t *testing.T, src, content string) {
 		if len(src) > 8192 {
 			return
@@ -34,5 +36,9 @@ func FuzzTemplate(f *testing.F) {
 		}
 		msgs := []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: content}, {Role: "assistant", Content: "Hi."}, {Role: "user", Content: content}}
 		_, _ = tpl.Render(msgs, chat.Options{BOS: "<s>", EOS: "</s>", AddGenerationPrompt: true, Now: time.Unix(0, 0)})
+		// with tools, a call whose arguments are the fuzzed text (JSON or not) and its result
+		calls := []chat.Message{{Role: "user", Content: "Weather?"}, {Role: "assistant", NoContent: true, ToolCalls: []chat.ToolCall{{ID: "call12345", Name: "f", Arguments: content}}},
+			{Role: "tool", ToolCallID: "call12345", Content: content}}
+		_, _ = tpl.Render(calls, chat.Options{AddGenerationPrompt: true, Now: time.Unix(0, 0), Tools: []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"b": {}, "a": [1, 2.5, null, {"z": "é"}]}}}}`)}})
 	})
 }

@@ -31,6 +31,8 @@ func FuzzRequest(f *testing.F) {
 		`{"model": "creative", "prompt": "x", "best_of": 3, "n": 2, "max_tokens": 2, "min_p": 0.1, "typical_p": 0.9}`,
 		`{"model": "greedy", "prompt": ["a", "b"], "echo": true, "stream": true, "logprobs": 2, "max_tokens": 2, "repetition_penalty": 1.2}`,
 		`{"model": "greedy", "messages": [{"role": "user", "content": "hi"}], "stream": true, "logprobs": true, "top_logprobs": 2, "min_tokens": 2, "ignore_eos": true, "stop_token_ids": [5]}`,
+		`{"model": "creative", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"enum": [1, 2]}}}}}], "tool_choice": "required", "stream": true, "n": 2, "max_tokens": 4}`,
+		`{"model": "greedy", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "2"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false, "max_tokens": 3}`,
 	} {
 		for endpoint := range uint8(4) {
 			f.Add(seed, endpoint)

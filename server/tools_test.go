@@ -138,7 +138,6 @@ func TestToolCallsHoldToTheSchemas(t *testing.T) {
 func TestToolCallsStreamAsTheyRespond(t *testing.T) {
 	_, hs := newServer(t, server.Options{})
 	c := client(hs)
-	ctx := context.Background()
 	// Pipelines whose regex writes a reply of text then calls, or text that only begins like
 	// a call, token by token: what the stream holds back and then sends.
 	scripted := func(re string) option.RequestOption {
@@ -176,41 +175,8 @@ func TestToolCallsStreamAsTheyRespond(t *testing.T) {
 				ParallelToolCalls: openai.Bool(tc.parallel),
 				Logprobs:          openai.Bool(true),
 			}
-			want, err := c.Chat.Completions.New(ctx, params, tc.opts...)
-			if err != nil {
-				var ae *openai.Error
-				if errors.As(err, &ae) {
-					t.Fatal(ae.Message)
-				}
-				t.Fatal(err)
-			}
-			stream := c.Chat.Completions.NewStreaming(ctx, params, tc.opts...)
-			var acc openai.ChatCompletionAccumulator
-			for stream.Next() {
-				acc.AddChunk(stream.Current())
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if len(acc.Choices) != len(want.Choices) {
-				t.Fatalf("%d streamed choices, %d in the response", len(acc.Choices), len(want.Choices))
-			}
+			want := streamMatchesResponse(t, c, params, tc.opts...)
 			for i, w := range want.Choices {
-				g := acc.Choices[i]
-				if g.FinishReason != w.FinishReason || g.Message.Content != w.Message.Content || len(g.Message.ToolCalls) != len(w.Message.ToolCalls) {
-					t.Errorf("choice %d streamed %s %q %d calls; response %s %q %d calls", i, g.FinishReason, g.Message.Content, len(g.Message.ToolCalls),
-						w.FinishReason, w.Message.Content, len(w.Message.ToolCalls))
-					continue
-				}
-				for k := range w.Message.ToolCalls {
-					gf, wf := g.Message.ToolCalls[k].Function, w.Message.ToolCalls[k].Function
-					if gf.Name != wf.Name || gf.Arguments != wf.Arguments {
-						t.Errorf("choice %d call %d streamed %s(%s), response %s(%s)", i, k, gf.Name, gf.Arguments, wf.Name, wf.Arguments)
-					}
-				}
-				if len(g.Logprobs.Content) != len(w.Logprobs.Content) {
-					t.Errorf("choice %d: %d streamed logprobs, %d in the response", i, len(g.Logprobs.Content), len(w.Logprobs.Content))
-				}
 				if tc.opts != nil && (w.Message.Content != tc.content || len(w.Message.ToolCalls) != tc.calls) {
 					t.Errorf("choice %d: content %q and %d calls, want %q and %d", i, w.Message.Content, len(w.Message.ToolCalls), tc.content, tc.calls)
 				}
@@ -220,6 +186,51 @@ func TestToolCallsStreamAsTheyRespond(t *testing.T) {
 			}
 		})
 	}
+}
+
+// streamMatchesResponse runs a chat request without stream and streamed (put together by the
+// Go SDK's accumulator) and checks that each choice has the same content, calls (name and
+// arguments), finish reason and number of logprobs both ways; it returns the response.
+func streamMatchesResponse(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, opts ...option.RequestOption) *openai.ChatCompletion {
+	t.Helper()
+	ctx := context.Background()
+	want, err := c.Chat.Completions.New(ctx, params, opts...)
+	if err != nil {
+		var ae *openai.Error
+		if errors.As(err, &ae) {
+			t.Fatal(ae.Message)
+		}
+		t.Fatal(err)
+	}
+	stream := c.Chat.Completions.NewStreaming(ctx, params, opts...)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != len(want.Choices) {
+		t.Fatalf("%d streamed choices, %d in the response", len(acc.Choices), len(want.Choices))
+	}
+	for i, w := range want.Choices {
+		g := acc.Choices[i]
+		if g.FinishReason != w.FinishReason || g.Message.Content != w.Message.Content || len(g.Message.ToolCalls) != len(w.Message.ToolCalls) {
+			t.Errorf("choice %d streamed %s %q %d calls; response %s %q %d calls", i, g.FinishReason, g.Message.Content, len(g.Message.ToolCalls),
+				w.FinishReason, w.Message.Content, len(w.Message.ToolCalls))
+			continue
+		}
+		for k := range w.Message.ToolCalls {
+			gf, wf := g.Message.ToolCalls[k].Function, w.Message.ToolCalls[k].Function
+			if gf.Name != wf.Name || gf.Arguments != wf.Arguments {
+				t.Errorf("choice %d call %d streamed %s(%s), response %s(%s)", i, k, gf.Name, gf.Arguments, wf.Name, wf.Arguments)
+			}
+		}
+		if len(g.Logprobs.Content) != len(w.Logprobs.Content) {
+			t.Errorf("choice %d: %d streamed logprobs, %d in the response", i, len(g.Logprobs.Content), len(w.Logprobs.Content))
+		}
+	}
+	return want
 }
 
 // TestToolConversation: a conversation that called a tool and sends back its result (the
@@ -310,10 +321,10 @@ func TestToolCallsWithChatTemplates(t *testing.T) {
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
 	c := client(hs)
-	ctx := context.Background()
 	valid := validators(t)
 	for _, model := range []string{"qwen2.5", "llama-3.1"} {
-		res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		// streamed too: the whole of a Llama 3 reply is held back, it may be the call
+		res := streamMatchesResponse(t, c, openai.ChatCompletionNewParams{
 			Model:      model,
 			Messages:   []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Oslo?")},
 			MaxTokens:  openai.Int(300),
@@ -322,13 +333,6 @@ func TestToolCallsWithChatTemplates(t *testing.T) {
 			// one call: this model, unlike the ones the templates are for, goes on calling
 			ParallelToolCalls: openai.Bool(false),
 		})
-		if err != nil {
-			var ae *openai.Error
-			if errors.As(err, &ae) {
-				t.Fatal(model, ae.Message)
-			}
-			t.Fatal(model, err)
-		}
 		ch := res.Choices[0]
 		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 {
 			t.Errorf("%s: finish %s, message %+v", model, ch.FinishReason, ch.Message)
