@@ -5,12 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/plugins"
 	"github.com/loomlm/loom/server"
 	"github.com/openai/openai-go/v3"
 )
@@ -166,5 +173,69 @@ func TestPromptBatch(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "prompt" || !strings.Contains(apiErr.Message, tc.text) {
 			t.Errorf("%s: %v, want a 400 on prompt saying %q", tc.name, err, tc.text)
 		}
+	}
+}
+
+// TestBatchWithPluginStrategy: a plugin strategy that forks more sequences than it returns
+// (the nbest example samples 8 and returns the best 2) answers a batch of prompts with each
+// prompt's choices numbered prompt × n + k, as each prompt alone answers them; streamed, a
+// batch cannot number such sequences, and the stream ends with an error saying so.
+func TestBatchWithPluginStrategy(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nbest")
+	if out, err := exec.Command("go", "build", "-o", bin, "../examples/plugins/nbest").CombinedOutput(); err != nil {
+		t.Fatalf("building the nbest example: %v\n%s", err, out)
+	}
+	sum, err := plugins.FileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../examples/plugins/nbest/pipeline.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml := regexp.MustCompile(`(?m)^sha256 = .*$`).ReplaceAllLiteralString(string(src), `sha256 = "`+sum+`"`)
+	toml = regexp.MustCompile(`(?m)^path = .*$`).ReplaceAllLiteralString(toml, "path = "+strconv.Quote(bin))
+	path := filepath.Join(dir, "nbest.toml")
+	if err := os.WriteFile(path, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Options{StartPlugins: plugins.Starter(plugins.Options{})})
+	t.Cleanup(func() { s.Close() })
+	if err := s.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	c := client(hs)
+	ctx := context.Background()
+	prompts := []string{"And God said", "In the beginning"}
+	batch, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "nbest", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: prompts}, MaxTokens: openai.Int(6), Seed: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batch.Choices) != 4 {
+		t.Fatalf("%d choices for two prompts with n = 2", len(batch.Choices))
+	}
+	for p, prompt := range prompts {
+		alone, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "nbest", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}, MaxTokens: openai.Int(6), Seed: openai.Int(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, ch := range alone.Choices {
+			got := batch.Choices[p*2+k]
+			if got.Index != int64(p*2+k) || got.Text != ch.Text {
+				t.Errorf("prompt %d choice %d: index %d %q, alone %q", p, k, got.Index, got.Text, ch.Text)
+			}
+		}
+	}
+	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: "nbest", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: prompts}, MaxTokens: openai.Int(6), Seed: openai.Int(2)})
+	for stream.Next() {
+		if ch := stream.Current().Choices; len(ch) > 0 && ch[0].Index >= 4 {
+			t.Errorf("streamed choice index %d of a batch of 2 × 2", ch[0].Index)
+		}
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), `stream: strategy best_of gave a prompt more than the 2 sequences`) || !strings.Contains(err.Error(), `"param":"stream"`) {
+		t.Errorf("streamed batch: %v; want an error naming the strategy", err)
 	}
 }

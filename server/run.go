@@ -161,9 +161,15 @@ func (s *Server) generate(ctx context.Context, j *job, req core.Request, first i
 	leave := j.entry.model.batched.Join()
 	defer leave()
 	obs := s.metrics.observer(j.start)
+	batch := len(j.prompts) > 1
+	per := j.choicesPerPrompt()
 	req.OnEvent = func(ev core.Event) error {
 		obs.event()
 		if st != nil {
+			if batch && ev.Sequence >= per {
+				// the next prompt's choices begin at first + per
+				return &core.ParamError{Param: "stream", Reason: fmt.Sprintf("strategy %s gave a prompt more than the %d sequences a streamed batch numbers per prompt (n); stream the prompts one by one, or ask without stream", j.pipe.Strategy.Name(), per)}
+			}
 			ev.Sequence += first
 			return st.queue(ev)
 		}
@@ -179,8 +185,16 @@ func (s *Server) generate(ctx context.Context, j *job, req core.Request, first i
 func completionResponse(j *job, results []*core.Result) map[string]any {
 	var choices []map[string]any
 	tok, withTop := j.pipe.Tokenizer, j.req.Return.TopLogprobs > 0
+	per := j.choicesPerPrompt()
+	if j.bestOf > 0 {
+		per = j.bestOf // the best n of each prompt's best_of
+	}
 	for p, res := range results {
-		for _, sq := range res.Sequences {
+		for k, sq := range res.Sequences {
+			index := len(choices)
+			if len(results) > 1 {
+				index = p*per + k // as a stream numbers them: choice i answers prompt i / per
+			}
 			var lp *completionLogprobs
 			if j.logprobs {
 				lp = newCompletionLogprobs()
@@ -189,7 +203,7 @@ func completionResponse(j *job, results []*core.Result) map[string]any {
 				}
 				lp.add(tok, sq.TokenLogprobs(), len(j.echoPrefix(p)), withTop, false)
 			}
-			choices = append(choices, map[string]any{"index": len(choices), "text": j.echoPrefix(p) + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)})
+			choices = append(choices, map[string]any{"index": index, "text": j.echoPrefix(p) + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)})
 		}
 	}
 	return map[string]any{"id": j.id, "object": "text_completion", "created": j.created, "model": j.entry.name,
