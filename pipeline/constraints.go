@@ -64,6 +64,7 @@ func constraintParts() []*Part {
 				{Name: "format", Type: String, Default: "hermes", Doc: "hermes (<tool_call> tags: Qwen, Hermes, the plain template) or llama3 (one JSON object: Llama 3.1–3.3)"},
 				{Name: "tool", Type: String, Default: "", Doc: "the one tool to call; empty: any of them"},
 				{Name: "parallel", Type: Bool, Default: true, Doc: "allow several calls, one per line (hermes only)"},
+				{Name: "lazy", Type: Bool, Default: false, Doc: "let the reply be any text until it opens a call (<tool_call>; llama3: a reply that begins with {), and hold only the calls"},
 			},
 			NewProcessor: newToolCallsProcessor,
 		},
@@ -189,7 +190,7 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 }
 
 func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
-	src, file, formatName, only, parallel := a.String("tools"), a.String("tools_file"), a.String("format"), a.String("tool"), a.Bool("parallel")
+	src, file, formatName, only, parallel, lazy := a.String("tools"), a.String("tools_file"), a.String("format"), a.String("tool"), a.Bool("parallel"), a.Bool("lazy")
 	if a.Err() != nil {
 		return nil, a.Err()
 	}
@@ -221,7 +222,11 @@ func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
 		if g, err = format.Grammar(tools, only, parallel); err == nil {
 			var cfg *grammar.CFG
 			if cfg, err = grammar.Compile(g, "root"); err == nil {
-				return constraint.New("tool_calls", cfg), nil
+				p := constraint.New("tool_calls", cfg)
+				if lazy {
+					return constraint.NewLazy(p, format.Opener(), format == toolcall.Llama3), nil
+				}
+				return p, nil
 			}
 		}
 	}

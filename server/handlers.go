@@ -181,10 +181,12 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 		return nil, err
 	}
 	j.tools = tu
-	if tu.constraint() != nil {
+	if tu.holds() {
 		if rf := body.ResponseFormat; rf != nil && rf.Type != "text" {
 			return nil, badParam("response_format", "%q and tool_choice %q cannot both hold the reply: it is either a tool call or the format", rf.Type, tu.choice)
 		}
+	}
+	if tu.reads() {
 		if err := tu.check(); err != nil {
 			return nil, err
 		}

@@ -86,15 +86,19 @@ func (u *toolUse) has(name string) bool {
 // reads reports whether replies are read for calls (tool_choice other than none).
 func (u *toolUse) reads() bool { return u != nil && u.choice != "none" }
 
-// constraint is the processor that holds the replies to calls (tool_choice required or a
-// function), nil otherwise.
+// holds reports whether the replies must be calls (tool_choice required or a function).
+func (u *toolUse) holds() bool { return u != nil && (u.choice == "required" || u.choice == "function") }
+
+// constraint is the processor that holds the replies' calls to the tools' schemas: the whole
+// reply with tool_choice required or a function, the calls a reply opens (lazily) with auto;
+// nil with none.
 func (u *toolUse) constraint() *pipeline.PartSpec {
-	if u == nil || (u.choice != "required" && u.choice != "function") {
+	if !u.reads() {
 		return nil
 	}
 	tools, _ := json.Marshal(u.raw)
 	return &pipeline.PartSpec{Type: "tool_calls", Path: "request field tools",
-		Params: map[string]any{"tools": string(tools), "format": u.format.String(), "tool": u.only, "parallel": u.parallel}}
+		Params: map[string]any{"tools": string(tools), "format": u.format.String(), "tool": u.only, "parallel": u.parallel, "lazy": !u.holds()}}
 }
 
 // check compiles the constraint's grammar, so that a schema loom cannot enforce is a 400
