@@ -218,16 +218,13 @@ func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
 	}
 	tools, err := toolcall.ParseTools(raw)
 	if err == nil {
-		var g *grammar.Grammar
-		if g, err = format.Grammar(tools, only, parallel); err == nil {
-			var cfg *grammar.CFG
-			if cfg, err = grammar.Compile(g, "root"); err == nil {
-				p := constraint.New("tool_calls", cfg)
-				if lazy {
-					return constraint.NewLazy(p, format.Opener(), format == toolcall.Llama3), nil
-				}
-				return p, nil
+		var cfg *grammar.CFG
+		if cfg, err = format.Compile(tools, only, parallel); err == nil {
+			p := constraint.New("tool_calls", cfg)
+			if lazy {
+				return constraint.NewLazy(p, format.Opener(), format == toolcall.Llama3), nil
 			}
+			return p, nil
 		}
 	}
 	var fe *toolcall.FieldError

@@ -102,9 +102,10 @@ func (u *toolUse) constraint() *pipeline.PartSpec {
 }
 
 // check compiles the constraint's grammar, so that a schema loom cannot enforce is a 400
-// naming the tool's parameters (the pipeline's build compiles it again).
+// naming the tool's parameters (the pipeline's build takes the same grammar from
+// toolcall's cache).
 func (u *toolUse) check() error {
-	_, err := u.format.Grammar(u.tools, u.only, u.parallel)
+	_, err := u.format.Compile(u.tools, u.only, u.parallel)
 	var fe *toolcall.FieldError
 	if errors.As(err, &fe) {
 		return badParam(fe.Field, "%s", fe.Msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -413,5 +414,54 @@ func checkError(t *testing.T, hs *httptest.Server, body, param, msg string) {
 	json.Unmarshal(b, &e)
 	if resp.StatusCode != 400 || e.Error.Param != param || !strings.Contains(e.Error.Message, msg) {
 		t.Errorf("%s\n→ %d %s\nwant 400, param %s, message with %s", body, resp.StatusCode, b, param, msg)
+	}
+}
+
+// TestToolCallsConcurrent: requests with the same tools, running at once, share one compiled
+// grammar (toolcall's cache) and each gets what it gets alone (same seed, same calls); -race
+// watches the sharing.
+func TestToolCallsConcurrent(t *testing.T) {
+	_, hs := newServer(t, server.Options{})
+	c := client(hs)
+	params := func(seed int64) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{
+			Model:             "creative",
+			Messages:          []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Book for two at eight.")},
+			MaxTokens:         openai.Int(200),
+			Seed:              openai.Int(seed),
+			Tools:             toolParams(),
+			ToolChoice:        openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+			ParallelToolCalls: openai.Bool(false),
+		}
+	}
+	alone := map[int64]string{}
+	for seed := int64(1); seed <= 4; seed++ {
+		res, err := c.Chat.Completions.New(context.Background(), params(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[seed] = res.Choices[0].Message.ToolCalls[0].Function.Name + res.Choices[0].Message.ToolCalls[0].Function.Arguments
+	}
+	errs := make(chan error, 8)
+	for i := range 8 {
+		seed := int64(i%4 + 1)
+		go func() {
+			res, err := c.Chat.Completions.New(context.Background(), params(seed))
+			switch {
+			case err != nil:
+				errs <- err
+			case len(res.Choices[0].Message.ToolCalls) != 1:
+				errs <- fmt.Errorf("seed %d: no call", seed)
+			case res.Choices[0].Message.ToolCalls[0].Function.Name+res.Choices[0].Message.ToolCalls[0].Function.Arguments != alone[seed]:
+				errs <- fmt.Errorf("seed %d: %+v, alone %s", seed, res.Choices[0].Message.ToolCalls[0].Function, alone[seed])
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -35,6 +35,11 @@ type Tool struct {
 	// Parameters is the JSON Schema of the call's arguments (an object with no properties
 	// when the tool gave none).
 	Parameters json.RawMessage
+	// Strict is OpenAI's strict: the schema's "format" keywords are asserted (a format loom
+	// does not know is an error, as with response_format); otherwise "format" is an
+	// annotation, as JSON Schema draft 2020-12 has it by default (APIs' tools write formats
+	// such as "uri" that describe more than they constrain).
+	Strict bool
 }
 
 // Call is one call of a tool in a reply.
@@ -100,7 +105,7 @@ func ParseTools(raw []json.RawMessage) ([]Tool, error) {
 		} else if !json.Valid(params) {
 			return nil, &FieldError{Field: at + ".function.parameters", Msg: "is not valid JSON"}
 		}
-		tools[i] = Tool{Name: name, Description: t.Function.Description, Parameters: params}
+		tools[i] = Tool{Name: name, Description: t.Function.Description, Parameters: params, Strict: t.Function.Strict != nil && *t.Function.Strict}
 	}
 	return tools, nil
 }
@@ -193,7 +198,7 @@ func (f Format) Grammar(tools []Tool, only string, parallel bool) (*grammar.Gram
 		if only != "" && t.Name != only {
 			continue
 		}
-		sub, err := jsonschema.Translate(t.Parameters, jsonschema.Options{})
+		sub, err := jsonschema.Translate(t.Parameters, jsonschema.Options{FormatAnnotation: !t.Strict})
 		if err != nil {
 			return nil, &FieldError{Field: fmt.Sprintf("tools[%d].function.parameters", i), Msg: err.Error()}
 		}
