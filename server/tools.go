@@ -18,8 +18,9 @@ type toolUse struct {
 	raw   []json.RawMessage
 	tools []toolcall.Tool
 	// choice is tool_choice: "none" (the tools are shown to the model, its replies are text),
-	// "auto" (a reply may call them: it is read for calls), "required" (a reply is one or
-	// more calls, held to that by a tool_calls processor) or "function" (a call of only).
+	// "auto" (a reply may call them: it is read for calls, and a call it opens is held to the
+	// tools by a lazy tool_calls processor), "required" (a reply is one or more calls, held
+	// to that from its start) or "function" (a call of only).
 	choice   string
 	only     string
 	parallel bool
