@@ -2,8 +2,12 @@ package constraint_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/loomlm/loom/constraint"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/llama"
+	"github.com/loomlm/loom/models"
 )
 
 // A grammar processor's parser can be driven by hand: it tells which bytes may come next and
@@ -63,4 +67,50 @@ func ExampleNewRegex() {
 	// Output:
 	// true false true false
 	// regex "\\bword": word boundaries (\b, \B) are not supported
+}
+
+// A lazy constraint lets the text be anything until it writes its trigger; from there the
+// grammar holds it. Here a model answering with the embedded tokenizer writes prose, then
+// opens a call, which the grammar then holds to "<call>" and a number.
+func ExampleNewLazy() {
+	m, tok, err := models.Open("default", llama.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	p, err := constraint.NewGrammar(`root ::= "<call>" [0-9]+ "</call>"`)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lazy := constraint.NewLazy(p, "<call>", false)
+	seq, _ := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	write := func(text string) {
+		ids, _ := tok.Encode(text, core.EncodeOptions{})
+		for _, id := range ids {
+			lazy.Accept(seq, id)
+		}
+	}
+	write("Let me count. ")
+	fmt.Println(lazy.Active())
+	write("<call>")
+	fmt.Println(lazy.Active())
+	// The grammar now bans every token that is not a digit.
+	row := make([]float32, tok.VocabSize())
+	c := core.NewCandidates(row)
+	_ = lazy.Process(seq, c)
+	allowed := 0
+	for _, v := range c.Dense() {
+		if !math.IsInf(float64(v), -1) {
+			allowed++
+		}
+	}
+	seven, _ := tok.Encode("7", core.EncodeOptions{})
+	word, _ := tok.Encode("whale", core.EncodeOptions{})
+	fmt.Println(allowed > 0, !math.IsInf(float64(c.Dense()[seven[0]]), -1), math.IsInf(float64(c.Dense()[word[0]]), -1))
+	// Output:
+	// false
+	// true
+	// true true true
 }
