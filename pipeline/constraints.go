@@ -51,7 +51,7 @@ func constraintParts() []*Part {
 				{Name: "schema", Type: String, Default: "", Doc: "the schema as JSON text, inline (give this or schema_file)"},
 				{Name: "schema_file", Type: String, Default: "", Doc: "a JSON Schema file, relative to the pipeline file"},
 				{Name: "assert_format", Type: Bool, Default: true, Doc: "hold strings with a format (date, time, date-time, uuid, email, ipv4) to it; false treats format as an annotation"},
-				{Name: "whitespace", Type: String, Default: "compact", Doc: "compact (no whitespace) or flexible (up to one newline and 20 blanks between tokens)"},
+				{Name: "whitespace", Type: String, Default: "compact", Doc: "compact (no whitespace), space (at most one space between tokens, as json.dumps writes) or flexible (up to one newline and 20 blanks between tokens)"},
 			},
 			NewProcessor: newJSONSchemaProcessor,
 		},
@@ -147,11 +147,13 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 	opt := jsonschema.Options{FormatAnnotation: !a.Bool("assert_format")}
 	switch ws := a.String("whitespace"); ws {
 	case "compact":
+	case "space":
+		opt.OneSpace = true
 	case "flexible":
 		opt.FlexibleWhitespace = true
 	default:
 		if a.Err() == nil {
-			return nil, &core.ParamError{Param: "whitespace", Value: ws, Reason: "must be compact or flexible"}
+			return nil, &core.ParamError{Param: "whitespace", Value: ws, Reason: "must be compact, space or flexible"}
 		}
 	}
 	if a.Err() != nil {

@@ -163,7 +163,7 @@ func TestToolCallsStreamAsTheyRespond(t *testing.T) {
 			[]option.RequestOption{scripted(`See <tool_ca and <tool_cal\{"name": "nope"\} </tool_call> then\n\n`)},
 			"See <tool_ca and <tool_cal{\"name\": \"nope\"} </tool_call> then\n\n", 0},
 		{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, false, 300, nil, "", 0},
-		{"required, parallel, cut by max_tokens", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, true, 90, nil, "", 0},
+		{"required, parallel, cut by max_tokens", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, true, 30, nil, "", 0},
 		{"function", openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}), false, 300, nil, "", 0},
 		{"auto", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("auto")}, true, 40, nil, "", 0},
 	} {

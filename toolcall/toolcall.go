@@ -198,7 +198,9 @@ func (f Format) Grammar(tools []Tool, only string, parallel bool) (*grammar.Gram
 		if only != "" && t.Name != only {
 			continue
 		}
-		sub, err := jsonschema.Translate(t.Parameters, jsonschema.Options{FormatAnnotation: !t.Strict})
+		// One space where JSON allows blanks: calls as the templates write them and the
+		// models write them back ({"city": "Oslo"}), compact JSON too, and no room to spin.
+		sub, err := jsonschema.Translate(t.Parameters, jsonschema.Options{FormatAnnotation: !t.Strict, OneSpace: true})
 		if err != nil {
 			return nil, &FieldError{Field: fmt.Sprintf("tools[%d].function.parameters", i), Msg: err.Error()}
 		}

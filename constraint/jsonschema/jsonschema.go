@@ -3,7 +3,8 @@
 // hold generated output to it.
 //
 // What the grammar generates: compact JSON (or, with Options.FlexibleWhitespace, up to one
-// newline and 20 blanks wherever JSON allows whitespace); object properties in the order the
+// newline and 20 blanks wherever JSON allows whitespace; with Options.OneSpace, at most one
+// space there); object properties in the order the
 // schema lists them (a listed property that is not required may be left out), then, where the
 // schema allows them, other properties; numbers in their canonical form (see CanonicalNumber),
 // with at most 40 digits before the point and 40 after it and an exponent of at most two
@@ -103,6 +104,11 @@ type Options struct {
 	// JSON allows whitespace; by default it has none (compact JSON, the fewest tokens, and no
 	// room for a model to spin on blanks).
 	FlexibleWhitespace bool
+	// OneSpace lets the JSON have at most one space wherever JSON allows whitespace: the
+	// form Python's json.dumps writes (", " and ": "), which chat templates write tool calls
+	// in and models trained on them write back, with no room to spin on blanks.
+	// FlexibleWhitespace, when also set, wins.
+	OneSpace bool
 }
 
 // Compile compiles a schema given as JSON text.
@@ -220,9 +226,12 @@ func (c *compiler) baseRule(name string) grammar.Expr {
 		switch name {
 		case "ws":
 			body = seq()
-			if c.opt.FlexibleWhitespace {
+			switch {
+			case c.opt.FlexibleWhitespace:
 				blank := class(false, ' ', ' ', '\t', '\t')
 				body = seq(rep(blank, 0, 20), rep(seq(lit("\n"), rep(blank, 0, 20)), 0, 1))
+			case c.opt.OneSpace:
+				body = rep(lit(" "), 0, 1)
 			}
 		case "char":
 			body = alt(class(true, '"', '"', '\\', '\\', 0, 0x1f),

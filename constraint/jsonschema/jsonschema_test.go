@@ -285,3 +285,24 @@ func nestedIfs(n int) string {
 	}
 	return s
 }
+
+// TestOneSpace: with OneSpace the grammar takes JSON as json.dumps writes it (", " and ": "),
+// compact JSON, and one space wherever JSON allows whitespace; never two blanks, a tab or a
+// newline.
+func TestOneSpace(t *testing.T) {
+	schema := `{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}}}, "required": ["a"], "additionalProperties": false}`
+	cfg, err := jsonschema.Compile([]byte(schema), jsonschema.Options{OneSpace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{`{"a":1}`, `{"a": 1, "b": ["x", "y"]}`, `{ "a" : 1 , "b" : [ "x" ] }`, `{"a": 1,"b":[]}`} {
+		if !accepts(earley.New(cfg), []byte(doc)) {
+			t.Errorf("rejected %s", doc)
+		}
+	}
+	for _, doc := range []string{`{"a":  1}`, "{\"a\":\t1}", "{\"a\":\n1}", `{"a": 1, "b": ["x",  "y"]}`, `{"a": "1"}`} {
+		if accepts(earley.New(cfg), []byte(doc)) {
+			t.Errorf("accepted %q", doc)
+		}
+	}
+}
