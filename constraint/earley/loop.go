@@ -130,16 +130,21 @@ type itemRun struct {
 // unbounded is the bound of L → ε | L X.
 const unbounded = -1
 
-// grammarRuns returns the grammar's item automata, made on first use and shared with clones.
+// grammarRuns returns the grammar's item automata, made on first use and shared with clones
+// and with every other matcher of the grammar (grammar.CFG.Derived).
 func (m *Matcher) grammarRuns() *grammarRuns {
 	if r := m.runs.Load(); r != nil {
 		return r
 	}
-	if r := newRuns(m.g); m.runs.CompareAndSwap(nil, r) {
+	r := m.g.Derived(runsKey{}, func() any { return newRuns(m.g) }).(*grammarRuns)
+	if m.runs.CompareAndSwap(nil, r) {
 		return r
 	}
 	return m.runs.Load()
 }
+
+// runsKey is the key of a grammar's grammarRuns among its derived values.
+type runsKey struct{}
 
 func newRuns(g *grammar.CFG) *grammarRuns {
 	r := &grammarRuns{g: g, body: make([]grammar.Symbol, len(g.Names)), bound: make([]int, len(g.Names)), automata: map[[2]grammar.Symbol]*Automaton{}}

@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Symbol is a symbol of a CFG's right-hand side: a nonterminal when ≥ 0 (its index), a
@@ -64,6 +65,22 @@ type CFG struct {
 	// automaton of those strings' prefixes (see NewPrefixGroup), for a parser to take as
 	// vocabulary slices.
 	Prefixes map[int32]*PrefixAutomaton
+
+	// derived holds the values made from the grammar for all its users (Derived).
+	derived sync.Map
+}
+
+// Derived returns the value derived from g under key, made by build on first use: what the
+// packages using a compiled grammar compute from it once for every user (the Earley parser's
+// analysis of its repetitions, which every new parser of a grammar shared by many requests
+// would otherwise compute again at its first mask). It is safe for concurrent use; when
+// several goroutines ask first at once, build may run more than once and one value wins.
+func (g *CFG) Derived(key any, build func() any) any {
+	if v, ok := g.derived.Load(key); ok {
+		return v
+	}
+	v, _ := g.derived.LoadOrStore(key, build())
+	return v
 }
 
 // String writes the CFG one production per line, for debugging.
