@@ -105,23 +105,17 @@ func newGrammarProcessor(a *Args) (core.LogitsProcessor, error) {
 			return nil, err
 		}
 		src = string(b)
-		g, err := grammar.Parse(src)
+		cfg, err := compileGBNF(src, start)
 		if err == nil {
-			var cfg *grammar.CFG
-			if cfg, err = grammar.Compile(g, start); err == nil {
-				return constraint.New("grammar", cfg), nil
-			}
+			return constraint.New("grammar", cfg), nil
 		}
 		return nil, &core.ParamError{Param: param, Reason: fmt.Sprintf("%s:%v", path, err)}
 	case src == "":
 		return nil, &core.ParamError{Param: "grammar", Reason: "missing: give grammar (inline GBNF) or grammar_file"}
 	}
-	g, err := grammar.Parse(src)
+	cfg, err := compileGBNF(src, start)
 	if err == nil {
-		var cfg *grammar.CFG
-		if cfg, err = grammar.Compile(g, start); err == nil {
-			return constraint.New("grammar", cfg), nil
-		}
+		return constraint.New("grammar", cfg), nil
 	}
 	var ge *grammar.Error
 	if errors.As(err, &ge) && ge.Pos.Line > 0 {
@@ -174,9 +168,9 @@ func newJSONSchemaProcessor(a *Args) (core.LogitsProcessor, error) {
 	case src == "":
 		return nil, &core.ParamError{Param: "schema", Reason: "missing: give schema (JSON text) or schema_file"}
 	}
-	p, err := constraint.NewJSONSchema([]byte(src), opt)
+	cfg, err := compileJSONSchema(src, opt)
 	if err == nil {
-		return p, nil
+		return constraint.New("json_schema", cfg), nil
 	}
 	var se *jsonschema.Error
 	switch positioned := errors.As(err, &se) && se.Line > 0; {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomlm/loom/constraint"
+	"github.com/loomlm/loom/constraint/grammar"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
 )
@@ -184,5 +186,31 @@ func TestStructuredDocPipelines(t *testing.T) {
 		if s := res.Sequences[0]; s.FinishReason != core.FinishEOS || s.Text == "" {
 			t.Fatalf("block %d: %q finished by %q, want a complete output ended by eos", i+1, s.Text, s.FinishReason)
 		}
+	}
+}
+
+// TestConstraintGrammarsShared: two builds of a pipeline with the same schema and grammar (a
+// server builds one per request) share the compiled grammars; another schema gets its own.
+func TestConstraintGrammarsShared(t *testing.T) {
+	const head = "[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"sample\"\n"
+	src := head + "[[processors]]\ntype = \"json_schema\"\nschema = '{\"type\": \"integer\"}'\n[[processors]]\ntype = \"grammar\"\ngrammar = 'root ::= [0-9]+'\n"
+	grammars := func(src string) []*grammar.CFG {
+		b, err := buildFile(t, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*grammar.CFG
+		for _, p := range b.Pipeline.Processors {
+			out = append(out, p.(*constraint.Processor).Matcher().Grammar())
+		}
+		return out
+	}
+	first, second := grammars(src), grammars(src)
+	if len(first) != 2 || first[0] != second[0] || first[1] != second[1] {
+		t.Errorf("the same pipeline built twice: grammars %v and %v", first, second)
+	}
+	other := grammars(strings.Replace(src, "integer", "number", 1))
+	if other[0] == first[0] || other[1] != first[1] {
+		t.Error("another schema shares the first's grammar, or the same grammar does not")
 	}
 }

@@ -1,0 +1,133 @@
+package constraint_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loomlm/loom/constraint"
+	loomschema "github.com/loomlm/loom/constraint/jsonschema"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/llama3vocab"
+	"github.com/loomlm/loom/toolcall"
+)
+
+// BenchmarkMaskLlama3ToolCalls times the masks of tool calls on Llama 3's 128k vocabulary:
+// the 57 API schemas of testdata/api-schemas.json declared as the tools of one request, and a
+// reply calling each of them with its valid instance, in the Hermes format, tokenized by
+// Llama 3's tokenizer. "required" holds the whole reply to a call; "auto" lets it begin with
+// a sentence and holds the call it then opens (constraint.Lazy). Every pass makes new
+// processors from the one compiled grammar; the first pass builds the grammar's vocabulary
+// slices (LOOM_MASK_WARM=1 runs a pass before the timing, as BenchmarkMaskLlama3 does).
+func BenchmarkMaskLlama3ToolCalls(b *testing.B) {
+	tok := llama3vocab.Tokenizer(b)
+	constraint.TrieFor(tok)
+	seq := newSeq(b, tok)
+	src, err := os.ReadFile("testdata/api-schemas.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var api []struct {
+		Name     string
+		Schema   json.RawMessage
+		Instance json.RawMessage
+	}
+	if err := json.Unmarshal(src, &api); err != nil {
+		b.Fatal(err)
+	}
+	var raw []json.RawMessage
+	var calls []toolcall.Call
+	for i, a := range api {
+		name := fmt.Sprintf("t%d_%s", i, a.Name)
+		raw = append(raw, json.RawMessage(fmt.Sprintf(`{"type": "function", "function": {"name": %q, "parameters": %s}}`, name, a.Schema)))
+		schema, err := loomschema.Decode(a.Schema)
+		if err != nil {
+			b.Fatal(err)
+		}
+		doc, err := loomschema.Decode(a.Instance)
+		if err != nil {
+			b.Fatal(err)
+		}
+		args, err := loomschema.Marshal(loomschema.Order(schema, doc))
+		if err != nil {
+			b.Fatal(err)
+		}
+		calls = append(calls, toolcall.Call{Name: name, Arguments: string(args)})
+	}
+	tools, err := toolcall.ParseTools(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	cfg, err := toolcall.Hermes.Compile(tools, "", false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("the grammar of %d tools compiled in %v", len(tools), time.Since(t0))
+	for _, mode := range []string{"required", "auto"} {
+		b.Run(mode, func(b *testing.B) {
+			var replies [][]core.TokenID
+			for _, c := range calls {
+				text := toolcall.Hermes.Write([]toolcall.Call{c})
+				if mode == "auto" {
+					text = "Let me look that up for you.\n" + text
+				}
+				ids, err := tok.Encode(text, core.EncodeOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				replies = append(replies, append(ids, tok.Special().EOS))
+			}
+			newProcessor := func() core.LogitsProcessor {
+				p := constraint.New("tool_calls", cfg)
+				if mode == "auto" {
+					return constraint.NewLazy(p, toolcall.Hermes.Opener(), false)
+				}
+				return p
+			}
+			row := make([]float32, tok.VocabSize())
+			var masks []time.Duration
+			pass := func() {
+				for i, reply := range replies {
+					p := newProcessor()
+					sp := p.(core.StatefulProcessor)
+					for step, id := range reply {
+						clear(row)
+						c := core.NewCandidates(row)
+						t0 := time.Now()
+						if err := p.Process(seq, c); err != nil {
+							b.Fatal(err)
+						}
+						masks = append(masks, time.Since(t0))
+						if c.Dense()[id] != 0 {
+							b.Fatalf("%s: token %d %q of the call is masked", calls[i].Name, step, tok.TokenBytes(id))
+						}
+						sp.Accept(seq, id)
+					}
+				}
+			}
+			if os.Getenv("LOOM_MASK_WARM") != "" {
+				pass()
+				masks = masks[:0]
+				b.ResetTimer()
+			}
+			for b.Loop() {
+				pass()
+			}
+			slices.Sort(masks)
+			us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+			var sum time.Duration
+			for _, d := range masks {
+				sum += d
+			}
+			b.ReportMetric(us(sum)/float64(len(masks)), "mask-avg-µs")
+			b.ReportMetric(us(masks[len(masks)/2]), "mask-p50-µs")
+			b.ReportMetric(us(masks[len(masks)*99/100]), "mask-p99-µs")
+			b.ReportMetric(us(masks[len(masks)-1]), "mask-max-µs")
+			b.ReportMetric(float64(len(masks))/float64(b.N), "masks")
+		})
+	}
+}
