@@ -1,16 +1,14 @@
 package constraint_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/loomlm/loom/constraint"
-	loomschema "github.com/loomlm/loom/constraint/jsonschema"
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/internal/apitools"
 	"github.com/loomlm/loom/internal/llama3vocab"
 	"github.com/loomlm/loom/toolcall"
 )
@@ -26,36 +24,9 @@ func BenchmarkMaskLlama3ToolCalls(b *testing.B) {
 	tok := llama3vocab.Tokenizer(b)
 	constraint.TrieFor(tok)
 	seq := newSeq(b, tok)
-	src, err := os.ReadFile("testdata/api-schemas.json")
+	raw, calls, err := apitools.Load("testdata/api-schemas.json")
 	if err != nil {
 		b.Fatal(err)
-	}
-	var api []struct {
-		Name     string
-		Schema   json.RawMessage
-		Instance json.RawMessage
-	}
-	if err := json.Unmarshal(src, &api); err != nil {
-		b.Fatal(err)
-	}
-	var raw []json.RawMessage
-	var calls []toolcall.Call
-	for i, a := range api {
-		name := fmt.Sprintf("t%d_%s", i, a.Name)
-		raw = append(raw, json.RawMessage(fmt.Sprintf(`{"type": "function", "function": {"name": %q, "parameters": %s}}`, name, a.Schema)))
-		schema, err := loomschema.Decode(a.Schema)
-		if err != nil {
-			b.Fatal(err)
-		}
-		doc, err := loomschema.Decode(a.Instance)
-		if err != nil {
-			b.Fatal(err)
-		}
-		args, err := loomschema.Marshal(loomschema.Order(schema, doc))
-		if err != nil {
-			b.Fatal(err)
-		}
-		calls = append(calls, toolcall.Call{Name: name, Arguments: string(args)})
 	}
 	tools, err := toolcall.ParseTools(raw)
 	if err != nil {

@@ -3,46 +3,20 @@ package toolcall_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/loomlm/loom/constraint/grammar"
-	"github.com/loomlm/loom/constraint/jsonschema"
+	"github.com/loomlm/loom/internal/apitools"
 	"github.com/loomlm/loom/toolcall"
 )
 
-// apiTools reads the 57 API-style schemas of constraint/testdata as tools, each with its
-// valid instance written in the grammar's form (jsonschema.Marshal of jsonschema.Order).
+// apiTools reads the 57 API-style schemas of constraint/testdata as tools, each with a call
+// of its valid instance.
 func apiTools(t testing.TB) (raw []json.RawMessage, calls []toolcall.Call) {
 	t.Helper()
-	b, err := os.ReadFile("../constraint/testdata/api-schemas.json")
+	raw, calls, err := apitools.Load("../constraint/testdata/api-schemas.json")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var cases []struct {
-		Name     string
-		Schema   json.RawMessage
-		Instance json.RawMessage
-	}
-	if err := json.Unmarshal(b, &cases); err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cases {
-		name := fmt.Sprintf("t%d_%s", i, c.Name) // names repeat across the file's schemas
-		raw = append(raw, json.RawMessage(fmt.Sprintf(`{"type": "function", "function": {"name": %q, "parameters": %s}}`, name, c.Schema)))
-		schema, err := jsonschema.Decode(c.Schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := jsonschema.Decode(c.Instance)
-		if err != nil {
-			t.Fatal(err)
-		}
-		args, err := jsonschema.Marshal(jsonschema.Order(schema, doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		calls = append(calls, toolcall.Call{Name: name, Arguments: string(args)})
 	}
 	return raw, calls
 }
