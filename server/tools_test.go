@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -314,11 +315,16 @@ func TestToolCallsWithChatTemplates(t *testing.T) {
 	}
 	s := server.New(server.Options{})
 	t.Cleanup(func() { s.Close() })
+	llamaGGUF := ""
 	for _, f := range fixtures {
 		if f.Name == "qwen2.5" || f.Name == "llama-3.1" || f.Name == "mistral-v0.3" {
 			// the embedded model, its context stretched to hold the templates' tool prompts
-			if err := s.Load(withTemplateFrom(t, "../models/default.gguf", f.Name, f.Template, map[string]any{"llama.context_length": uint32(2048)})); err != nil {
+			path := withTemplateFrom(t, "../models/default.gguf", f.Name, f.Template, map[string]any{"llama.context_length": uint32(2048)})
+			if err := s.Load(path); err != nil {
 				t.Fatal(err)
+			}
+			if f.Name == "llama-3.1" {
+				llamaGGUF = filepath.Join(filepath.Dir(path), "m.gguf")
 			}
 		}
 	}
@@ -349,6 +355,38 @@ func TestToolCallsWithChatTemplates(t *testing.T) {
 			}
 		}
 	}
+	// tool_choice auto with Llama 3's format: a reply that begins with { is held to a call
+	// (the lazy constraint at its start) and read as one; a reply in prose stays content.
+	// Scripted by a regex over the same model, streamed and not.
+	for _, tc := range []struct{ re, content, call string }{
+		{`\{"name": "get_weather", "parameters": \{"city": "Oslo"\}\}`, "", `get_weather({"city": "Oslo"})`},
+		// the regex frees the arguments: the lazy constraint alone holds them to the schema
+		{`\{"name": "get_weather", "parameters": (.|\n)*`, "", "valid"},
+		{`It is sunny in Oslo\.`, "It is sunny in Oslo.", ""},
+	} {
+		pipe := fmt.Sprintf("[model]\npath = %q\n[strategy]\ntype = \"greedy\"\n[[processors]]\ntype = \"regex\"\npattern = '''%s'''\n", llamaGGUF, tc.re)
+		res := streamMatchesResponse(t, c, openai.ChatCompletionNewParams{
+			Model:     "llama-3.1",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Oslo?")},
+			MaxTokens: openai.Int(100),
+			Tools:     toolParams(),
+		}, option.WithJSONSet("pipeline", pipe))
+		m := res.Choices[0].Message
+		call := ""
+		for _, tcall := range m.ToolCalls {
+			call += tcall.Function.Name + "(" + tcall.Function.Arguments + ")"
+		}
+		if tc.call == "valid" && len(m.ToolCalls) == 1 {
+			doc, err := santhosh.UnmarshalJSON(strings.NewReader(m.ToolCalls[0].Function.Arguments))
+			if err == nil && m.ToolCalls[0].Function.Name == "get_weather" && valid["get_weather"].Validate(doc) == nil {
+				call = "valid"
+			}
+		}
+		if m.Content != tc.content || call != tc.call {
+			t.Errorf("llama-3.1, auto, reply %s: content %q, calls %s", tc.re, m.Content, call)
+		}
+	}
+
 	post := func(body string) (int, string) {
 		resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
