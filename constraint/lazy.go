@@ -109,8 +109,10 @@ func (l *Lazy) Accept(seq *core.Sequence, id core.TokenID) {
 		}
 		from += i + 1 // not a sentence's beginning: look for a later trigger
 	}
+	// text may sit in l.tail's array (append grew it in place): copy forward, which
+	// overlapping slices allow. A clone has its own array (Clone).
 	keep := min(len(text), len(l.trigger)-1)
-	l.tail = append(l.tail[:0:0], text[len(text)-keep:]...)
+	l.tail = append(l.tail[:0], text[len(text)-keep:]...)
 }
 
 // start begins the grammar with text (from the trigger on), reporting whether it can begin a

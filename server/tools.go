@@ -197,6 +197,9 @@ type heldReply struct {
 	text     strings.Builder // the whole reply so far
 	sent     int             // bytes of it sent as content
 	logprobs []core.TokenLogprobs
+	// opensAt is where the reply's first call opens (-1 until found), searched how much of
+	// the reply has been looked through for it: each event looks only at what it added.
+	opensAt, searched int
 }
 
 // releasable is how much of the reply may be sent as content before it is finished: text
@@ -210,9 +213,16 @@ func (h *heldReply) releasable(f toolcall.Format) int {
 		}
 		return len(all)
 	}
+	if h.opensAt < 0 {
+		from := max(0, h.searched-len(open)+1)
+		if i := strings.Index(all[from:], open); i >= 0 {
+			h.opensAt = from + i
+		}
+		h.searched = len(all)
+	}
 	end := len(all)
-	if i := strings.Index(all, open); i >= 0 {
-		end = i
+	if h.opensAt >= 0 {
+		end = h.opensAt
 	} else {
 		for k := min(len(open)-1, len(all)); k > 0; k-- {
 			if strings.HasSuffix(all, open[:k]) {
@@ -228,7 +238,7 @@ func (h *heldReply) releasable(f toolcall.Format) int {
 func (st *streamer) toolEvent(ev core.Event) error {
 	h := st.held[ev.Sequence]
 	if h == nil {
-		h = &heldReply{}
+		h = &heldReply{opensAt: -1}
 		st.held[ev.Sequence] = h
 	}
 	h.text.WriteString(ev.Text)
