@@ -39,7 +39,7 @@ func (s *Session) Forward(seqs ...*Sequence) error {
 			continue
 		}
 		q.inBatch = true
-		s.items = append(s.items, ForwardItem{State: q.state, Tokens: q.Pending(), AllLogits: q.promptRows || q.holeAfter(q.state.Len())})
+		s.items = append(s.items, ForwardItem{State: q.state, Tokens: q.Pending(), AllLogits: q.holeAfter(q.state.Len())})
 		s.fwd = append(s.fwd, q)
 	}
 	if len(s.items) == 0 {
@@ -59,12 +59,6 @@ func (s *Session) Forward(seqs ...*Sequence) error {
 		rows := s.items[i].Logits
 		if len(rows) == 0 {
 			return fmt.Errorf("model forward returned no logits for sequence %d", q.index)
-		}
-		if q.promptRows {
-			q.promptRows = false
-			if err := s.recordPrompt(base[i], rows); err != nil {
-				return err
-			}
 		}
 		if err := s.fillHoles(q, base[i], rows, s.items[i].AllLogits); err != nil {
 			return err

@@ -156,3 +156,33 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 		})
 	}
 }
+
+// failingModel fails its forwards from the nth on.
+type failingModel struct {
+	core.Model
+	calls, failFrom int
+}
+
+func (m *failingModel) Forward(ctx context.Context, items []core.ForwardItem) error {
+	if m.calls++; m.calls >= m.failFrom {
+		return fmt.Errorf("forward %d: out of cache", m.calls)
+	}
+	return m.Model.Forward(ctx, items)
+}
+
+// TestPromptLogprobsOfAFailedPrefill: a prefill for PromptLogprobs that fails after some of its
+// chunks returns the error and no prompt details, not zeros for the positions never scored.
+func TestPromptLogprobsOfAFailedPrefill(t *testing.T) {
+	model, tok := testmodel.Default()
+	defer core.SetPromptRowBytes(3 * 4 * model.Config().VocabSize)()
+	fm := &failingModel{Model: model, failFrom: 3}
+	p := &core.Pipeline{Model: fm, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	res, err := core.Generate(context.Background(), p, core.Request{Prompt: "And God said, Let there be light: and there was light", MaxNewTokens: 2,
+		Return: core.ReturnOptions{PromptLogprobs: true, TopLogprobs: 2}})
+	if err == nil || !strings.Contains(err.Error(), "out of cache") {
+		t.Fatalf("error %v", err)
+	}
+	if res != nil && (res.PromptLogprobs != nil || res.PromptTopLogprobs != nil) {
+		t.Errorf("a failed prefill returned prompt details %v", res.PromptLogprobs)
+	}
+}

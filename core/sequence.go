@@ -25,7 +25,6 @@ type Sequence struct {
 	// reportedBytes their text's length.
 	reported, reportedBytes int
 	promptSent              bool // its events have listed the prompt's details (Event.Prompt)
-	promptRows              bool // its next Forward keeps every row for the prompt's details
 
 	chain []LogitsProcessor
 	// snaps[g] holds the stateful processors (in chain order, nil for the others) as they were

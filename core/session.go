@@ -268,30 +268,45 @@ func (s *Session) Prefill() (*Sequence, error) {
 }
 
 // prefill runs q's prompt through the model. For the prompt's details (PromptLogprobs) the
-// first prefill keeps a row for every position, in chunks of at most promptRowBytes of rows.
+// first prefill keeps a row for every position, in chunks of at most promptRowBytes of rows,
+// and the details become the session's only once every chunk is scored: a prefill that fails
+// half way (cancelled, out of cache) leaves none, rather than zeros that read as certainty.
 func (s *Session) prefill(q *Sequence) error {
 	if !s.req.Return.PromptLogprobs || s.promptLogprobs != nil {
 		return s.Forward(q)
 	}
-	s.promptLogprobs = make([]float32, len(s.prompt))
+	if err := s.usable(q, "forward", false); err != nil {
+		return err
+	}
+	lp := make([]float32, len(s.prompt))
+	var top [][]TokenProb
 	if s.req.Return.TopLogprobs > 0 {
-		s.promptTop = make([][]TokenProb, len(s.prompt))
+		top = make([][]TokenProb, len(s.prompt))
 	}
 	chunk := min(max(1, promptRowBytes/4/s.pipe.Model.Config().VocabSize), promptRowsMax)
-	for len(q.Pending()) > chunk {
+	var last []float32
+	for len(q.Pending()) > 0 {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}
-		base, rows, err := s.forwardRows(s.ctx, q, q.Pending()[:chunk])
+		base, rows, err := s.forwardRows(s.ctx, q, q.Pending()[:min(chunk, len(q.Pending()))])
 		if err != nil {
 			return err
 		}
-		if err := s.recordPrompt(base, rows); err != nil {
+		if len(rows) == 0 {
+			return fmt.Errorf("model forward returned no logits for sequence %d", q.index)
+		}
+		if err := s.recordPrompt(lp, top, base, rows); err != nil {
 			return err
 		}
+		last = rows[len(rows)-1]
 	}
-	q.promptRows = true
-	return s.Forward(q)
+	if last == nil {
+		return s.Forward(q) // nothing pending: the state already held the prompt
+	}
+	q.setRow(last)
+	s.promptLogprobs, s.promptTop = lp, top
+	return nil
 }
 
 // promptRowBytes bounds the logits rows a prefill for PromptLogprobs asks for at once (a
@@ -303,22 +318,23 @@ var promptRowBytes = 8 << 20
 
 const promptRowsMax = 256
 
-// recordPrompt records the prompt's details from the rows of a forward of its tokens from
-// position base on: row j follows token base+j and so predicts token base+j+1.
-func (s *Session) recordPrompt(base int, rows [][]float32) error {
+// recordPrompt records the prompt's details into lp and top (nil: none) from the rows of a
+// forward of its tokens from position base on: row j follows token base+j and so predicts
+// token base+j+1.
+func (s *Session) recordPrompt(lp []float32, top [][]TokenProb, base int, rows [][]float32) error {
 	var c Candidates
 	for j, row := range rows {
 		p := base + j + 1
 		if p >= len(s.prompt) {
 			break // the row that predicts the first generated token
 		}
-		logZ, top, err := s.rawDetails(&c, row, nil)
+		logZ, t, err := s.rawDetails(&c, row, nil)
 		if err != nil {
 			return fmt.Errorf("prompt token %d: %w", p, err)
 		}
-		s.promptLogprobs[p] = row[s.prompt[p]] - logZ
-		if s.promptTop != nil {
-			s.promptTop[p] = top
+		lp[p] = row[s.prompt[p]] - logZ
+		if top != nil {
+			top[p] = t
 		}
 	}
 	return nil
