@@ -186,3 +186,28 @@ func TestPromptLogprobsOfAFailedPrefill(t *testing.T) {
 		t.Errorf("a failed prefill returned prompt details %v", res.PromptLogprobs)
 	}
 }
+
+// TestTokenLogprobsAsEventsCarryThem: SequenceResult.TokenLogprobs and
+// Result.PromptTokenLogprobs list what the events list: nothing when the request asked for no
+// details, every token when it did.
+func TestTokenLogprobsAsEventsCarryThem(t *testing.T) {
+	model, tok := testmodel.Default()
+	p := &core.Pipeline{Model: model, Tokenizer: tok, Strategy: strategies.Greedy{}}
+	for _, ret := range []core.ReturnOptions{{}, {Logprobs: true, PromptLogprobs: true}, {TopLogprobs: 2}} {
+		var events, prompt int
+		res, err := core.Generate(context.Background(), p, core.Request{Prompt: "And God said", MaxNewTokens: 4, Return: ret,
+			OnEvent: func(ev core.Event) error { events += len(ev.Logprobs); prompt += len(ev.Prompt); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(res.Sequences[0].TokenLogprobs()); got != events {
+			t.Errorf("%+v: TokenLogprobs has %d entries, the events %d", ret, got, events)
+		}
+		if got := len(res.PromptTokenLogprobs()); got != prompt {
+			t.Errorf("%+v: PromptTokenLogprobs has %d entries, the events %d", ret, got, prompt)
+		}
+		if want := ret.Logprobs || ret.TopLogprobs > 0; (events > 0) != want {
+			t.Errorf("%+v: %d details in the events", ret, events)
+		}
+	}
+}

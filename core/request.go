@@ -129,14 +129,22 @@ func pairDetails(tokens []TokenID, from int, scores, logprobs []float32, tops []
 }
 
 // TokenLogprobs returns the sequence's tokens with their details, as its events stream them
-// (Event.Logprobs).
+// (Event.Logprobs): nil when the request asked for no log-probabilities (ReturnOptions.
+// Logprobs, TopLogprobs), as its events carry none.
 func (sq SequenceResult) TokenLogprobs() []TokenLogprobs {
+	if sq.Logprobs == nil && sq.TopLogprobs == nil {
+		return nil
+	}
 	return pairDetails(sq.Tokens, 0, sq.Scores, sq.Logprobs, sq.TopLogprobs)
 }
 
 // PromptTokenLogprobs returns the prompt's tokens with their details (ReturnOptions.
-// PromptLogprobs), as each sequence's first event lists them (Event.Prompt).
+// PromptLogprobs), as each sequence's first event lists them (Event.Prompt): nil when the
+// request did not ask for them, or their prefill failed.
 func (r *Result) PromptTokenLogprobs() []TokenLogprobs {
+	if r.PromptLogprobs == nil {
+		return nil
+	}
 	return pairDetails(r.PromptTokens, 0, nil, r.PromptLogprobs, r.PromptTopLogprobs)
 }
 
