@@ -8,23 +8,26 @@ import (
 )
 
 // best returns the n sequences of seqs with the highest mean raw log-probability per token
-// (completions' best_of), best first and numbered from 0; ties keep their order.
+// (completions' best_of), best first; ties keep their order.
 func best(seqs []core.SequenceResult, n int) []core.SequenceResult {
-	mean := func(sq core.SequenceResult) float64 {
-		if len(sq.Logprobs) == 0 {
-			return 0
-		}
-		var sum float64
-		for _, v := range sq.Logprobs {
-			sum += float64(v)
-		}
-		return sum / float64(len(sq.Logprobs))
+	type ranked struct {
+		sq   core.SequenceResult
+		mean float64
 	}
-	out := slices.Clone(seqs)
-	slices.SortStableFunc(out, func(a, b core.SequenceResult) int { return cmp.Compare(mean(b), mean(a)) })
-	out = out[:min(n, len(out))]
+	rs := make([]ranked, len(seqs))
+	for i, sq := range seqs {
+		rs[i].sq = sq
+		for _, v := range sq.Logprobs {
+			rs[i].mean += float64(v)
+		}
+		if len(sq.Logprobs) > 0 {
+			rs[i].mean /= float64(len(sq.Logprobs))
+		}
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(b.mean, a.mean) })
+	out := make([]core.SequenceResult, min(n, len(rs)))
 	for i := range out {
-		out[i].Index = i
+		out[i] = rs[i].sq
 	}
 	return out
 }

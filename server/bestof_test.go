@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loomlm/loom/core"
@@ -16,7 +17,10 @@ import (
 // highest mean log-probability per token returned best first, as ranking the same run in
 // process gives; and its errors.
 func TestBestOf(t *testing.T) {
-	_, hs := newServer(t, server.Options{})
+	s, hs := newServer(t, server.Options{})
+	if err := s.Load(examplePath("beam")); err != nil {
+		t.Fatal(err)
+	}
 	c := client(hs)
 	ctx := context.Background()
 	const prompt = "And God said"
@@ -87,6 +91,22 @@ func TestBestOf(t *testing.T) {
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "best_of" {
 			t.Errorf("%s: %v, want a 400 naming best_of", tc.name, err)
+		}
+	}
+	// beam search returns at most num_beams (4): best_of above it is refused on best_of, at
+	// once, and n above it on n
+	for _, tc := range []struct {
+		param  string
+		params openai.CompletionNewParams
+	}{
+		{"best_of", openai.CompletionNewParams{N: openai.Int(2), BestOf: openai.Int(8)}},
+		{"n", openai.CompletionNewParams{N: openai.Int(5)}},
+	} {
+		tc.params.Model, tc.params.Prompt = "beam", openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}
+		_, err := c.Completions.New(ctx, tc.params)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tc.param || !strings.Contains(apiErr.Message, "num_beams = 4") {
+			t.Errorf("beam, %s above num_beams: %v, want a 400 naming %s", tc.param, err, tc.param)
 		}
 	}
 	stream := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: "default",

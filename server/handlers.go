@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -29,6 +30,9 @@ type job struct {
 	echoTexts []string
 	// tools, for a chat request with tools, reads (and may constrain) the replies' calls.
 	tools *toolUse
+	// per is how many choices each prompt answers (choicesPerPrompt): a batch's choice i
+	// answers prompt i / per.
+	per int
 	// bestOf, when > 0, is how many of the request's sequences (best_of of them) are returned:
 	// those with the highest mean log-probability per token.
 	bestOf  int
@@ -59,15 +63,27 @@ func (j *job) requests() []core.Request {
 	return out
 }
 
-// choicesPerPrompt is how many choices each prompt's request streams: what the strategy
-// returns for the request's n (beam search its num_return_sequences), else n.
-func (j *job) choicesPerPrompt() int {
+// choicesPerPrompt sets j.per, the choices each prompt of j answers: what the strategy
+// returns for the request's n (beam search its num_return_sequences), else n; with best_of,
+// the best n of them. A count the strategy refuses is the request's fault, found before it
+// waits for anything: on best_of when best_of raised the count, on n otherwise.
+func (j *job) choicesPerPrompt() error {
+	j.per = max(j.req.N, 1)
 	if rc, ok := j.pipe.Strategy.(interface{ Returns(n int) (int, error) }); ok {
-		if n, err := rc.Returns(j.req.N); err == nil {
-			return n
+		n, err := rc.Returns(j.req.N)
+		var pe *core.ParamError
+		switch {
+		case j.bestOf > 0 && errors.As(err, &pe):
+			return badParam("best_of", "%d: %s", j.req.N, pe.Reason)
+		case err != nil:
+			return err
 		}
+		j.per = n
 	}
-	return max(j.req.N, 1)
+	if j.bestOf > 0 {
+		j.per = j.bestOf
+	}
+	return nil
 }
 
 func (s *Server) newJob(endpoint string, e *entry) *job {
@@ -227,6 +243,9 @@ func (s *Server) finish(j *job, c *common, stop []string) error {
 		return err
 	}
 	j.pipe = p
+	if err := j.choicesPerPrompt(); err != nil {
+		return err
+	}
 	if c.User != "" {
 		s.log.Debug("request", "id", j.id, "user", c.User)
 	}

@@ -81,13 +81,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	if len(reqs) == 1 {
 		results[0], errs[0] = s.generate(ctx, j, reqs[0], 0, st)
 	} else {
-		per := j.choicesPerPrompt()
 		var wg sync.WaitGroup
 		for i := range reqs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i], errs[i] = s.generate(ctx, j, reqs[i], i*per, st)
+				results[i], errs[i] = s.generate(ctx, j, reqs[i], i*j.per, st)
 				if errs[i] != nil {
 					cancel() // the batch fails with its first error: the others stop
 				}
@@ -161,8 +160,7 @@ func (s *Server) generate(ctx context.Context, j *job, req core.Request, first i
 	leave := j.entry.model.batched.Join()
 	defer leave()
 	obs := s.metrics.observer(j.start)
-	batch := len(j.prompts) > 1
-	per := j.choicesPerPrompt()
+	batch, per := len(j.prompts) > 1, j.per
 	req.OnEvent = func(ev core.Event) error {
 		obs.event()
 		if st != nil {
@@ -185,25 +183,22 @@ func (s *Server) generate(ctx context.Context, j *job, req core.Request, first i
 func completionResponse(j *job, results []*core.Result) map[string]any {
 	var choices []map[string]any
 	tok, withTop := j.pipe.Tokenizer, j.req.Return.TopLogprobs > 0
-	per := j.choicesPerPrompt()
-	if j.bestOf > 0 {
-		per = j.bestOf // the best n of each prompt's best_of
-	}
 	for p, res := range results {
+		var prompt []core.TokenLogprobs
+		if j.logprobs && j.echo {
+			prompt = res.PromptTokenLogprobs()
+		}
 		for k, sq := range res.Sequences {
-			index := len(choices)
-			if len(results) > 1 {
-				index = p*per + k // as a stream numbers them: choice i answers prompt i / per
-			}
 			var lp *completionLogprobs
 			if j.logprobs {
 				lp = newCompletionLogprobs()
 				if j.echo {
-					lp.add(tok, res.PromptTokenLogprobs(), 0, withTop, true)
+					lp.add(tok, prompt, 0, withTop, true)
 				}
 				lp.add(tok, sq.TokenLogprobs(), len(j.echoPrefix(p)), withTop, false)
 			}
-			choices = append(choices, map[string]any{"index": index, "text": j.echoPrefix(p) + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)})
+			// as a stream numbers them: choice i answers prompt i / per
+			choices = append(choices, map[string]any{"index": p*j.per + k, "text": j.echoPrefix(p) + sq.Text, "logprobs": lp, "finish_reason": finishReason(sq.FinishReason)})
 		}
 	}
 	return map[string]any{"id": j.id, "object": "text_completion", "created": j.created, "model": j.entry.name,
@@ -249,7 +244,6 @@ type streamer struct {
 	started bool
 	roleSet map[int]bool
 	echoed  map[int]bool // choices whose echoed prompt has been sent
-	per     int          // choices per prompt (a batch's choice i answers prompt i/per)
 	offsets map[int]int  // each choice's text streamed so far, in bytes (logprobs' text_offset)
 	held    map[int]*heldReply
 	err     error
@@ -265,7 +259,7 @@ type streamer struct {
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, per: j.choicesPerPrompt(), offsets: map[int]int{}, held: map[int]*heldReply{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, offsets: map[int]int{}, held: map[int]*heldReply{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	go st.writeQueued()
 	return st
 }
@@ -422,7 +416,11 @@ func (st *streamer) event(ev core.Event) error {
 // tokens' details (the choice's first event carries them).
 func (st *streamer) echo(ev core.Event) error {
 	st.echoed[ev.Sequence] = true
-	text := st.j.echoTexts[min(ev.Sequence/st.per, len(st.j.echoTexts)-1)]
+	p := 0 // one prompt's choices may be more than per (a strategy that samples more than it returns)
+	if len(st.j.echoTexts) > 1 {
+		p = ev.Sequence / st.j.per // a batch's are not (generate)
+	}
+	text := st.j.echoTexts[p]
 	st.offsets[ev.Sequence] = len(text)
 	var lp *completionLogprobs
 	if st.j.logprobs {
