@@ -148,6 +148,20 @@ func (r *Result) PromptTokenLogprobs() []TokenLogprobs {
 	return pairDetails(r.PromptTokens, 0, nil, r.PromptLogprobs, r.PromptTopLogprobs)
 }
 
+// PromptTexts returns the texts of the prompt's tokens (their bytes as tok has them), beside
+// their details, for a reader that shows them (loom run --json, the workbench); nil when the
+// request did not ask for the prompt's details.
+func (r *Result) PromptTexts(tok Tokenizer) []string {
+	if r.PromptLogprobs == nil {
+		return nil
+	}
+	texts := make([]string, len(r.PromptTokens))
+	for i, id := range r.PromptTokens {
+		texts[i] = string(tok.TokenBytes(id))
+	}
+	return texts
+}
+
 // Result is the outcome of a request.
 type Result struct {
 	// Sequences are the returned sequences: the n samples in order, or the beams best first.

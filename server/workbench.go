@@ -288,11 +288,7 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 	res, genErr := core.Generate(ctx, pipe, req)
 	if res != nil {
 		s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
-		texts := make([]string, len(res.PromptTokens))
-		for i, id := range res.PromptTokens {
-			texts[i] = string(pipe.Tokenizer.TokenBytes(id))
-		}
-		out := map[string]any{"type": "result", "result": res, "strategy": e.spec.Strategy.Type, "pipeline": e.name, "prompt_texts": texts}
+		out := map[string]any{"type": "result", "result": res, "strategy": e.spec.Strategy.Type, "pipeline": e.name, "prompt_texts": res.PromptTexts(pipe.Tokenizer)}
 		if genErr != nil {
 			out["result_error"] = genErr.Error()
 		}

@@ -337,12 +337,7 @@ func jsonResult(res *core.Result, tok core.Tokenizer, err error) any {
 		// (--prompt-logprobs), so that a reader (the workbench) can show them.
 		PromptTexts []string `json:"prompt_texts,omitempty"`
 		Error       string   `json:"error,omitempty"`
-	}{Result: res}
-	if res.PromptLogprobs != nil {
-		for _, id := range res.PromptTokens {
-			out.PromptTexts = append(out.PromptTexts, string(tok.TokenBytes(id)))
-		}
-	}
+	}{Result: res, PromptTexts: res.PromptTexts(tok)}
 	if err != nil {
 		out.Error = err.Error()
 	}
