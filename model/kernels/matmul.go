@@ -286,22 +286,29 @@ func newProduct(im *impl, out []float32, m Matrix, a acts) product {
 // against 37).
 const rows16MaxCols = 256
 
-// rows4MaxCols is the longest row that a product of four activation rows hands to the kernel of four weight rows at a time (weight rows in pairs, each activation block
-// loaded once for two of them). `go test ./model/kernels -run '^$' -bench
-// 'MatMul/(F32|F16)/.*/n=4$'`, three rounds alternating, 2026-11-29: F32 768-wide rows took
-// 10–18 % less time than with the one-weight-row kernel, the 32 000 × 768 output matrix
-// streamed from memory included, and 2 048-wide ones 5–28 % more (two weight rows and the
-// four activation rows, 48 KB, no longer fit in L1 together); F16 and BF16 256-wide rows
-// 6–18 % less, and the 32 000 × 768 matrix streamed from memory 8 % more (see rows4MaxBytes).
+// rows4MaxCols is the longest row that a product of four activation rows hands to the kernel
+// of four weight rows at a time (weight rows in pairs, each activation block loaded once for
+// two of them). `go test ./model/kernels -run '^$' -bench 'MatMul/(F32|F16)/.*/n=4$'`, three
+// rounds alternating, 2026-11-29: F32 768-wide rows took 10–18 % less time than with the
+// one-weight-row kernel, the 32 000 × 768 output matrix streamed from memory included, and
+// 2 048-wide ones 5–28 % more (two weight rows and the four activation rows, 48 KB, no longer
+// fit in L1 together). Half-precision rows longer than rows4HalfAnyCols take it only in
+// matrices of at most rows4MaxBytes.
 const rows4MaxCols = 1024
 
-// rows4MaxBytes is the largest matrix of a half-precision type (F16, BF16) whose rows of more
-// than 256 values a product of four activation rows hands to the kernel of four weight rows at
-// a time. `go test ./model/kernels -run '^$' -bench 'MatMul/F16/.*/n=4$'`, three rounds
+// rows4HalfAnyCols is the longest half-precision (F16, BF16) row that a product of four
+// activation rows hands to the kernel of four weight rows in a matrix of any size: 256-wide
+// rows took 6–18 % less time with it (the benchmark of rows4MaxCols).
+const rows4HalfAnyCols = 256
+
+// rows4MaxBytes is the largest matrix of a half-precision type whose rows of more than
+// rows4HalfAnyCols values a product of four activation rows hands to the kernel of four weight
+// rows at a time. `go test ./model/kernels -run '^$' -bench 'MatMul/F16/.*/n=4$'`, three rounds
 // alternating, 2026-11-29: the embedded model's FFN down (256×704) 8.6–12.4 → 6.7–8.1 µs,
 // 768×768 20–32 → 17–20 µs, a rand110M token's products (`-bench 'Forward/(F16|BF16)/n=4$'`,
 // streamed from memory) level; the 32 000×768 output matrix alone 3–14 % slower, hence the
-// bound.
+// bound. BF16's products alone were not measured: BF16 takes F16's bound (its kernel has the
+// same loads and products, a shift where F16 converts).
 const rows4MaxBytes = 4 << 20
 
 // rows4ManyMaxCols is the longest row that products of more than four activation rows hand
@@ -356,7 +363,7 @@ func (p *product) rows(n, r0, r1 int) {
 				// time, where on 768-wide F32 rows the kernel of pairs without prefetch for
 				// the later groups was level or better).
 				short := nx == 4 && p.rows4 != nil && m.Cols <= rows4MaxCols && (n == 4 || m.Cols <= rows4ManyMaxCols) &&
-					(p.tk.kind == kF32 || m.Cols <= 256 || m.Rows*rb <= rows4MaxBytes)
+					(p.tk.kind == kF32 || m.Cols <= rows4HalfAnyCols || m.Rows*rb <= rows4MaxBytes)
 				// Two weight rows at a time pay where several groups of activation rows pass
 				// over the same weights (from cache after the first); a single group streaming
 				// its weights from memory reads them faster one row at a time (four beams of a
