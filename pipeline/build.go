@@ -212,6 +212,18 @@ func Build(spec *Spec, opts Options) (*Built, error) {
 		}
 	}
 	p.Processors = orderProcessors(spec.Order, p.Processors, procTypes)
+	// A strategy that returns a bounded number of sequences (beam search: num_beams) refuses
+	// a larger n here, at its line or flag, rather than at every request.
+	if rc, ok := p.Strategy.(interface{ Returns(n int) (int, error) }); ok && spec.Generation.N > 1 {
+		if _, err := rc.Returns(spec.Generation.N); err != nil {
+			reason := err.Error()
+			var pe *core.ParamError
+			if errors.As(err, &pe) {
+				reason = pe.Reason
+			}
+			el.add("generation.n", " = %d: %s", spec.Generation.N, reason)
+		}
+	}
 	for _, ps := range spec.Stopping {
 		if v := buildPart(el, reg, Stopping, ps, env); v != nil {
 			p.Stopping = append(p.Stopping, v.(core.StoppingCriterion))
@@ -441,6 +453,7 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 			continue
 		}
 		*g.dst = *g.v
+		el.flags["generation."+g.key] = overrideFlags[g.key]
 	}
 	if o.Seed != nil {
 		spec.Generation.Seed = o.Seed

@@ -95,6 +95,8 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 			[]string{`bad.toml:5: stopping[0].strings = "": stop strings must not be empty`, "bad.toml:8: stopping[1].seconds = -1: must be positive"}},
 		{"generation range", "[model]\nbuiltin = \"test\"\n[generation]\nn = 0\nmax_new_tokens = -3\n",
 			[]string{"bad.toml:4: generation.n = 0: must be in [1, 1024]", "bad.toml:5: generation.max_new_tokens = -3: must be in [0, 16777216]"}},
+		{"n above what beam search returns", "[model]\nbuiltin = \"test\"\n[generation]\nn = 5\n[strategy]\ntype = \"beam\"\nnum_beams = 4\n",
+			[]string{"bad.toml:4: generation.n = 5: beam search returns at most num_beams = 4 sequences"}},
 		{"TOML syntax", "[model]\nbuiltin = \"test\"\nx = = 3\n",
 			[]string{"bad.toml:3: invalid TOML"}},
 		{"processors not an array", "[model]\nbuiltin = \"test\"\n[processors]\ntype = \"top_k\"\n",

@@ -89,7 +89,7 @@ func TestRunBeamPrintsEverySequence(t *testing.T) {
 		t.Errorf("--n 3: %d sequences, want 3", len(got.Sequences))
 	}
 	code, out, errs = loom(t, "run", p, "--prompt", "the cat", "--n", "4")
-	if code != 1 || out != "" || errs != "loom: n = 4: beam search returns at most num_beams = 3 sequences\n" {
+	if code != 1 || out != "" || errs != "--n 4: beam search returns at most num_beams = 3 sequences\n" {
 		t.Errorf("--n 4: exit %d, stdout %q, stderr %q; want exit 1 and the error alone", code, out, errs)
 	}
 }
