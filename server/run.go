@@ -146,19 +146,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 }
 
-// generate runs one of a job's requests: it waits for KV cache room, joins the model's
-// batched steps and streams its events to st (when streaming), its sequences numbered from
-// first. The per-request timeout counts from the end of the wait.
+// generate runs one of a job's requests (runAdmitted), streaming its events to st (when
+// streaming), its sequences numbered from first.
 func (s *Server) generate(ctx context.Context, j *job, req core.Request, first int, st *streamer) (*core.Result, error) {
-	releaseKV, err := s.admitKV(ctx, []*sharedModel{j.entry.model, j.entry.draft}, j.pipe, &req)
-	if err != nil {
-		return nil, err // the client went away (or the batch failed) while it waited for cache room
-	}
-	defer releaseKV()
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	leave := j.entry.model.batched.Join()
-	defer leave()
 	obs := s.metrics.observer(j.start)
 	batch, per := len(j.prompts) > 1, j.per
 	req.OnEvent = func(ev core.Event) error {
@@ -173,7 +163,24 @@ func (s *Server) generate(ctx context.Context, j *job, req core.Request, first i
 		}
 		return nil
 	}
-	res, err := core.Generate(ctx, j.pipe, req)
+	return s.runAdmitted(ctx, j.entry, j.pipe, req)
+}
+
+// runAdmitted runs req on pipe once e's models have KV cache room for it, within the
+// per-request timeout (counted from the end of the wait), joined to the model's batched
+// steps, which it leaves as soon as the generation ends. An error of the wait is the
+// context's: the client went away (or a batch failed) while it waited.
+func (s *Server) runAdmitted(ctx context.Context, e *entry, pipe *core.Pipeline, req core.Request) (*core.Result, error) {
+	releaseKV, err := s.admitKV(ctx, []*sharedModel{e.model, e.draft}, pipe, &req)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseKV()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	leave := e.model.batched.Join()
+	defer leave()
+	res, err := core.Generate(ctx, pipe, req)
 	leave() // the batcher waits for no more steps of this request while its client reads
 	return res, err
 }

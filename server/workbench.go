@@ -248,26 +248,20 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	releaseKV, err := s.admitKV(r.Context(), []*sharedModel{e.model, e.draft}, pipe, &req)
-	if err != nil {
-		return // the client went away while the run waited for cache room
-	}
-	defer releaseKV()
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
-	defer cancel()
-	leave := e.model.batched.Join()
-	defer leave()
-
 	flusher, _ := w.(http.Flusher)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	started := false // the event stream's headers are sent with its first event
 	send := func(v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
+		}
+		if !started {
+			started = true
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
 		}
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return err
@@ -285,7 +279,7 @@ func (s *Server) handleWorkbenchRun(w http.ResponseWriter, r *http.Request) {
 			"score": ev.Score, "finished": ev.Finished, "finish_reason": ev.FinishReason, "trace": ev.Trace})
 	}
 	start := time.Now()
-	res, genErr := core.Generate(ctx, pipe, req)
+	res, genErr := s.runAdmitted(r.Context(), e, pipe, req)
 	if res != nil {
 		s.metrics.tokens(len(res.PromptTokens), res.GeneratedTokens)
 		out := map[string]any{"type": "result", "result": res, "strategy": e.spec.Strategy.Type, "pipeline": e.name, "prompt_texts": res.PromptTexts(pipe.Tokenizer)}
