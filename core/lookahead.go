@@ -31,17 +31,15 @@ func (s *Session) ForwardAhead(q *Sequence, tokens []TokenID, all bool) ([][]flo
 	if len(tokens) == 0 {
 		return nil, nil
 	}
-	base := q.state.Len()
-	items := []ForwardItem{{State: q.state, Tokens: tokens, AllLogits: all}}
-	if err := s.pipe.Model.Forward(s.ctx, items); err != nil {
-		return nil, fmt.Errorf("model forward: %w", err)
-	}
-	s.stats.Forwards++
-	q.dropStep() // the state's row buffer now holds these rows
-	if err := s.fillHoles(q, base, items[0].Logits, all); err != nil {
+	base, rows, err := s.forwardRows(s.ctx, q, tokens, all)
+	if err != nil {
 		return nil, err
 	}
-	return items[0].Logits, nil
+	q.dropStep() // the state's row buffer now holds these rows
+	if err := s.fillHoles(q, base, rows, all); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // RollbackState truncates q's model state to n tokens (n ≤ len(q.Tokens())), so that the

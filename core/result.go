@@ -88,7 +88,7 @@ func (s *Session) fillLastHoles(q *Sequence) {
 	if len(q.holes) == 0 || q.discarded || len(q.Pending()) == 0 {
 		return
 	}
-	base, rows, err := s.forwardRows(context.WithoutCancel(s.ctx), q, q.Pending())
+	base, rows, err := s.forwardRows(context.WithoutCancel(s.ctx), q, q.Pending(), true)
 	if err != nil {
 		return
 	}
@@ -96,12 +96,13 @@ func (s *Session) fillLastHoles(q *Sequence) {
 	_ = s.fillHoles(q, base, rows, true)
 }
 
-// forwardRows runs tokens (the next of q's pending ones) through the model with a row for
-// each, outside Forward's batching: the prompt's chunks for PromptLogprobs, a finished
-// sequence's last holes. It returns the position of the first token and the rows.
-func (s *Session) forwardRows(ctx context.Context, q *Sequence, tokens []TokenID) (base int, rows [][]float32, err error) {
+// forwardRows runs tokens (the next of q's pending ones, or tokens ahead of them) through the
+// model outside Forward's batching, with a row for each when all is set, else the row after
+// the last: the prompt's chunks for PromptLogprobs, a finished sequence's last holes,
+// ForwardAhead's verifications. It returns the position of the first token and the rows.
+func (s *Session) forwardRows(ctx context.Context, q *Sequence, tokens []TokenID, all bool) (base int, rows [][]float32, err error) {
 	base = q.state.Len()
-	items := []ForwardItem{{State: q.state, Tokens: tokens, AllLogits: true}}
+	items := []ForwardItem{{State: q.state, Tokens: tokens, AllLogits: all}}
 	if err := s.pipe.Model.Forward(ctx, items); err != nil {
 		return 0, nil, fmt.Errorf("model forward: %w", err)
 	}

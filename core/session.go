@@ -289,7 +289,7 @@ func (s *Session) prefill(q *Sequence) error {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}
-		base, rows, err := s.forwardRows(s.ctx, q, q.Pending()[:min(chunk, len(q.Pending()))])
+		base, rows, err := s.forwardRows(s.ctx, q, q.Pending()[:min(chunk, len(q.Pending()))], true)
 		if err != nil {
 			return err
 		}
