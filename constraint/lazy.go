@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/reasoning"
 )
 
 // Lazy is a constraint that starts when the generated text writes its trigger: until then
@@ -28,6 +29,9 @@ type Lazy struct {
 	inner *Processor
 	tail  []byte
 	off   bool
+	// think, when set, splits a reasoning model's thinking off the text (SkipThinking):
+	// only the answer is looked through for the trigger.
+	think *reasoning.Splitter
 }
 
 // NewLazy returns a constraint that holds the text to p's grammar from the first time it
@@ -63,6 +67,10 @@ func (l *Lazy) Forced(seq *core.Sequence) (core.TokenID, bool) {
 func (l *Lazy) Clone() core.StatefulProcessor {
 	c := *l
 	c.tail = bytes.Clone(l.tail)
+	if l.think != nil {
+		s := *l.think
+		c.think = &s
+	}
 	if l.inner != nil {
 		c.inner = l.inner.Clone().(*Processor)
 	}
@@ -80,8 +88,12 @@ func (l *Lazy) Accept(seq *core.Sequence, id core.TokenID) {
 	}
 	tok := seq.Tokenizer()
 	b := tok.TokenBytes(id)
+	if l.think != nil && !l.think.Answering() {
+		_, answer := l.think.Write(string(b))
+		b = []byte(answer)
+	}
 	if len(b) == 0 {
-		return // control and end tokens: nothing written
+		return // control and end tokens, thinking: nothing written
 	}
 	text := append(l.tail, b...)
 	if l.atStart {

@@ -10,12 +10,14 @@ import (
 	"github.com/loomlm/loom/constraint/grammar"
 	"github.com/loomlm/loom/constraint/jsonschema"
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/reasoning"
 	"github.com/loomlm/loom/toolcall"
 )
 
-// constraintParts lists the structured-output processors (see docs/structured.md).
+// constraintParts lists the structured-output processors (see docs/structured.md), each with
+// the parameter think (afterThinking).
 func constraintParts() []*Part {
-	return []*Part{
+	parts := []*Part{
 		{
 			Kind: Processor, Type: "grammar",
 			Doc: "Constrains the generated text to a GBNF grammar (llama.cpp's notation): bans every token that cannot continue a sentence, allows end of sequence only when the text is complete.",
@@ -85,6 +87,41 @@ func constraintParts() []*Part {
 				return constraint.NewChoice(choices)
 			},
 		},
+	}
+	for _, p := range parts {
+		p.Params = append(p.Params, thinkParam)
+		p.NewProcessor = afterThinking(p.NewProcessor)
+	}
+	return parts
+}
+
+// thinkParam lets a constraint wait out a reasoning model's thinking block.
+var thinkParam = Param{Name: "think", Type: String, Default: "none", Doc: "a reasoning model's thinking block (<think>…</think>) before the constrained text: none, start (the reply may begin with one) or open (the prompt opened one, so the reply begins inside it); the block is free text and the constraint holds the answer after it"}
+
+// afterThinking wraps a constraint's constructor with the parameter think: a constraint of
+// the whole reply holds the answer after the block (constraint.AfterThinking), a lazy one
+// looks for its trigger only in the answer (constraint.Lazy.SkipThinking).
+func afterThinking(newProcessor func(*Args) (core.LogitsProcessor, error)) func(*Args) (core.LogitsProcessor, error) {
+	return func(a *Args) (core.LogitsProcessor, error) {
+		think := a.String("think")
+		if a.Err() != nil {
+			return nil, a.Err()
+		}
+		if think != "none" && think != "start" && think != "open" {
+			return nil, &core.ParamError{Param: "think", Value: think, Reason: "must be none, start or open"}
+		}
+		p, err := newProcessor(a)
+		if err != nil || think == "none" {
+			return p, err
+		}
+		open := think == "open"
+		switch c := p.(type) {
+		case *constraint.Processor:
+			return constraint.NewAfterThinking(c, reasoning.Think, open), nil
+		case *constraint.Lazy:
+			return c.SkipThinking(reasoning.Think, open), nil
+		}
+		return nil, &core.ParamError{Param: "think", Value: think, Reason: fmt.Sprintf("%T does not wait for thinking", p)}
 	}
 }
 

@@ -1,0 +1,144 @@
+package constraint_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/loomlm/loom/constraint"
+	"github.com/loomlm/loom/constraint/grammar"
+	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/reasoning"
+)
+
+// TestAfterThinkingMatchesRecomputation drives AfterThinking constraints through random orders
+// of Accept and Clone over replies that think (or not) and then call, and checks every
+// state's allowed tokens, over the whole vocabulary, against their definition recomputed
+// from scratch: a token is allowed when the reply with it either has not begun its answer or
+// has an answer (reasoning.Splitter's, its leading blanks dropped) that begins a sentence of
+// the grammar; never an end of generation before the answer.
+func TestAfterThinkingMatchesRecomputation(t *testing.T) {
+	_, tok := openDefault(t)
+	n := tok.VocabSize()
+	cfg := grammar.MustCompile(`root ::= "<call>" [a-z]{1,8} "</call>"`)
+	eog := map[core.TokenID]bool{}
+	for _, id := range tok.Special().EndOfGeneration {
+		eog[id] = true
+	}
+	// want recomputes the allowed tokens after text.
+	want := func(text string, open bool) []bool {
+		out := make([]bool, n)
+		for id := range core.TokenID(n) {
+			if eog[id] {
+				continue
+			}
+			s := reasoning.Think.NewSplitter(open)
+			_, answer := s.Write(text + string(tok.TokenBytes(id)))
+			answer = strings.TrimLeft(answer, " \t\r\n")
+			if answer == "" {
+				out[id] = true
+				continue
+			}
+			_, ok := constraint.New("call", cfg).Matcher().Clone().AdvanceBytes([]byte(answer))
+			out[id] = ok
+		}
+		return out
+	}
+	pieces := []string{"<think>", "<th", "ink>", "\n", "Let me", " see", "<call>", "</think>", "</th", "ink>\n\n", " ", "<call>", "ab", "</call>", "x"}
+	var moves [][]core.TokenID
+	for _, p := range pieces {
+		enc, err := tok.Encode(p, core.EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		moves = append(moves, enc)
+	}
+	seqOf := func() *core.Sequence {
+		s, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	type state struct {
+		a    *constraint.AfterThinking
+		seq  *core.Sequence
+		text string
+		open bool
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	answering, thinkingChecked := 0, 0
+	for trial := range 60 {
+		open := trial%3 == 0
+		states := []*state{{a: constraint.NewAfterThinking(constraint.New("call", cfg), reasoning.Think, open), seq: seqOf(), open: open}}
+		for range 8 {
+			s := states[rng.IntN(len(states))]
+			if rng.IntN(4) == 0 {
+				c := &state{a: s.a.Clone().(*constraint.AfterThinking), seq: seqOf(), text: s.text, open: s.open}
+				states = append(states, c)
+				s = c
+			}
+			for _, id := range moves[rng.IntN(len(moves))] {
+				if !allowed(t, s.a, s.seq, n)[id] {
+					break
+				}
+				s.a.Accept(s.seq, id)
+				s.text += string(tok.TokenBytes(id))
+			}
+		}
+		for k, s := range states {
+			if got, w := allowed(t, s.a, s.seq, n), want(s.text, s.open); !slices.Equal(got, w) {
+				for id := range got {
+					if got[id] != w[id] {
+						t.Fatalf("trial %d state %d after %q (open %v): token %d %q allowed %v, recomputed %v", trial, k, s.text, s.open, id, tok.TokenBytes(core.TokenID(id)), got[id], w[id])
+					}
+				}
+			}
+			if s.a.Answering() {
+				answering++
+			} else {
+				thinkingChecked++
+			}
+		}
+	}
+	if answering < 30 || thinkingChecked < 30 {
+		t.Errorf("states checked: %d answering, %d not yet: too few of one kind", answering, thinkingChecked)
+	}
+}
+
+// TestLazySkipsThinking: a trigger written while the reply thinks does not start the grammar;
+// one in the answer does, and AtStart counts from the answer's first byte.
+func TestLazySkipsThinking(t *testing.T) {
+	_, tok := openDefault(t)
+	cfg := grammar.MustCompile(`root ::= "{" [a-z]+ "}"`)
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		text          string
+		open, atStart bool
+		active        bool
+	}{
+		{"<think>Maybe {ab}", false, false, false},
+		{"<think>Maybe {ab}</think>So {ab", false, false, true},
+		{"Maybe {ab", true, false, false},
+		{"Maybe {ab}</think>\n\n{ab", true, true, true},
+		{"<think>x</think> So {ab", false, true, false},
+		{"{ab", false, true, true},
+	}
+	for _, c := range cases {
+		l := constraint.NewLazy(constraint.New("x", cfg), "{", c.atStart).SkipThinking(reasoning.Think, c.open)
+		ids, err := tok.Encode(c.text, core.EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			l.Accept(seq, id)
+		}
+		if l.Active() != c.active {
+			t.Errorf("%q (open %v, at start %v): active %v", c.text, c.open, c.atStart, l.Active())
+		}
+	}
+}
