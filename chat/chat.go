@@ -43,6 +43,10 @@ type Message struct {
 	// ToolCallID is the call a "tool" turn answers; Name, when set, the tool's name.
 	ToolCallID string
 	Name       string
+	// ReasoningContent is an assistant turn's thinking, kept apart from its content (a
+	// reasoning model's reply, package reasoning); a template sees it as reasoning_content
+	// when it is set (Qwen3's writes it back in a <think> block).
+	ReasoningContent string
 }
 
 // ToolCall is one call of a tool in an assistant turn. A template sees it as Hugging Face's

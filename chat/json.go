@@ -293,6 +293,10 @@ func (o *keyOrder) message(m Message) map[string]any {
 		out["tool_calls"] = calls
 		keys = append(keys, "tool_calls")
 	}
+	if m.ReasoningContent != "" {
+		out["reasoning_content"] = m.ReasoningContent
+		keys = append(keys, "reasoning_content")
+	}
 	if m.ToolCallID != "" {
 		out["tool_call_id"] = m.ToolCallID
 		keys = append(keys, "tool_call_id")

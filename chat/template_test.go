@@ -25,6 +25,7 @@ type conversation struct {
 	Name                string            `json:"name"`
 	AddGenerationPrompt bool              `json:"add_generation_prompt"`
 	Tools               []json.RawMessage `json:"tools"`
+	Vars                map[string]any    `json:"vars"`
 	Messages            []struct {
 		Role      string  `json:"role"`
 		Content   *string `json:"content"`
@@ -35,8 +36,9 @@ type conversation struct {
 				Arguments string `json:"arguments"`
 			} `json:"function"`
 		} `json:"tool_calls"`
-		ToolCallID string `json:"tool_call_id"`
-		Name       string `json:"name"`
+		ToolCallID       string `json:"tool_call_id"`
+		Name             string `json:"name"`
+		ReasoningContent string `json:"reasoning_content"`
 	} `json:"messages"`
 }
 
@@ -44,7 +46,7 @@ type conversation struct {
 func (c conversation) messages() []chat.Message {
 	msgs := make([]chat.Message, len(c.Messages))
 	for i, m := range c.Messages {
-		msgs[i] = chat.Message{Role: m.Role, NoContent: m.Content == nil, ToolCallID: m.ToolCallID, Name: m.Name}
+		msgs[i] = chat.Message{Role: m.Role, NoContent: m.Content == nil, ToolCallID: m.ToolCallID, Name: m.Name, ReasoningContent: m.ReasoningContent}
 		if m.Content != nil {
 			msgs[i].Content = *m.Content
 		}
@@ -125,8 +127,12 @@ func TestTemplatesMatchHuggingFaceJinja(t *testing.T) {
 				if !ok {
 					t.Fatal("no reference rendering")
 				}
+				vars := map[string]any{"date_string": "26 Jul 2024"}
+				for k, v := range c.Vars {
+					vars[k] = v
+				}
 				got, err := tpl.Render(c.messages(), chat.Options{BOS: f.BOS, EOS: f.EOS, AddGenerationPrompt: c.AddGenerationPrompt,
-					Tools: c.Tools, Vars: map[string]any{"date_string": "26 Jul 2024"}})
+					Tools: c.Tools, Vars: vars})
 				switch {
 				case want.Error != "":
 					if err == nil || !chat.IsRefusal(err) {

@@ -27,6 +27,7 @@ for (const t of templates) {
         bos_token: t.bos_token,
         eos_token: t.eos_token,
         date_string: "26 Jul 2024",
+        ...(c.vars ?? {}),
       });
       out.push({ template: t.name, conversation: c.name, output });
     } catch (err) {
@@ -58,6 +59,7 @@ function templateMessage(m, template) {
       function: { name: c.function.name, arguments: textArguments ? c.function.arguments : JSON.parse(c.function.arguments) },
     }));
   }
+  if (m.reasoning_content) out.reasoning_content = m.reasoning_content;
   if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
   if (m.name) out.name = m.name;
   return out;
