@@ -30,8 +30,15 @@ type AfterThinking struct {
 	// inner is the grammar once the answer has begun; fresh the grammar at its start, asked
 	// what may begin the answer.
 	inner, fresh *Processor
-	err          error
+	// blanks counts the blank bytes written by blank tokens outside the block before the
+	// answer (at most maxBlanks: a model that may write blanks without end would).
+	blanks int
+	err    error
 }
+
+// maxBlanks bounds the blanks a reply may write by blank tokens before its answer, outside a
+// thinking block: "\n\n" after </think>, as Qwen3 writes, or "\r\n\r\n".
+const maxBlanks = 4
 
 // NewAfterThinking returns a constraint that holds the answer after a thinking block in tags
 // to p's grammar; open says that the prompt left a block open (reasoning.Tags.OpenIn). p is
@@ -75,6 +82,9 @@ func (a *AfterThinking) Accept(seq *core.Sequence, id core.TokenID) {
 	}
 	_, answer := a.split.Write(string(b))
 	if answer = strings.TrimLeft(answer, blanks); answer == "" {
+		if isBlank(b) && !a.split.Thinking() {
+			a.blanks += len(b)
+		}
 		return
 	}
 	p := a.proto.Clone().(*Processor)
@@ -119,6 +129,8 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 		_, answer := s.Write(string(b))
 		trimmed := strings.TrimLeft(answer, blanks)
 		switch {
+		case trimmed == "" && isBlank(b) && !s.Thinking():
+			return a.blanks+len(b) <= maxBlanks
 		case trimmed == "":
 			return true
 		case !inside && answer == string(b) && trimmed == answer:
@@ -184,6 +196,9 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 // blanks are what an answer may begin with before its grammar: reasoning.Splitter drops them
 // after a thinking block, and a reply may write them before it shows whether it thinks.
 const blanks = " \t\r\n"
+
+// isBlank reports whether b is all blanks (and not empty).
+func isBlank(b []byte) bool { return len(b) > 0 && len(bytes.TrimLeft(b, blanks)) == 0 }
 
 // closers lists the tokens of tok's vocabulary whose bytes hold c, kept for each comparable
 // tokenizer.

@@ -64,8 +64,9 @@ func (f *responseFormat) validate() error {
 	return nil
 }
 
-// apply puts the format's constraint first in spec's processors.
-func (f *responseFormat) apply(spec *pipeline.Spec) {
+// apply puts the format's constraint first in spec's processors; think is its think
+// parameter ("" for none).
+func (f *responseFormat) apply(spec *pipeline.Spec, think string) {
 	if f == nil {
 		return
 	}
@@ -77,6 +78,9 @@ func (f *responseFormat) apply(spec *pipeline.Spec) {
 		ps = pipeline.PartSpec{Type: "json_schema", Params: map[string]any{"schema": string(f.JSONSchema.Schema)}, Path: "request field response_format.json_schema.schema"}
 	default:
 		return
+	}
+	if think != "" {
+		ps.Params["think"] = think
 	}
 	spec.Processors = slices.Insert(spec.Processors, 0, ps)
 }

@@ -30,6 +30,9 @@ type job struct {
 	echoTexts []string
 	// tools, for a chat request with tools, reads (and may constrain) the replies' calls.
 	tools *toolUse
+	// think, for a chat request to a model whose template thinks, splits the replies'
+	// thinking (reasoning_content) from their content.
+	think *thinkUse
 	// per is how many choices each prompt answers (choicesPerPrompt): a batch's choice i
 	// answers prompt i / per.
 	per int
@@ -192,9 +195,23 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 	if err != nil {
 		return nil, err
 	}
-	prompt, templated, err := chatPrompt(e, body.Messages, tu)
+	vars, err := templateVars(body.ChatTemplateKwargs)
 	if err != nil {
 		return nil, err
+	}
+	prompt, templated, err := chatPrompt(e, body.Messages, tu, vars)
+	if err != nil {
+		return nil, err
+	}
+	if j.think, err = thinkOf(e, body.ReasoningFormat, prompt, templated); err != nil {
+		return nil, err
+	}
+	if j.think != nil {
+		// Constraints of the reply hold its answer and leave its thinking free.
+		body.sampling.think = j.think.mode()
+		if tu != nil {
+			tu.think = j.think.mode()
+		}
 	}
 	j.tools = tu
 	if tu.holds() {

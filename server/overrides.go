@@ -18,6 +18,9 @@ type sampling struct {
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
 	ResponseFormat   *responseFormat    `json:"response_format"`
+	// think is the think parameter of response_format's constraint: set for a chat request
+	// whose replies think (thinkUse.mode), so that the format holds the answer.
+	think string
 
 	// Extensions that vLLM and llama-server accept too.
 	MinP              *float64 `json:"min_p"`
@@ -162,7 +165,7 @@ func (o *sampling) apply(spec *pipeline.Spec, stop []string) {
 		}
 		spec.Processors = slices.Insert(spec.Processors, 0, pipeline.PartSpec{Type: "logit_bias", Params: map[string]any{"bias": bias}, Path: "request field logit_bias"})
 	}
-	o.ResponseFormat.apply(spec)
+	o.ResponseFormat.apply(spec, o.think)
 	if len(o.StopTokenIDs) > 0 {
 		ids := make([]any, len(o.StopTokenIDs))
 		for i, id := range o.StopTokenIDs {

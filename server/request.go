@@ -57,6 +57,12 @@ type chatRequest struct {
 	Tools             []json.RawMessage `json:"tools"`
 	ToolChoice        json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	// ReasoningFormat (llama-server's extension) is how a reasoning model's thinking is
+	// returned: "auto" (the default) and "deepseek" as reasoning_content, "none" in content.
+	ReasoningFormat *string `json:"reasoning_format"`
+	// ChatTemplateKwargs (vLLM's and llama-server's extension) are further variables for the
+	// model's chat template, such as Qwen3's enable_thinking.
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
 // chatMessage is one message of a chat; Content is a string, an array of text parts, or null
@@ -71,6 +77,10 @@ type chatMessage struct {
 	// Parsed ignored (the openai npm package's tool runner leaves it in its messages).
 	Refusal *string         `json:"refusal"`
 	Parsed  json.RawMessage `json:"parsed"`
+	// ReasoningContent is an assistant message's thinking, as a reasoning model's reply
+	// returned it; the template decides whether to show it again (Qwen3's does, in the turns
+	// after the last user message).
+	ReasoningContent *string `json:"reasoning_content"`
 }
 
 // toolCallParam is a call of a tool in an assistant message.

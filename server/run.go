@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/reasoning"
 )
 
 // usage is the OpenAI token count of a request.
@@ -22,6 +23,11 @@ type usage struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	// CompletionTokensDetails.ReasoningTokens, for a chat whose replies think (job.think),
+	// counts the tokens of the choices' thinking blocks (thinkUse.tokens).
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details,omitempty"`
 }
 
 // usageOf counts the tokens of the returned choices: for beam search that is fewer than the
@@ -220,9 +226,13 @@ func chatResponse(j *job, res *core.Result) map[string]any {
 		if j.logprobs {
 			lp = chatLogprobs(j.pipe.Tokenizer, sq.TokenLogprobs())
 		}
-		msg := map[string]any{"role": "assistant", "content": sq.Text}
+		thinking, answer := j.think.split(sq.Text)
+		msg := map[string]any{"role": "assistant", "content": answer}
+		if thinking != "" {
+			msg["reasoning_content"] = thinking
+		}
 		fr := finishReason(sq.FinishReason)
-		if content, calls := j.tools.reply(sq.Text); len(calls) > 0 {
+		if content, calls := j.tools.reply(answer); len(calls) > 0 {
 			msg["content"], msg["tool_calls"] = content, calls
 			if fr == "stop" {
 				fr = "tool_calls"
@@ -231,7 +241,7 @@ func chatResponse(j *job, res *core.Result) map[string]any {
 		choices[i] = map[string]any{"index": i, "message": msg, "logprobs": lp, "finish_reason": fr}
 	}
 	return map[string]any{"id": j.id, "object": "chat.completion", "created": j.created, "model": j.entry.name,
-		"choices": choices, "usage": usageOf(res), "system_fingerprint": fingerprint(res)}
+		"choices": choices, "usage": j.usage(res), "system_fingerprint": fingerprint(res)}
 }
 
 // fingerprint names the seed a request ran with, so a client can repeat it.
@@ -253,7 +263,9 @@ type streamer struct {
 	echoed  map[int]bool // choices whose echoed prompt has been sent
 	offsets map[int]int  // each choice's text streamed so far, in bytes (logprobs' text_offset)
 	held    map[int]*heldReply
-	err     error
+	// splitters split each choice's thinking from its answer (job.think).
+	splitters map[int]*reasoning.Splitter
+	err       error
 
 	mu      sync.Mutex
 	queued  []core.Event
@@ -266,7 +278,7 @@ type streamer struct {
 
 func newStreamer(w http.ResponseWriter, j *job) *streamer {
 	f, _ := w.(http.Flusher)
-	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, offsets: map[int]int{}, held: map[int]*heldReply{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	st := &streamer{w: w, flusher: f, j: j, roleSet: map[int]bool{}, echoed: map[int]bool{}, offsets: map[int]int{}, held: map[int]*heldReply{}, splitters: map[int]*reasoning.Splitter{}, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	go st.writeQueued()
 	return st
 }
@@ -390,6 +402,12 @@ func (st *streamer) event(ev core.Event) error {
 	if ev.Finished {
 		fr = finishReason(ev.FinishReason)
 	}
+	if st.j.endpoint == "chat" && st.j.think != nil {
+		var err error
+		if ev, err = st.thinkEvent(ev); err != nil || ev.Text == "" && !ev.Finished && len(ev.Logprobs) == 0 {
+			return err
+		}
+	}
 	if st.j.endpoint == "chat" && st.j.tools.reads() {
 		return st.toolEvent(ev)
 	}
@@ -440,7 +458,7 @@ func (st *streamer) echo(ev core.Event) error {
 // end sends the usage chunk (when asked for) and the terminating [DONE].
 func (st *streamer) end(results []*core.Result) {
 	if st.j.includeUsage {
-		u := usageOf(results...)
+		u := st.j.usage(results...)
 		_ = st.send(st.chunk([]map[string]any{}, &u))
 	}
 	st.done()

@@ -97,7 +97,10 @@ func (m *sharedModel) template() (*chat.Template, error) {
 // (GGUF tokenizer.chat_template; templated is then true and the prompt holds its special
 // tokens as text), or the plain template for a model without one. It sets tu's format: the
 // template's, or Hermes for the plain template.
-func chatPrompt(e *entry, msgs []chatMessage, tu *toolUse) (prompt string, templated bool, err error) {
+//
+// vars are further variables for the template (chat_template_kwargs); the plain template
+// has none, so they are refused there.
+func chatPrompt(e *entry, msgs []chatMessage, tu *toolUse, vars map[string]any) (prompt string, templated bool, err error) {
 	cm, err := chatMessages(msgs)
 	if err != nil {
 		return "", false, err
@@ -112,6 +115,9 @@ func chatPrompt(e *entry, msgs []chatMessage, tu *toolUse) (prompt string, templ
 			Message: fmt.Sprintf("model %q: %v", e.name, err)}
 	}
 	if tpl == nil {
+		if len(vars) > 0 {
+			return "", false, badParam("chat_template_kwargs", "model %q has no chat template (it is written with loom's plain template, which takes no variables)", e.name)
+		}
 		if tu != nil {
 			tu.format = toolcall.Hermes
 		}
@@ -130,7 +136,7 @@ func chatPrompt(e *entry, msgs []chatMessage, tu *toolUse) (prompt string, templ
 	}
 	tok := e.model.tok
 	sp := tok.Special()
-	o := chat.Options{AddGenerationPrompt: true, Tools: tools}
+	o := chat.Options{AddGenerationPrompt: true, Tools: tools, Vars: vars}
 	if sp.BOS >= 0 {
 		o.BOS = tok.Piece(sp.BOS)
 	}

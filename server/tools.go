@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,9 @@ type toolUse struct {
 	only     string
 	parallel bool
 	format   toolcall.Format
+	// think is the constraint's think parameter: "none", or how the replies' thinking
+	// block comes before their calls (thinkUse.mode).
+	think string
 }
 
 // newToolUse reads a chat request's tools, tool_choice and parallel_tool_calls; it returns
@@ -99,7 +103,7 @@ func (u *toolUse) constraint() *pipeline.PartSpec {
 	}
 	tools, _ := json.Marshal(u.raw)
 	return &pipeline.PartSpec{Type: "tool_calls", Path: "request field tools",
-		Params: map[string]any{"tools": string(tools), "format": u.format.String(), "tool": u.only, "parallel": u.parallel, "lazy": !u.holds()}}
+		Params: map[string]any{"tools": string(tools), "format": u.format.String(), "tool": u.only, "parallel": u.parallel, "lazy": !u.holds(), "think": cmp.Or(u.think, "none")}}
 }
 
 // check compiles the constraint's grammar, so that a schema loom cannot enforce is a 400
@@ -159,6 +163,12 @@ func chatMessages(msgs []chatMessage) ([]chat.Message, error) {
 		}
 		if len(m.ToolCalls) > 0 && m.Role != "assistant" {
 			return nil, badParam(at+".tool_calls", "only an assistant message calls tools")
+		}
+		if m.ReasoningContent != nil {
+			if m.Role != "assistant" {
+				return nil, badParam(at+".reasoning_content", "only an assistant message has reasoning")
+			}
+			cm.ReasoningContent = *m.ReasoningContent
 		}
 		if m.ToolCallID != "" && m.Role != "tool" {
 			return nil, badParam(at+".tool_call_id", "only a tool message answers a call")
