@@ -229,7 +229,9 @@ var closerCache sync.Map
 
 // SkipThinking makes l wait out a thinking block in tags (see AfterThinking): triggers
 // written while the reply thinks do not count, and AtStart counts from the answer's first
-// byte. open says that the prompt left a block open. It returns l.
+// byte. open says that the prompt left a block open. It returns l. It applies to the text l
+// accepts from then on (the reply's beginning when called before the first Accept, as it
+// should be).
 func (l *Lazy) SkipThinking(tags reasoning.Tags, open bool) *Lazy {
 	l.think = tags.NewSplitter(open)
 	return l

@@ -51,6 +51,7 @@ func (t Tags) Split(reply string, open bool) (thinking, answer string) {
 // state.
 type Splitter struct {
 	tags  Tags
+	open  bool // the reply begins inside a block
 	state state
 	// pending is text not yet given out: blanks and the beginning of a tag that may still
 	// become one, or blanks the rules may drop.
@@ -72,11 +73,17 @@ const (
 // NewSplitter returns a Splitter for a reply; open says that the prompt left a thinking block
 // open (Tags.OpenIn).
 func (t Tags) NewSplitter(open bool) *Splitter {
-	s := &Splitter{tags: t}
-	if open {
+	s := &Splitter{tags: t, open: open}
+	s.reset()
+	return s
+}
+
+// reset readies s for a reply's beginning.
+func (s *Splitter) reset() {
+	s.state, s.pending, s.started = atStart, "", false
+	if s.open {
 		s.state = inThinking
 	}
-	return s
 }
 
 // Tags returns the tags the Splitter looks for.
@@ -141,12 +148,13 @@ func (s *Splitter) Write(text string) (thinking, answer string) {
 }
 
 // Flush ends the reply: what was held back is given out (a block left open is thinking).
+// The Splitter is then ready for another reply, as NewSplitter made it.
 func (s *Splitter) Flush() (thinking, answer string) {
-	rest := s.pending
-	s.pending = ""
-	switch s.state {
+	rest, state, started := s.pending, s.state, s.started
+	s.reset()
+	switch state {
 	case inThinking:
-		if !s.started {
+		if !started {
 			rest = strings.TrimLeft(rest, blanks)
 		}
 		return strings.TrimRight(rest, blanks), ""

@@ -62,8 +62,10 @@ func TestSplit(t *testing.T) {
 
 // TestSplitterPiecesMatchWhole streams random replies in random pieces: what the pieces give
 // out, put together, is the reference's split of the whole reply, and nothing is given out
-// as thinking once the answer has begun.
+// as thinking once the answer has begun. A Splitter flushed takes the next reply of the same
+// kind (open or not) as a new one would.
 func TestSplitterPiecesMatchWhole(t *testing.T) {
+	reused := map[bool]*reasoning.Splitter{false: reasoning.Think.NewSplitter(false), true: reasoning.Think.NewSplitter(true)}
 	words := []string{"<think>", "</think>", "<", "</", "<th", "</thi", "think>", "nk>", ">", "\n", "\n\n", " ", "\t", "a", "Hello", "x y", "é"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 20000; iter++ {
@@ -73,6 +75,9 @@ func TestSplitterPiecesMatchWhole(t *testing.T) {
 		}
 		reply, open := b.String(), rng.IntN(2) == 0
 		s := reasoning.Think.NewSplitter(open)
+		if iter%2 == 1 {
+			s = reused[open]
+		}
 		var th, an strings.Builder
 		for rest := reply; rest != ""; {
 			k := 1 + rng.IntN(len(rest))
