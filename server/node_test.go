@@ -72,6 +72,14 @@ type nodeReport struct {
 		Status                     int
 		Type, Param, Code, Message string
 	}
+	// Reasoning is a reasoning model's scripted reply, whole and streamed.
+	Reasoning struct {
+		Whole struct {
+			Reasoning, Content string
+			Tokens             int
+		}
+		Streamed struct{ Reasoning, Content string }
+	}
 }
 
 // TestNodeClient drives the server with the official openai npm package (installed from the
@@ -95,10 +103,14 @@ func TestNodeClient(t *testing.T) {
 		}
 	}
 
-	_, hs := newServer(t, server.Options{})
+	s, hs := newServer(t, server.Options{})
+	thinking := thinkingModel(t)
+	if err := s.Load(thinking); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs", hs.URL+"/v1")
+	cmd := exec.CommandContext(ctx, node, "client.mjs", hs.URL+"/v1", filepath.Join(filepath.Dir(thinking), "m.gguf"))
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -109,6 +121,11 @@ func TestNodeClient(t *testing.T) {
 	var got nodeReport
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node printed %q: %v", out, err)
+	}
+
+	if r := got.Reasoning; r.Whole.Reasoning != "The sea is wide." || r.Whole.Content != "It is wide." || r.Whole.Tokens < 3 ||
+		r.Streamed.Reasoning != r.Whole.Reasoning || r.Streamed.Content != r.Whole.Content {
+		t.Errorf("reasoning model: %+v", r)
 	}
 
 	want := direct(t, "default", "And God said", pipeline.Overrides{Temperature: ptr(1.2)}, 7, 20)

@@ -104,6 +104,28 @@ func fields[F interface{ Raw() string }](m map[string]F) map[string]interface{ R
 	return out
 }
 
+// thinkingModel writes the embedded model with Qwen3's chat template (its context stretched
+// to hold the template's prompts) and returns its pipeline, named qwen3; the model file is
+// m.gguf beside it.
+func thinkingModel(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../chat/testdata/templates.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fixtures []struct{ Name, Template string }
+	if err := json.Unmarshal(b, &fixtures); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fixtures {
+		if f.Name == "qwen3" {
+			return withTemplateFrom(t, "../models/default.gguf", f.Name, f.Template, map[string]any{"llama.context_length": uint32(2048)})
+		}
+	}
+	t.Fatal("no qwen3 template in ../chat/testdata/templates.json")
+	return ""
+}
+
 // TestReasoningModels serves the embedded model with the chat templates of Qwen3 (a reply
 // may open <think>) and of DeepSeek R1 with its generation prompt opening the block (as its
 // later versions do), scripting replies with a regex in an inline pipeline: the thinking comes

@@ -1,5 +1,6 @@
 // Drives a loom server with the official openai npm package and prints what it got as one JSON
-// object; server/node_test.go checks it. Usage: node client.mjs BASE_URL
+// object; server/node_test.go checks it. Usage: node client.mjs BASE_URL THINKING_GGUF, the
+// second the file of a model served as "qwen3" whose chat template thinks.
 import OpenAI from "openai";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0 });
@@ -83,6 +84,24 @@ const toolStream = client.chat.completions.stream({
 });
 const final = await toolStream.finalChatCompletion();
 out.tools.streamed = { finish: final.choices[0].finish_reason, calls: final.choices[0].message.tool_calls.map((c) => c.function) };
+
+// A reasoning model's reply, scripted by a regex in an inline pipeline: its thinking comes
+// as reasoning_content, whole and streamed.
+const pipeline = `[model]\npath = ${JSON.stringify(process.argv[3])}\n[strategy]\ntype = "greedy"\n[[processors]]\ntype = "regex"\npattern = '''<think>\\nThe sea is wide\\.\\n</think>\\n\\nIt is wide\\.'''\n`;
+const thinking = { model: "qwen3", messages: [{ role: "user", content: "Tell me of the sea." }], max_tokens: 60, pipeline };
+const thought = await client.chat.completions.create(thinking);
+let reasoning = "";
+text = "";
+for await (const chunk of await client.chat.completions.create({ ...thinking, stream: true })) {
+  for (const choice of chunk.choices) {
+    reasoning += choice.delta.reasoning_content ?? "";
+    text += choice.delta.content ?? "";
+  }
+}
+out.reasoning = {
+  whole: { reasoning: thought.choices[0].message.reasoning_content, content: thought.choices[0].message.content, tokens: thought.usage.completion_tokens_details.reasoning_tokens },
+  streamed: { reasoning, content: text },
+};
 
 out.errors = {};
 for (const [name, req] of Object.entries({
