@@ -139,15 +139,7 @@ func (st *streamer) thinkEvent(ev core.Event) (core.Event, error) {
 	if thinking == "" {
 		return ev, nil
 	}
-	delta := map[string]any{"reasoning_content": thinking}
-	if !st.roleSet[ev.Sequence] {
-		st.roleSet[ev.Sequence] = true
-		delta["role"] = "assistant"
-	}
-	var lp any
-	if len(ev.Logprobs) > 0 {
-		lp = chatLogprobs(st.j.pipe.Tokenizer, ev.Logprobs)
-		ev.Logprobs = nil
-	}
-	return ev, st.send(st.chunk([]map[string]any{{"index": ev.Sequence, "delta": delta, "logprobs": lp, "finish_reason": nil}}, nil))
+	lp := ev.Logprobs
+	ev.Logprobs = nil
+	return ev, st.sendDelta(ev.Sequence, map[string]any{"reasoning_content": thinking}, lp, nil)
 }

@@ -109,30 +109,13 @@ func fields[F interface{ Raw() string }](m map[string]F) map[string]interface{ R
 // m.gguf beside it.
 func thinkingModel(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../chat/testdata/templates.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fixtures []struct{ Name, Template string }
-	if err := json.Unmarshal(b, &fixtures); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fixtures {
-		if f.Name == "qwen3" {
-			return withTemplateFrom(t, "../models/default.gguf", f.Name, f.Template, map[string]any{"llama.context_length": uint32(2048)})
-		}
-	}
-	t.Fatal("no qwen3 template in ../chat/testdata/templates.json")
-	return ""
+	return withTemplateFrom(t, "../models/default.gguf", "qwen3", chatTemplates(t)["qwen3"], map[string]any{"llama.context_length": uint32(2048)})
 }
 
-// TestReasoningModels serves the embedded model with the chat templates of Qwen3 (a reply
-// may open <think>) and of DeepSeek R1 with its generation prompt opening the block (as its
-// later versions do), scripting replies with a regex in an inline pipeline: the thinking comes
-// back as reasoning_content and the content without it, streamed and not; tool calls are read
-// from the answer only, a lazy tool constraint ignores calls written while thinking, and a
-// required one leaves the thinking free and holds the answer to a call.
-func TestReasoningModels(t *testing.T) {
+// chatTemplates reads the real models' chat templates of ../chat/testdata/templates.json by
+// name.
+func chatTemplates(t *testing.T) map[string]string {
+	t.Helper()
 	b, err := os.ReadFile("../chat/testdata/templates.json")
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +128,17 @@ func TestReasoningModels(t *testing.T) {
 	for _, f := range fixtures {
 		src[f.Name] = f.Template
 	}
+	return src
+}
+
+// TestReasoningModels serves the embedded model with the chat templates of Qwen3 (a reply
+// may open <think>) and of DeepSeek R1 with its generation prompt opening the block (as its
+// later versions do), scripting replies with a regex in an inline pipeline: the thinking comes
+// back as reasoning_content and the content without it, streamed and not; tool calls are read
+// from the answer only, a lazy tool constraint ignores calls written while thinking, and a
+// required one leaves the thinking free and holds the answer to a call.
+func TestReasoningModels(t *testing.T) {
+	src := chatTemplates(t)
 	// The generation prompts of DeepSeek R1's later versions and of Qwen3's thinking models
 	// (2507) open the block: the reply begins inside it.
 	opened := func(name, prompt, open string) string {

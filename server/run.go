@@ -411,30 +411,19 @@ func (st *streamer) event(ev core.Event) error {
 	if st.j.endpoint == "chat" && st.j.tools.reads() {
 		return st.toolEvent(ev)
 	}
-	var choice map[string]any
 	if st.j.endpoint == "chat" {
 		delta := map[string]any{}
-		if !st.roleSet[ev.Sequence] {
-			st.roleSet[ev.Sequence] = true
-			delta["role"] = "assistant"
-		}
-		if ev.Text != "" || delta["role"] != nil || len(ev.Logprobs) > 0 {
+		if ev.Text != "" || !st.roleSet[ev.Sequence] || len(ev.Logprobs) > 0 {
 			delta["content"] = ev.Text
 		}
-		var lp any
-		if len(ev.Logprobs) > 0 {
-			lp = chatLogprobs(st.j.pipe.Tokenizer, ev.Logprobs)
-		}
-		choice = map[string]any{"index": ev.Sequence, "delta": delta, "logprobs": lp, "finish_reason": fr}
-	} else {
-		var lp *completionLogprobs
-		if len(ev.Logprobs) > 0 {
-			lp = newCompletionLogprobs()
-			st.offsets[ev.Sequence] = lp.add(st.j.pipe.Tokenizer, ev.Logprobs, st.offsets[ev.Sequence], st.j.req.Return.TopLogprobs > 0, false)
-		}
-		choice = map[string]any{"index": ev.Sequence, "text": ev.Text, "logprobs": lp, "finish_reason": fr}
+		return st.sendDelta(ev.Sequence, delta, ev.Logprobs, fr)
 	}
-	return st.send(st.chunk([]map[string]any{choice}, nil))
+	var lp *completionLogprobs
+	if len(ev.Logprobs) > 0 {
+		lp = newCompletionLogprobs()
+		st.offsets[ev.Sequence] = lp.add(st.j.pipe.Tokenizer, ev.Logprobs, st.offsets[ev.Sequence], st.j.req.Return.TopLogprobs > 0, false)
+	}
+	return st.send(st.chunk([]map[string]any{{"index": ev.Sequence, "text": ev.Text, "logprobs": lp, "finish_reason": fr}}, nil))
 }
 
 // echo sends the chunk that opens an echoing choice: the prompt's text, and with logprobs its

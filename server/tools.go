@@ -244,6 +244,20 @@ func (h *heldReply) releasable(f toolcall.Format) int {
 	return max(h.sent, len(strings.TrimRight(all[:end], " \t\r\n")))
 }
 
+// sendDelta sends a chunk of chat choice i: delta (with the role on the choice's first
+// chunk), the logprobs of the tokens it completes, and finish (nil until the last).
+func (st *streamer) sendDelta(i int, delta map[string]any, logprobs []core.TokenLogprobs, finish any) error {
+	if !st.roleSet[i] {
+		st.roleSet[i] = true
+		delta["role"] = "assistant"
+	}
+	var lp any
+	if len(logprobs) > 0 {
+		lp = chatLogprobs(st.j.pipe.Tokenizer, logprobs)
+	}
+	return st.send(st.chunk([]map[string]any{{"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}}, nil))
+}
+
 // toolEvent streams ev of a chat choice read for tool calls.
 func (st *streamer) toolEvent(ev core.Event) error {
 	h := st.held[ev.Sequence]
@@ -254,16 +268,9 @@ func (st *streamer) toolEvent(ev core.Event) error {
 	h.text.WriteString(ev.Text)
 	h.logprobs = append(h.logprobs, ev.Logprobs...)
 	send := func(delta map[string]any, finish any) error {
-		if !st.roleSet[ev.Sequence] {
-			st.roleSet[ev.Sequence] = true
-			delta["role"] = "assistant"
-		}
-		var lp any
-		if len(h.logprobs) > 0 {
-			lp = chatLogprobs(st.j.pipe.Tokenizer, h.logprobs)
-			h.logprobs = nil
-		}
-		return st.send(st.chunk([]map[string]any{{"index": ev.Sequence, "delta": delta, "logprobs": lp, "finish_reason": finish}}, nil))
+		lp := h.logprobs
+		h.logprobs = nil
+		return st.sendDelta(ev.Sequence, delta, lp, finish)
 	}
 	all := h.text.String()
 	if !ev.Finished {
