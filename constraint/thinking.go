@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,6 +35,10 @@ type AfterThinking struct {
 	// answer (at most maxBlanks: a model that may write blanks without end would).
 	blanks int
 	err    error
+	// first is the set of bytes a sentence of the grammar may begin with, shared by clones;
+	// scratch a buffer of Process's.
+	first   *[256]bool
+	scratch []byte
 }
 
 // maxBlanks bounds the blanks a reply may write by blank tokens before its answer, outside a
@@ -61,7 +66,7 @@ func (a *AfterThinking) Clone() core.StatefulProcessor {
 	if a.inner != nil {
 		c.inner = a.inner.Clone().(*Processor)
 	}
-	c.fresh = nil
+	c.fresh, c.scratch = nil, nil
 	return &c
 }
 
@@ -120,11 +125,45 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 	if !inside {
 		start = a.fresh.Mask(tok)
 	}
+	if a.first == nil {
+		a.first = a.fresh.firstBytes()
+	}
+	tags := a.split.Tags()
+	held := a.split.Held()
+	// With only blanks held outside the block, a token's answer is its bytes after their
+	// blanks: one whose first byte neither begins a sentence nor the open tag is refused at
+	// once. Inside the block, a token that does not complete the close tag (with what is held)
+	// keeps the reply thinking.
+	blankHeld := !inside && strings.TrimLeft(held, blanks) == ""
+	closing := append(a.scratch[:0], held...)
+	eog := endOfGeneration(tok) // banned: the reply must answer
 	allowed := func(id core.TokenID) bool {
-		if id < 0 || int(id) >= tok.VocabSize() || isEndOfGeneration(tok, id) {
-			return false // the reply must answer
+		if id < 0 || int(id) >= tok.VocabSize() {
+			return false
 		}
 		b := tok.TokenBytes(id)
+		switch {
+		case inside:
+			closing = append(closing[:len(held)], b...)
+			if !bytes.Contains(closing, []byte(tags.Close)) {
+				return true
+			}
+		case blankHeld && len(b) > 0:
+			i := 0
+			for i < len(b) && isBlankByte(b[i]) {
+				i++
+			}
+			switch {
+			case i == len(b):
+				// blank: fall through to the bound
+			case b[i] == tags.Open[0]:
+				// may open the block: the splitter decides
+			case i == 0:
+				return start.Has(id) // the answer is the token's bytes
+			case !a.first[b[i]]:
+				return false
+			}
+		}
 		s := *a.split
 		_, answer := s.Write(string(b))
 		trimmed := strings.TrimLeft(answer, blanks)
@@ -144,22 +183,29 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 	}
 	kept := 0
 	switch {
-	case c.IsDense() && inside:
-		// Only a token holding the close tag's last byte can end the block.
+	case c.IsDense():
 		row := c.Dense()
-		tags := a.split.Tags()
-		for _, id := range closers(tok, tags.Close[len(tags.Close)-1]) {
-			if int(id) < len(row) && !allowed(id) {
-				row[id] = float32(math.Inf(-1))
+		if inside {
+			// Only a token holding the close tag's last byte can end the block.
+			for _, id := range closers(tok, tags.Close[len(tags.Close)-1]) {
+				if int(id) < len(row) && !allowed(id) {
+					row[id] = float32(math.Inf(-1))
+				}
+			}
+			for i := tok.VocabSize(); i < len(row); i++ {
+				row[i] = float32(math.Inf(-1)) // a padded row's entries beyond the vocabulary
+			}
+		} else {
+			for i := range row {
+				if !allowed(core.TokenID(i)) {
+					row[i] = float32(math.Inf(-1))
+				}
 			}
 		}
-		for _, id := range endOfGeneration(tok) {
+		for _, id := range eog {
 			if int(id) < len(row) {
 				row[id] = float32(math.Inf(-1))
 			}
-		}
-		for i := tok.VocabSize(); i < len(row); i++ {
-			row[i] = float32(math.Inf(-1)) // a padded row's entries beyond the vocabulary
 		}
 		for _, v := range row {
 			if !math.IsInf(float64(v), -1) {
@@ -167,26 +213,18 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 				break
 			}
 		}
-	case c.IsDense():
-		row := c.Dense()
-		for i := range row {
-			if !allowed(core.TokenID(i)) {
-				row[i] = float32(math.Inf(-1))
-			} else if !math.IsInf(float64(row[i]), -1) {
-				kept++
-			}
-		}
 	default:
 		items := c.Items()
 		out := items[:0]
 		for _, it := range items {
-			if allowed(it.ID) {
+			if allowed(it.ID) && !slices.Contains(eog, it.ID) {
 				out = append(out, it)
 			}
 		}
 		kept = len(out)
 		c.SetItems(out, c.Sorted())
 	}
+	a.scratch = closing[:0]
 	if kept == 0 {
 		return fmt.Errorf("%s: no candidate token can go on thinking or begin the answer", a.Name())
 	}
@@ -197,8 +235,23 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 // after a thinking block, and a reply may write them before it shows whether it thinks.
 const blanks = " \t\r\n"
 
+// firstBytes is the set of bytes a sentence may begin with.
+func (p *Processor) firstBytes() *[256]bool {
+	var out [256]bool
+	for c := range 256 {
+		if n, ok := p.m.AdvanceBytes([]byte{byte(c)}); ok {
+			p.m.Pop(n)
+			out[c] = true
+		}
+	}
+	return &out
+}
+
 // isBlank reports whether b is all blanks (and not empty).
 func isBlank(b []byte) bool { return len(b) > 0 && len(bytes.TrimLeft(b, blanks)) == 0 }
+
+// isBlankByte reports whether c is one of blanks.
+func isBlankByte(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // closers lists the tokens of tok's vocabulary whose bytes hold c, kept for each comparable
 // tokenizer.

@@ -17,25 +17,38 @@ import (
 // state's allowed tokens, over the whole vocabulary, against their definition recomputed
 // from scratch: a token is allowed when the reply with it either has not begun its answer or
 // has an answer (reasoning.Splitter's, its leading blanks dropped) that begins a sentence of
-// the grammar; never an end of generation before the answer, and blank tokens outside the
-// block only up to four blank bytes.
+// the grammar; an end of generation only after a whole sentence, and blank tokens outside
+// the block only up to four blank bytes.
 func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 	_, tok := openDefault(t)
 	n := tok.VocabSize()
-	cfg := grammar.MustCompile(`root ::= "<call>" [a-z]{1,8} "</call>"`)
+	// One grammar begins with the open tag's first byte, one with another.
+	grammars := []*grammar.CFG{
+		grammar.MustCompile(`root ::= "<call>" [a-z]{1,8} "</call>"`),
+		grammar.MustCompile(`root ::= "{" [a-z]{1,8} "}"`),
+	}
 	eog := map[core.TokenID]bool{}
 	for _, id := range tok.Special().EndOfGeneration {
 		eog[id] = true
 	}
 	// want recomputes the allowed tokens after text.
-	want := func(text string, toks []core.TokenID, open bool) []bool {
+	want := func(cfg *grammar.CFG, text string, toks []core.TokenID, open bool) []bool {
 		out := make([]bool, n)
 		before := reasoning.Think.NewSplitter(open)
 		_, sofar := before.Write(text)
 		run := blankRun(tok, toks, open)
 		m := constraint.New("call", cfg).Matcher() // a parser of its own, at its start
+		// An end of generation only once the answer is a whole sentence.
+		complete := false
+		if a := strings.TrimLeft(sofar, " \t\r\n"); a != "" {
+			if k, ok := m.AdvanceBytes([]byte(a)); ok {
+				complete = m.IsAccepting()
+				m.Pop(k)
+			}
+		}
 		for id := range core.TokenID(n) {
 			if eog[id] {
+				out[id] = complete
 				continue
 			}
 			s := *before
@@ -56,7 +69,7 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 		}
 		return out
 	}
-	pieces := []string{"<think>", "<th", "ink>", "\n", "\n\n", "Let me", " see", "<call>", "</think>", "</th", "ink>\n\n", " ", "  ", "<call>", "ab", "</call>", "x"}
+	pieces := []string{"<think>", "<th", "ink>", "\n", "\n\n", "Let me", " see", "<call>", "</think>", "</th", "ink>\n\n", " ", "  ", "<call>", "ab", "</call>", "x", "{", " {", "cd}", "\n{"}
 	var moves [][]core.TokenID
 	for _, p := range pieces {
 		enc, err := tok.Encode(p, core.EncodeOptions{})
@@ -78,16 +91,17 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 		text string
 		toks []core.TokenID
 		open bool
+		cfg  *grammar.CFG
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	answering, thinkingChecked := 0, 0
-	for trial := range 50 {
-		open := trial%3 == 0
-		states := []*state{{a: constraint.NewAfterThinking(constraint.New("call", cfg), reasoning.Think, open), seq: seqOf(), open: open}}
+	for trial := range 80 {
+		open, cfg := trial%3 == 0, grammars[trial%2]
+		states := []*state{{a: constraint.NewAfterThinking(constraint.New("call", cfg), reasoning.Think, open), seq: seqOf(), open: open, cfg: cfg}}
 		for range 12 {
 			s := states[rng.IntN(len(states))]
 			if rng.IntN(4) == 0 {
-				c := &state{a: s.a.Clone().(*constraint.AfterThinking), seq: seqOf(), text: s.text, toks: slices.Clone(s.toks), open: s.open}
+				c := &state{a: s.a.Clone().(*constraint.AfterThinking), seq: seqOf(), text: s.text, toks: slices.Clone(s.toks), open: s.open, cfg: s.cfg}
 				states = append(states, c)
 				s = c
 			}
@@ -101,7 +115,7 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 			}
 		}
 		for k, s := range states {
-			if got, w := allowed(t, s.a, s.seq, n), want(s.text, s.toks, s.open); !slices.Equal(got, w) {
+			if got, w := allowed(t, s.a, s.seq, n), want(s.cfg, s.text, s.toks, s.open); !slices.Equal(got, w) {
 				for id := range got {
 					if got[id] != w[id] {
 						t.Fatalf("trial %d state %d after %q (open %v): token %d %q allowed %v, recomputed %v", trial, k, s.text, s.open, id, tok.TokenBytes(core.TokenID(id)), got[id], w[id])

@@ -89,6 +89,10 @@ func (s *Splitter) reset() {
 // Tags returns the tags the Splitter looks for.
 func (s *Splitter) Tags() Tags { return s.tags }
 
+// Held returns the text written but not given out yet: blanks, or what may still become a
+// tag.
+func (s *Splitter) Held() string { return s.pending }
+
 // Thinking reports whether the text written so far ends inside a thinking block (false before
 // the reply has shown whether it opens one).
 func (s *Splitter) Thinking() bool { return s.state == inThinking }
