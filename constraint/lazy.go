@@ -97,7 +97,7 @@ func (l *Lazy) Accept(seq *core.Sequence, id core.TokenID) {
 	}
 	text := append(l.tail, b...)
 	if l.atStart {
-		rest := bytes.TrimLeft(text, " \t\r\n")
+		rest := bytes.TrimLeft(text, reasoning.Blanks)
 		n := min(len(rest), len(l.trigger))
 		switch {
 		case !bytes.Equal(rest[:n], l.trigger[:n]):

@@ -23,34 +23,69 @@ import (
 //
 // Until the answer begins, the mask allows every token that keeps the reply thinking (or on
 // blanks, or on the beginning of the open tag) and every token that ends the block and
-// begins a sentence of the grammar after it; inside the block only tokens that hold the close
-// tag's last byte are checked, so a thinking step costs no grammar mask (about 20 µs on
-// Llama 3's 128k vocabulary, BenchmarkAfterThinking).
+// begins a sentence of the grammar after it. Outside the block it allows at most maxBlanks
+// blank bytes before the answer (at the reply's start, or after the block: a model must not
+// spin on blanks), no control token, and an end of generation only where the grammar accepts
+// an empty answer. Inside the block only tokens that may complete the close tag are checked,
+// so a thinking step costs no grammar mask (about 20 µs on Llama 3's 128k vocabulary,
+// BenchmarkAfterThinking).
 type AfterThinking struct {
 	proto *Processor
-	split *reasoning.Splitter
+	pre   before
 	// inner is the grammar once the answer has begun; fresh the grammar at its start, asked
 	// what may begin the answer.
 	inner, fresh *Processor
-	// blanks counts the blank bytes written by blank tokens outside the block before the
-	// answer (at most maxBlanks: a model that may write blanks without end would).
-	blanks int
-	err    error
-	// first is the set of bytes a sentence of the grammar may begin with, shared by clones;
-	// scratch a buffer of Process's.
+	err          error
+	// first is the set of bytes a sentence of the grammar may begin with, and closers the
+	// tokens that hold the close tag's last byte, both shared by clones; scratch a buffer of
+	// Process's.
 	first   *[256]bool
+	closers []core.TokenID
 	scratch []byte
 }
 
-// maxBlanks bounds the blanks a reply may write by blank tokens before its answer, outside a
-// thinking block: "\n\n" after </think>, as Qwen3 writes, or "\r\n\r\n".
+// maxBlanks bounds the blank bytes a reply may write outside a thinking block before its
+// answer: "\n\n" after </think>, as Qwen3 writes, or "\r\n\r\n".
 const maxBlanks = 4
+
+// before is what AfterThinking knows of a reply before its answer begins.
+type before struct {
+	split reasoning.Splitter
+	// closed: the reply's block has closed; run the blank bytes written outside the block
+	// since the reply began or the block closed.
+	closed bool
+	run    int
+}
+
+// write takes the next token's bytes and returns the answer's first bytes they begin ("" while
+// there is none), leading blanks dropped.
+func (p *before) write(b []byte) string {
+	held := p.split.Held()
+	_, answer := p.split.Write(string(b))
+	if answer = strings.TrimLeft(answer, reasoning.Blanks); answer != "" {
+		return answer
+	}
+	switch {
+	case p.split.Thinking():
+		p.run = 0
+	case p.split.Closed() && !p.closed: // closed by this token: blanks follow the tag in it
+		hb, tag := held+string(b), p.split.Tags().Close
+		p.closed, p.run = true, len(hb)-(strings.LastIndex(hb, tag)+len(tag))
+	case p.split.Closed() || p.split.Answering(): // blanks (an answer's, without tags)
+		p.run += len(b)
+	default: // the reply's beginning, held: blanks, maybe the open tag's beginning
+		h := p.split.Held()
+		p.run = len(h) - len(strings.TrimLeft(h, reasoning.Blanks))
+	}
+	return ""
+}
 
 // NewAfterThinking returns a constraint that holds the answer after a thinking block in tags
 // to p's grammar; open says that the prompt left a block open (reasoning.Tags.OpenIn). p is
-// not used itself, only cloned.
+// not used itself, only cloned. Tags with an empty tag open no block: the reply is all
+// answer.
 func NewAfterThinking(p *Processor, tags reasoning.Tags, open bool) *AfterThinking {
-	return &AfterThinking{proto: p, split: tags.NewSplitter(open)}
+	return &AfterThinking{proto: p, pre: before{split: *tags.NewSplitter(open)}}
 }
 
 // Name implements core.LogitsProcessor: the grammar's processor's name.
@@ -62,8 +97,6 @@ func (a *AfterThinking) Answering() bool { return a.inner != nil }
 // Clone implements core.StatefulProcessor.
 func (a *AfterThinking) Clone() core.StatefulProcessor {
 	c := *a
-	s := *a.split
-	c.split = &s
 	if a.inner != nil {
 		c.inner = a.inner.Clone().(*Processor)
 	}
@@ -81,16 +114,17 @@ func (a *AfterThinking) Accept(seq *core.Sequence, id core.TokenID) {
 		return
 	}
 	tok := seq.Tokenizer()
-	b := tok.TokenBytes(id)
 	if isEndOfGeneration(tok, id) {
-		a.err = fmt.Errorf("%s: token %d (%q) ends the reply before its answer began", a.Name(), id, tok.Piece(id))
+		if !a.mayEnd() {
+			a.err = fmt.Errorf("%s: token %d (%q) ends the reply before its answer", a.Name(), id, tok.Piece(id))
+			return
+		}
+		a.inner = a.proto.Clone().(*Processor) // the empty answer the grammar accepts
+		a.inner.Accept(seq, id)
 		return
 	}
-	_, answer := a.split.Write(string(b))
-	if answer = strings.TrimLeft(answer, blanks); answer == "" {
-		if isBlank(b) && !a.split.Thinking() {
-			a.blanks += len(b)
-		}
+	answer := a.pre.write(tok.TokenBytes(id))
+	if answer == "" {
 		return
 	}
 	p := a.proto.Clone().(*Processor)
@@ -99,6 +133,13 @@ func (a *AfterThinking) Accept(seq *core.Sequence, id core.TokenID) {
 		return
 	}
 	a.inner = p
+}
+
+// mayEnd reports whether the reply may end before its answer: outside the block, nothing but
+// blanks held, and the grammar accepting the empty text.
+func (a *AfterThinking) mayEnd() bool {
+	s := &a.pre.split
+	return !s.Thinking() && strings.TrimLeft(s.Held(), reasoning.Blanks) == "" && a.proto.m.Len() == 0 && a.proto.m.IsAccepting()
 }
 
 // Forced implements core.Forcer: only the grammar forces tokens.
@@ -121,62 +162,60 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 	if a.fresh == nil {
 		a.fresh = a.proto.Clone().(*Processor)
 	}
-	var start Mask
-	inside := a.split.Thinking()
-	if !inside {
-		start = a.fresh.Mask(tok)
-	}
 	if a.first == nil {
 		a.first = a.fresh.firstBytes()
 	}
-	tags := a.split.Tags()
-	held := a.split.Held()
-	// With only blanks held outside the block, a token's answer is its bytes after their
-	// blanks: one whose first byte neither begins a sentence nor the open tag is refused at
-	// once. Inside the block, a token that does not complete the close tag (with what is held)
-	// keeps the reply thinking.
-	blankHeld := !inside && strings.TrimLeft(held, blanks) == ""
+	split := &a.pre.split
+	tags := split.Tags()
+	inside := split.Thinking()
+	var start Mask
+	if !inside {
+		start = a.fresh.Mask(tok)
+	}
+	held := split.Held()
+	// With only blanks held outside the block, a token that begins with another byte than a
+	// blank or the open tag's first is the answer's beginning: the grammar's start mask
+	// decides. Inside the block, a token that does not complete the close tag (with what is
+	// held) keeps the reply thinking.
+	blankHeld := !inside && strings.TrimLeft(held, reasoning.Blanks) == ""
 	closing := append(a.scratch[:0], held...)
-	eog := endOfGeneration(tok) // banned: the reply must answer
+	eogAllowed := a.mayEnd()
+	eog := endOfGeneration(tok)
 	allowed := func(id core.TokenID) bool {
 		if id < 0 || int(id) >= tok.VocabSize() {
 			return false
 		}
 		b := tok.TokenBytes(id)
 		switch {
+		case slices.Contains(eog, id):
+			return eogAllowed
+		case len(b) == 0:
+			return inside // control tokens: text of the thinking only
 		case inside:
 			closing = append(closing[:len(held)], b...)
 			if !bytes.Contains(closing, []byte(tags.Close)) {
 				return true
 			}
-		case blankHeld && len(b) > 0:
+		case blankHeld:
 			i := 0
-			for i < len(b) && isBlankByte(b[i]) {
+			for i < len(b) && isBlank(b[i]) {
 				i++
 			}
 			switch {
-			case i == len(b):
-				// blank: fall through to the bound
-			case b[i] == tags.Open[0]:
-				// may open the block: the splitter decides
+			case i == len(b), tags.Open != "" && b[i] == tags.Open[0]:
+				// blanks, or maybe the open tag: the splitter decides
 			case i == 0:
-				return start.Has(id) // the answer is the token's bytes
+				return start.Has(id)
 			case !a.first[b[i]]:
 				return false
 			}
 		}
-		s := *a.split
-		_, answer := s.Write(string(b))
-		trimmed := strings.TrimLeft(answer, blanks)
-		switch {
-		case trimmed == "" && isBlank(b) && !s.Thinking():
-			return a.blanks+len(b) <= maxBlanks
-		case trimmed == "":
-			return true
-		case !inside && answer == string(b) && trimmed == answer:
-			return start.Has(id)
+		p := a.pre
+		answer := p.write(b)
+		if answer == "" {
+			return p.split.Thinking() || p.run <= maxBlanks
 		}
-		n, ok := a.fresh.m.AdvanceBytes([]byte(trimmed))
+		n, ok := a.fresh.m.AdvanceBytes([]byte(answer))
 		if ok {
 			a.fresh.m.Pop(n)
 		}
@@ -188,7 +227,10 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 		row := c.Dense()
 		if inside {
 			// Only a token holding the close tag's last byte can end the block.
-			for _, id := range closers(tok, tags.Close[len(tags.Close)-1]) {
+			if a.closers == nil {
+				a.closers = closers(tok, tags.Close[len(tags.Close)-1])
+			}
+			for _, id := range a.closers {
 				if int(id) < len(row) && !allowed(id) {
 					row[id] = float32(math.Inf(-1))
 				}
@@ -203,8 +245,8 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 				}
 			}
 		}
-		for _, id := range eog {
-			if int(id) < len(row) {
+		for _, id := range eog { // inside the block, the loop above saw none of them
+			if int(id) < len(row) && !eogAllowed {
 				row[id] = float32(math.Inf(-1))
 			}
 		}
@@ -218,7 +260,7 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 		items := c.Items()
 		out := items[:0]
 		for _, it := range items {
-			if allowed(it.ID) && !slices.Contains(eog, it.ID) {
+			if allowed(it.ID) {
 				out = append(out, it)
 			}
 		}
@@ -232,10 +274,6 @@ func (a *AfterThinking) Process(seq *core.Sequence, c *core.Candidates) error {
 	return nil
 }
 
-// blanks are what an answer may begin with before its grammar: reasoning.Splitter drops them
-// after a thinking block, and a reply may write them before it shows whether it thinks.
-const blanks = " \t\r\n"
-
 // firstBytes is the set of bytes a sentence may begin with.
 func (p *Processor) firstBytes() *[256]bool {
 	var out [256]bool
@@ -248,11 +286,8 @@ func (p *Processor) firstBytes() *[256]bool {
 	return &out
 }
 
-// isBlank reports whether b is all blanks (and not empty).
-func isBlank(b []byte) bool { return len(b) > 0 && len(bytes.TrimLeft(b, blanks)) == 0 }
-
-// isBlankByte reports whether c is one of blanks.
-func isBlankByte(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+// isBlank reports whether c is one of reasoning.Blanks.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // closers lists the tokens of tok's vocabulary whose bytes hold c, kept for each comparable
 // tokenizer.
@@ -267,7 +302,7 @@ func closers(tok core.Tokenizer, c byte) []core.TokenID {
 			return ids.([]core.TokenID)
 		}
 	}
-	var ids []core.TokenID
+	ids := []core.TokenID{}
 	for id := range core.TokenID(tok.VocabSize()) {
 		if bytes.IndexByte(tok.TokenBytes(id), c) >= 0 {
 			ids = append(ids, id)

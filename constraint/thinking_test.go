@@ -15,55 +15,71 @@ import (
 // TestAfterThinkingMatchesRecomputation drives AfterThinking constraints through random orders
 // of Accept and Clone over replies that think (or not) and then call, and checks every
 // state's allowed tokens, over the whole vocabulary, against their definition recomputed
-// from scratch: a token is allowed when the reply with it either has not begun its answer or
+// from the text: a token is allowed when the reply with it either has not begun its answer or
 // has an answer (reasoning.Splitter's, its leading blanks dropped) that begins a sentence of
-// the grammar; an end of generation only after a whole sentence, and blank tokens outside
-// the block only up to four blank bytes.
+// the grammar; outside the block at most four blank bytes before the answer and no control
+// token; an end of generation after a whole sentence, or before the answer where the grammar
+// takes the empty text.
 func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 	_, tok := openDefault(t)
 	n := tok.VocabSize()
-	// One grammar begins with the open tag's first byte, one with another.
+	// One grammar begins with the open tag's first byte, one with another, one takes the
+	// empty text.
 	grammars := []*grammar.CFG{
 		grammar.MustCompile(`root ::= "<call>" [a-z]{1,8} "</call>"`),
 		grammar.MustCompile(`root ::= "{" [a-z]{1,8} "}"`),
+		grammar.MustCompile(`root ::= ("{" [a-z]{1,8} "}")?`), // the empty answer too
 	}
 	eog := map[core.TokenID]bool{}
 	for _, id := range tok.Special().EndOfGeneration {
 		eog[id] = true
 	}
 	// want recomputes the allowed tokens after text.
-	want := func(cfg *grammar.CFG, text string, toks []core.TokenID, open bool) []bool {
+	want := func(cfg *grammar.CFG, text string, open bool) []bool {
+		const blanks = " \t\r\n"
 		out := make([]bool, n)
 		before := reasoning.Think.NewSplitter(open)
 		_, sofar := before.Write(text)
-		run := blankRun(tok, toks, open)
+		sofar = strings.TrimLeft(sofar, blanks)
 		m := constraint.New("call", cfg).Matcher() // a parser of its own, at its start
-		// An end of generation only once the answer is a whole sentence.
-		complete := false
-		if a := strings.TrimLeft(sofar, " \t\r\n"); a != "" {
-			if k, ok := m.AdvanceBytes([]byte(a)); ok {
-				complete = m.IsAccepting()
+		// An end of generation once the answer is a whole sentence, or before it where
+		// nothing but blanks is held outside the block and the grammar takes the empty text.
+		end := !before.Thinking() && strings.TrimLeft(before.Held(), blanks) == "" && m.IsAccepting()
+		if sofar != "" {
+			k, ok := m.AdvanceBytes([]byte(sofar))
+			end = ok && m.IsAccepting()
+			if ok {
 				m.Pop(k)
 			}
 		}
 		for id := range core.TokenID(n) {
-			if eog[id] {
-				out[id] = complete
+			b := tok.TokenBytes(id)
+			switch {
+			case eog[id]:
+				out[id] = end
+				continue
+			case len(b) == 0: // control tokens: in the thinking only
+				out[id] = before.Thinking()
 				continue
 			}
 			s := *before
-			b := tok.TokenBytes(id)
 			_, answer := s.Write(string(b))
-			answer = sofar + answer
-			answer = strings.TrimLeft(answer, " \t\r\n")
+			answer = strings.TrimLeft(sofar+answer, blanks)
 			if answer == "" {
-				// blank tokens outside the block: at most four blank bytes of them
-				out[id] = s.Thinking() || len(b) == 0 || strings.Trim(string(b), " \t\r\n") != "" || run+len(b) <= 4
+				// Blank bytes outside the block before the answer, at most four: after the
+				// close tag, or at the reply's start.
+				full, run := text+string(b), 0
+				if s.Closed() {
+					run = len(full) - (strings.LastIndex(full, reasoning.Think.Close) + len(reasoning.Think.Close))
+				} else {
+					run = len(full) - len(strings.TrimLeft(full, blanks))
+				}
+				out[id] = s.Thinking() || run <= 4
 				continue
 			}
-			n, ok := m.AdvanceBytes([]byte(answer))
+			k, ok := m.AdvanceBytes([]byte(answer))
 			if ok {
-				m.Pop(n)
+				m.Pop(k)
 			}
 			out[id] = ok
 		}
@@ -89,19 +105,18 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 		a    *constraint.AfterThinking
 		seq  *core.Sequence
 		text string
-		toks []core.TokenID
 		open bool
 		cfg  *grammar.CFG
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	answering, thinkingChecked := 0, 0
 	for trial := range 80 {
-		open, cfg := trial%3 == 0, grammars[trial%2]
+		open, cfg := trial%3 == 0, grammars[trial%len(grammars)]
 		states := []*state{{a: constraint.NewAfterThinking(constraint.New("call", cfg), reasoning.Think, open), seq: seqOf(), open: open, cfg: cfg}}
 		for range 12 {
 			s := states[rng.IntN(len(states))]
 			if rng.IntN(4) == 0 {
-				c := &state{a: s.a.Clone().(*constraint.AfterThinking), seq: seqOf(), text: s.text, toks: slices.Clone(s.toks), open: s.open, cfg: s.cfg}
+				c := &state{a: s.a.Clone().(*constraint.AfterThinking), seq: seqOf(), text: s.text, open: s.open, cfg: s.cfg}
 				states = append(states, c)
 				s = c
 			}
@@ -111,16 +126,34 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 				}
 				s.a.Accept(s.seq, id)
 				s.text += string(tok.TokenBytes(id))
-				s.toks = append(s.toks, id)
 			}
 		}
 		for k, s := range states {
-			if got, w := allowed(t, s.a, s.seq, n), want(s.cfg, s.text, s.toks, s.open); !slices.Equal(got, w) {
+			if got, w := allowed(t, s.a, s.seq, n), want(s.cfg, s.text, s.open); !slices.Equal(got, w) {
 				for id := range got {
 					if got[id] != w[id] {
 						t.Fatalf("trial %d state %d after %q (open %v): token %d %q allowed %v, recomputed %v", trial, k, s.text, s.open, id, tok.TokenBytes(core.TokenID(id)), got[id], w[id])
 					}
 				}
+			}
+			// Sparse candidates (every token, as a truncating processor would leave them)
+			// keep exactly the tokens the dense row allows.
+			dense := allowed(t, s.a, s.seq, n)
+			c := core.NewCandidates(nil)
+			buf := c.Buffer(n)
+			for i := range buf {
+				buf[i] = core.Candidate{ID: core.TokenID(i), Logit: float32(-i)}
+			}
+			c.SetItems(buf, true)
+			if err := s.a.Process(s.seq, c); err != nil {
+				t.Fatal(err)
+			}
+			sparse := make([]bool, n)
+			for _, it := range c.Items() {
+				sparse[it.ID] = true
+			}
+			if !slices.Equal(sparse, dense) {
+				t.Fatalf("trial %d state %d after %q: sparse candidates kept other tokens than the dense row", trial, k, s.text)
 			}
 			if s.a.Answering() {
 				answering++
@@ -132,21 +165,6 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 	if answering < 25 || thinkingChecked < 25 {
 		t.Errorf("states checked: %d answering, %d not yet: too few of one kind", answering, thinkingChecked)
 	}
-}
-
-// blankRun recomputes the blank bytes that blank tokens wrote outside the block before the
-// answer began.
-func blankRun(tok core.Tokenizer, toks []core.TokenID, open bool) int {
-	s := reasoning.Think.NewSplitter(open)
-	run := 0
-	for _, id := range toks {
-		b := string(tok.TokenBytes(id))
-		s.Write(b)
-		if b != "" && strings.Trim(b, " \t\r\n") == "" && !s.Thinking() && !s.Answering() {
-			run += len(b)
-		}
-	}
-	return run
 }
 
 // TestLazySkipsThinking: a trigger written while the reply thinks does not start the grammar;

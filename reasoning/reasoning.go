@@ -31,10 +31,11 @@ func Detect(template string) (Tags, bool) {
 }
 
 // OpenIn reports whether a prompt leaves a thinking block open, so that its reply begins
-// inside it: the prompt's last open tag comes after its last close tag.
+// inside it: the prompt ends (but for blanks) with the open tag, as the generation prompts of
+// DeepSeek R1's later templates and of Qwen3's thinking models do. An open tag elsewhere (a
+// user's message quoting it) does not count.
 func (t Tags) OpenIn(prompt string) bool {
-	i := strings.LastIndex(prompt, t.Open)
-	return i >= 0 && strings.LastIndex(prompt, t.Close) < i
+	return t.Open != "" && strings.HasSuffix(strings.TrimRight(prompt, Blanks), t.Open)
 }
 
 // Split separates a whole reply into its thinking and its answer (see the package doc); open
@@ -71,7 +72,7 @@ const (
 )
 
 // NewSplitter returns a Splitter for a reply; open says that the prompt left a thinking block
-// open (Tags.OpenIn).
+// open (Tags.OpenIn). Tags with an empty tag open no block: the reply is all answer.
 func (t Tags) NewSplitter(open bool) *Splitter {
 	s := &Splitter{tags: t, open: open}
 	s.reset()
@@ -81,7 +82,10 @@ func (t Tags) NewSplitter(open bool) *Splitter {
 // reset readies s for a reply's beginning.
 func (s *Splitter) reset() {
 	s.state, s.pending, s.started = atStart, "", false
-	if s.open {
+	switch {
+	case s.tags.Open == "" || s.tags.Close == "":
+		s.state = inAnswer
+	case s.open:
 		s.state = inThinking
 	}
 }
@@ -97,6 +101,10 @@ func (s *Splitter) Held() string { return s.pending }
 // the reply has shown whether it opens one).
 func (s *Splitter) Thinking() bool { return s.state == inThinking }
 
+// Closed reports whether the reply's thinking block has closed and its answer has not begun
+// (what Write gives out next is answer, its leading blanks dropped).
+func (s *Splitter) Closed() bool { return s.state == afterBlock }
+
 // Answering reports whether the answer has begun: what Write gives out from now on is
 // answer, the blanks after a closed block dropped.
 func (s *Splitter) Answering() bool { return s.state == inAnswer }
@@ -109,7 +117,7 @@ func (s *Splitter) Write(text string) (thinking, answer string) {
 	for {
 		switch s.state {
 		case atStart:
-			rest := strings.TrimLeft(s.pending, blanks)
+			rest := strings.TrimLeft(s.pending, Blanks)
 			switch {
 			case strings.HasPrefix(rest, s.tags.Open):
 				s.state, s.pending, s.started = inThinking, rest[len(s.tags.Open):], false
@@ -121,23 +129,23 @@ func (s *Splitter) Write(text string) (thinking, answer string) {
 			continue
 		case inThinking:
 			if !s.started {
-				s.pending = strings.TrimLeft(s.pending, blanks)
+				s.pending = strings.TrimLeft(s.pending, Blanks)
 			}
 			if i := strings.Index(s.pending, s.tags.Close); i >= 0 {
-				th.WriteString(strings.TrimRight(s.pending[:i], blanks))
+				th.WriteString(strings.TrimRight(s.pending[:i], Blanks))
 				s.state, s.pending, s.started = afterBlock, s.pending[i+len(s.tags.Close):], false
 				continue
 			}
 			// Hold back the end that may begin the close tag, and the blanks before it.
 			end := len(s.pending) - partialSuffix(s.pending, s.tags.Close)
-			end = len(strings.TrimRight(s.pending[:end], blanks))
+			end = len(strings.TrimRight(s.pending[:end], Blanks))
 			if end > 0 {
 				th.WriteString(s.pending[:end])
 				s.pending, s.started = s.pending[end:], true
 			}
 			return th.String(), an.String()
 		case afterBlock:
-			s.pending = strings.TrimLeft(s.pending, blanks)
+			s.pending = strings.TrimLeft(s.pending, Blanks)
 			if s.pending == "" {
 				return th.String(), an.String()
 			}
@@ -159,17 +167,17 @@ func (s *Splitter) Flush() (thinking, answer string) {
 	switch state {
 	case inThinking:
 		if !started {
-			rest = strings.TrimLeft(rest, blanks)
+			rest = strings.TrimLeft(rest, Blanks)
 		}
-		return strings.TrimRight(rest, blanks), ""
+		return strings.TrimRight(rest, Blanks), ""
 	case afterBlock:
 		return "", ""
 	}
 	return "", rest
 }
 
-// blanks are the bytes dropped around thinking and before the answer that follows it.
-const blanks = " \t\r\n"
+// Blanks are the bytes dropped around thinking and before the answer that follows it.
+const Blanks = " \t\r\n"
 
 // partialSuffix is the length of the longest end of s that is a proper beginning of tag.
 func partialSuffix(s, tag string) int {

@@ -99,6 +99,19 @@ func TestSplitterPiecesMatchWhole(t *testing.T) {
 	}
 }
 
+func TestEmptyTagsOpenNoBlock(t *testing.T) {
+	for _, tags := range []reasoning.Tags{{}, {Open: "<think>"}, {Close: "</think>"}} {
+		for _, open := range []bool{false, true} {
+			if th, an := tags.Split("<think>a</think>b", open); th != "" || an != "<think>a</think>b" {
+				t.Errorf("%+v (open %v): %q, %q", tags, open, th, an)
+			}
+		}
+		if tags.OpenIn("<think>") && tags.Open == "" {
+			t.Errorf("%+v opens a block", tags)
+		}
+	}
+}
+
 func TestDetectAndOpenIn(t *testing.T) {
 	if _, ok := reasoning.Detect("{{ message.content.split('</think>')[-1] }}"); !ok {
 		t.Error("a template that splits at </think> thinks")
@@ -111,6 +124,8 @@ func TestDetectAndOpenIn(t *testing.T) {
 		"<|im_start|>assistant\n":                           false,
 		"<|im_start|>assistant\n<think>\n\n</think>\n\n":    false,
 		"<think>old</think> <|im_start|>assistant\n<think>": true,
+		// a user quoting the tag does not open a block
+		"<|im_start|>user\nWhat does <think> mean?<|im_end|>\n<|im_start|>assistant\n": false,
 	} {
 		if got := reasoning.Think.OpenIn(prompt); got != want {
 			t.Errorf("OpenIn(%q) = %v, want %v", prompt, got, want)

@@ -9,10 +9,13 @@ import (
 
 // thinkUse is how a chat request's replies think: the model's template thinks in a block
 // (reasoning.Detect), which the reply begins with or, open, begins inside (the prompt opened
-// it). Its replies' thinking is returned as reasoning_content, apart from the content.
+// it). With separate (reasoning_format other than "none") their thinking is returned as
+// reasoning_content, apart from the content; either way the request's constraints leave it
+// free (mode).
 type thinkUse struct {
-	tags reasoning.Tags
-	open bool
+	tags     reasoning.Tags
+	open     bool
+	separate bool
 }
 
 // mode is the think parameter of the request's constraints (see pipeline's think).
@@ -26,13 +29,17 @@ func (t *thinkUse) mode() string {
 	return "start"
 }
 
-// split separates a whole reply; without thinking the reply is all answer.
+// split separates a whole reply; without thinking, or not separate, the reply is all
+// answer.
 func (t *thinkUse) split(reply string) (thinking, answer string) {
-	if t == nil {
+	if !t.separates() {
 		return "", reply
 	}
 	return t.tags.Split(reply, t.open)
 }
+
+// separates reports whether replies' thinking is returned apart from their content.
+func (t *thinkUse) separates() bool { return t != nil && t.separate }
 
 // tokens counts the tokens of a reply that think: those written inside its thinking block,
 // its tags included.
@@ -101,9 +108,7 @@ func thinkOf(e *entry, format *string, prompt string, templated bool) (*thinkUse
 		f = *format
 	}
 	switch f {
-	case "auto", "deepseek":
-	case "none":
-		return nil, nil
+	case "auto", "deepseek", "none":
 	default:
 		return nil, badParam("reasoning_format", "%q: must be auto, deepseek (both return a reasoning model's thinking as reasoning_content) or none (the thinking stays in content)", f)
 	}
@@ -118,7 +123,7 @@ func thinkOf(e *entry, format *string, prompt string, templated bool) (*thinkUse
 	if !ok {
 		return nil, nil
 	}
-	return &thinkUse{tags: tags, open: tags.OpenIn(prompt)}, nil
+	return &thinkUse{tags: tags, open: tags.OpenIn(prompt), separate: f != "none"}, nil
 }
 
 // thinkEvent streams the thinking of ev, a chat choice's event whose reply thinks, as a chunk

@@ -232,7 +232,7 @@ func chatResponse(j *job, res *core.Result) map[string]any {
 			msg["reasoning_content"] = thinking
 		}
 		fr := finishReason(sq.FinishReason)
-		if content, calls := j.tools.reply(answer); len(calls) > 0 {
+		if content, calls := j.tools.replyIn(answer, j.think); len(calls) > 0 {
 			msg["content"], msg["tool_calls"] = content, calls
 			if fr == "stop" {
 				fr = "tool_calls"
@@ -402,7 +402,7 @@ func (st *streamer) event(ev core.Event) error {
 	if ev.Finished {
 		fr = finishReason(ev.FinishReason)
 	}
-	if st.j.endpoint == "chat" && st.j.think != nil {
+	if st.j.endpoint == "chat" && st.j.think.separates() {
 		var err error
 		if ev, err = st.thinkEvent(ev); err != nil || ev.Text == "" && !ev.Finished && len(ev.Logprobs) == 0 {
 			return err

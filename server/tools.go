@@ -11,6 +11,7 @@ import (
 	"github.com/loomlm/loom/chat"
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/pipeline"
+	"github.com/loomlm/loom/reasoning"
 	"github.com/loomlm/loom/toolcall"
 )
 
@@ -138,6 +139,23 @@ func (u *toolUse) reply(text string) (content any, calls []map[string]any) {
 	return content, calls
 }
 
+// replyIn is reply for a reply whose thinking block stays in its text (t not separating,
+// reasoning_format "none"): calls are read from the answer after the block only, and the
+// block is content before them.
+func (u *toolUse) replyIn(text string, t *thinkUse) (content any, calls []map[string]any) {
+	block := ""
+	if t != nil && !t.separate {
+		_, answer := t.tags.Split(text, t.open)
+		block, text = text[:len(text)-len(answer)], answer // the answer ends the text
+	}
+	content, calls = u.reply(text)
+	if len(calls) > 0 && block != "" {
+		c, _ := content.(string)
+		content = block + c
+	}
+	return content, calls
+}
+
 // newCallID returns a new tool call id.
 func newCallID() string { return "call_" + strings.ToLower(rand.Text()[:24]) }
 
@@ -218,7 +236,7 @@ func (h *heldReply) releasable(f toolcall.Format) int {
 	all := h.text.String()
 	open := f.Opener()
 	if f == toolcall.Llama3 {
-		if t := strings.TrimLeft(all, " \t\r\n"); t == "" || strings.HasPrefix(t, open) {
+		if t := strings.TrimLeft(all, reasoning.Blanks); t == "" || strings.HasPrefix(t, open) {
 			return h.sent // the reply may be the call: hold it all
 		}
 		return len(all)
@@ -241,7 +259,7 @@ func (h *heldReply) releasable(f toolcall.Format) int {
 			}
 		}
 	}
-	return max(h.sent, len(strings.TrimRight(all[:end], " \t\r\n")))
+	return max(h.sent, len(strings.TrimRight(all[:end], reasoning.Blanks)))
 }
 
 // sendDelta sends a chunk of chat choice i: delta (with the role on the choice's first
@@ -285,7 +303,7 @@ func (st *streamer) toolEvent(ev core.Event) error {
 		return nil
 	}
 	fr := finishReason(ev.FinishReason)
-	content, calls := st.j.tools.reply(all)
+	content, calls := st.j.tools.replyIn(all, st.j.think)
 	if len(calls) == 0 {
 		rest := all[h.sent:]
 		h.sent = len(all)
