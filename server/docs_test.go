@@ -54,6 +54,10 @@ func TestServingDocCommands(t *testing.T) {
 			wantStatus, wantText = http.StatusBadRequest, `"message":"temperature: 3 is outside [0, 2]","type":"invalid_request_error","param":"temperature"`
 		} else if strings.Contains(m[2], `"stream": true`) {
 			wantText = "data: [DONE]"
+		} else if m[1] == "/tokenize" {
+			wantText = `"count":`
+		} else if m[1] == "/detokenize" {
+			wantText = `"prompt":"user: Who made the light?\nassistant:"` // the ids the tokenize line gives
 		}
 		if resp.StatusCode != wantStatus || !strings.Contains(string(body), wantText) {
 			t.Errorf("%s\n→ %d %s\nwant %d with %s", line, resp.StatusCode, body, wantStatus, wantText)

@@ -72,6 +72,8 @@ type nodeReport struct {
 		Status                     int
 		Type, Param, Code, Message string
 	}
+	// Retrieved is models.retrieve("greedy").
+	Retrieved struct{ ID, Object string }
 	// Reasoning is a reasoning model's scripted reply, whole and streamed.
 	Reasoning struct {
 		Whole struct {
@@ -123,6 +125,9 @@ func TestNodeClient(t *testing.T) {
 		t.Fatalf("node printed %q: %v", out, err)
 	}
 
+	if got.Retrieved.ID != "greedy" || got.Retrieved.Object != "model" {
+		t.Errorf("models.retrieve: %+v", got.Retrieved)
+	}
 	if r := got.Reasoning; r.Whole.Reasoning != "The sea is wide." || r.Whole.Content != "It is wide." || r.Whole.Tokens < 3 ||
 		r.Streamed.Reasoning != r.Whole.Reasoning || r.Streamed.Content != r.Whole.Content {
 		t.Errorf("reasoning model: %+v", r)

@@ -126,6 +126,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
+	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
+	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -337,21 +340,4 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	s.mu.Lock()
-	list := make([]model, 0, len(s.pipelines))
-	for _, e := range s.pipelines {
-		list = append(list, model{ID: e.name, Object: "model", Created: e.created, OwnedBy: "loom"})
-	}
-	s.mu.Unlock()
-	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": list})
 }

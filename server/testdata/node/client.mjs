@@ -103,6 +103,8 @@ out.reasoning = {
   streamed: { reasoning, content: text },
 };
 
+out.retrieved = await client.models.retrieve("greedy");
+
 out.errors = {};
 for (const [name, req] of Object.entries({
   unknownModel: { model: "nope", prompt: "x" },
