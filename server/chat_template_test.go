@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +28,7 @@ func withTemplate(t *testing.T, name, template string) string {
 }
 
 // withTemplateFrom is withTemplate on a copy of the model file path, with the metadata values
-// of set changed.
+// of set changed or added (in the order of their keys); an empty template writes none.
 func withTemplateFrom(t *testing.T, path, name, template string, set map[string]any) string {
 	t.Helper()
 	src, err := gguf.Open(path)
@@ -46,8 +48,17 @@ func withTemplateFrom(t *testing.T, path, name, template string, set map[string]
 			t.Fatal(err)
 		}
 	}
-	if err := w.Set("tokenizer.chat_template", template); err != nil {
-		t.Fatal(err)
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if !src.Has(k) {
+			if err := w.Set(k, set[k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if template != "" {
+		if err := w.Set("tokenizer.chat_template", template); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, ti := range src.Tensors {
 		data, err := src.TensorData(ti.Name)

@@ -108,10 +108,6 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 	if err := s.decode(w, r, body); err != nil {
 		return nil, err
 	}
-	switch {
-	case body.Suffix != nil && *body.Suffix != "":
-		return nil, badParam("suffix", "not supported")
-	}
 	e, err := s.resolve(&body.common)
 	if err != nil {
 		return nil, err
@@ -124,6 +120,18 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 	}
 	if j.prompts, err = completionPrompts(body.Prompt, e.model.raw.Config().VocabSize); err != nil {
 		return nil, err
+	}
+	if body.Suffix != nil {
+		// An empty suffix asks for nothing of a model without fill-in-the-middle tokens: a
+		// completion is what comes after the prompt.
+		if _, noFIM := fimOf(e); *body.Suffix != "" || noFIM == nil {
+			if body.Echo {
+				return nil, badParam("echo", "cannot be combined with suffix: the prompt the model sees is the prefix, the suffix and their markers")
+			}
+			if j.prompts, err = fillInTheMiddle(e, j.prompts, *body.Suffix); err != nil {
+				return nil, err
+			}
+		}
 	}
 	j.req.Prompt, j.req.PromptTokens = j.prompts[0].text, j.prompts[0].tokens
 	if body.Logprobs != nil {

@@ -42,7 +42,9 @@ type completionRequest struct {
 	Logprobs *int            `json:"logprobs"`
 	Echo     bool            `json:"echo"`
 	BestOf   *int            `json:"best_of"`
-	Suffix   *string         `json:"suffix"`
+	// Suffix asks a code model to fill in the middle: the text between the prompt and the
+	// suffix (see fillInTheMiddle).
+	Suffix *string `json:"suffix"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.
