@@ -3,39 +3,47 @@ package server
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/model/gguf"
 )
 
 // fimTokens are a code model's fill-in-the-middle tokens: the prefix, suffix and middle
-// markers its GGUF names (tokenizer.ggml.fim_pre_token_id, fim_suf_token_id and
-// fim_mid_token_id, or the older prefix_token_id, suffix_token_id and middle_token_id).
+// markers.
 type fimTokens struct{ pre, suf, mid core.TokenID }
 
-// fimKeys are the GGUF keys of the three markers, newest names first.
-var fimKeys = [3][2]string{
-	{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
-	{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
-	{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+// fimMarkers names each marker: its GGUF keys, newest first, and the texts it has in the
+// vocabularies of Qwen2.5-Coder, StarCoder, DeepSeek-Coder and CodeLlama, by which a file
+// without the keys is read (as llama.cpp reads it).
+var fimMarkers = [3]struct{ keys, texts []string }{
+	{[]string{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"}, []string{"<|fim_prefix|>", "<fim_prefix>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>"}},
+	{[]string{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"}, []string{"<|fim_suffix|>", "<fim_suffix>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>"}},
+	{[]string{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"}, []string{"<|fim_middle|>", "<fim_middle>", "<fim-middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>"}},
 }
 
-// fimOf reads a model's fill-in-the-middle tokens; an error says why the model has none.
+// fimOf reads a model's fill-in-the-middle tokens from its GGUF keys, or failing them from
+// the marker texts of its vocabulary; an error says why the model has none.
 func fimOf(e *entry) (fimTokens, error) {
-	f, ok := e.model.raw.(interface{ File() *gguf.File })
-	if !ok || f.File() == nil {
-		return fimTokens{}, fmt.Errorf("model %q is not a GGUF file, which would name fill-in-the-middle tokens", e.name)
+	var file *gguf.File
+	if f, ok := e.model.raw.(interface{ File() *gguf.File }); ok {
+		file = f.File()
 	}
+	byText, _ := e.model.tok.(interface {
+		ID(piece string) (core.TokenID, bool)
+	})
 	var ids [3]core.TokenID
 	vocab := e.model.tok.VocabSize()
-	for i, keys := range fimKeys {
+	for i, m := range fimMarkers {
 		found := false
-		for _, k := range keys {
-			v, err := f.File().Uint32(k)
-			if errors.Is(err, gguf.ErrKeyNotFound) {
-				continue
+		for _, k := range m.keys {
+			if file == nil {
+				break
 			}
+			v, err := file.Uint32(k)
 			switch {
+			case errors.Is(err, gguf.ErrKeyNotFound):
+				continue
 			case err != nil:
 				return fimTokens{}, fmt.Errorf("model %q: %v", e.name, err)
 			case int(v) >= vocab:
@@ -44,17 +52,35 @@ func fimOf(e *entry) (fimTokens, error) {
 			ids[i], found = core.TokenID(v), true
 			break
 		}
+		for _, text := range m.texts {
+			if found || byText == nil {
+				break
+			}
+			ids[i], found = byText.ID(text)
+		}
 		if !found {
-			return fimTokens{}, fmt.Errorf("model %q has no fill-in-the-middle tokens (its GGUF names no %s)", e.name, keys[0])
+			return fimTokens{}, fmt.Errorf("model %q has no fill-in-the-middle tokens (its GGUF names no %s, and its vocabulary has none of %q)", e.name, m.keys[0], m.texts)
 		}
 	}
 	return fimTokens{pre: ids[0], suf: ids[1], mid: ids[2]}, nil
 }
 
+// addsBOS reports whether tok puts BOS before a text it encodes with its special tokens.
+func addsBOS(tok core.Tokenizer) bool {
+	if t, ok := tok.(interface{ AddsBOS() bool }); ok {
+		return t.AddsBOS()
+	}
+	bos := tok.Special().BOS
+	with, err1 := tok.Encode("a", core.EncodeOptions{AddSpecial: true})
+	plain, err2 := tok.Encode("a", core.EncodeOptions{})
+	return bos >= 0 && err1 == nil && err2 == nil && len(with) > len(plain) && with[0] == bos && slices.Equal(with[1:1+len(plain)], plain)
+}
+
 // fillInTheMiddle turns a completion request's prompts into fill-in-the-middle prompts for
-// suffix, as llama.cpp's server writes them (prefix, suffix, middle): the model's BOS where
-// it adds one, the prefix marker and the prompt, the suffix marker and suffix, then the
-// middle marker, after which the model writes what goes between them.
+// suffix, laid out as llama.cpp's server lays out an infill prompt (prefix, suffix, middle):
+// the model's BOS where it adds one, the prefix marker and the prompt, the suffix marker and
+// suffix, then the middle marker, after which the model writes what goes between them. A
+// prompt of token ids is the prefix as ids (a BOS it begins with is dropped: it comes first).
 func fillInTheMiddle(e *entry, prompts []promptInput, suffix string) ([]promptInput, error) {
 	fim, err := fimOf(e)
 	if err != nil {
@@ -72,11 +98,7 @@ func fillInTheMiddle(e *entry, prompts []promptInput, suffix string) ([]promptIn
 	if err != nil {
 		return nil, err
 	}
-	special, err := tok.Encode("", core.EncodeOptions{AddSpecial: true})
-	if err != nil {
-		return nil, badParam("prompt", "%v", err)
-	}
-	bos := tok.Special().BOS
+	bos, withBOS := tok.Special().BOS, addsBOS(tok)
 	out := make([]promptInput, len(prompts))
 	for i, p := range prompts {
 		pre := p.tokens
@@ -84,9 +106,11 @@ func fillInTheMiddle(e *entry, prompts []promptInput, suffix string) ([]promptIn
 			if pre, err = encode("prompt", p.text); err != nil {
 				return nil, err
 			}
+		} else if len(pre) > 0 && pre[0] == bos {
+			pre = pre[1:]
 		}
 		var ids []core.TokenID
-		if bos >= 0 && len(special) > 0 && special[0] == bos {
+		if withBOS {
 			ids = append(ids, bos)
 		}
 		ids = append(append(ids, fim.pre), pre...)

@@ -7,25 +7,47 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/loomlm/loom/model/gguf"
 	"github.com/loomlm/loom/server"
 )
 
 // TestFillInTheMiddle: a completion request with suffix, to a model whose GGUF names
 // fill-in-the-middle tokens (the embedded model given three of its tokens as markers, under
-// the current keys and the older ones), runs the prompt llama.cpp's server writes — BOS, the
-// prefix marker and the prompt, the suffix marker and the suffix, the middle marker — as the
-// same request with those token ids as its prompt shows, streamed and not; a model without
-// the tokens refuses a suffix with a 400 naming it, and takes an empty one as no suffix.
+// the current keys and the older ones, or with no keys and the markers' texts in its
+// vocabulary), runs the prompt llama.cpp's server writes — BOS, the prefix marker and the
+// prompt, the suffix marker and the suffix, the middle marker — as the same request with those
+// token ids as its prompt shows, streamed and not; a prefix of token ids that begins with BOS
+// does not double it, and a model that adds no BOS gets none; a model without the tokens
+// refuses a suffix with a 400 naming it, and takes an empty one as no suffix.
 func TestFillInTheMiddle(t *testing.T) {
 	s := server.New(server.Options{})
 	t.Cleanup(func() { s.Close() })
 	const pre, suf, mid = 4092, 4093, 4094
+	// A vocabulary whose three last merged tokens are Qwen2.5-Coder's markers instead (their
+	// merges dropped, so that no text makes them), read without the keys by their texts.
+	src, err := gguf.Open("../models/default.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces, _ := src.Value("tokenizer.ggml.tokens")
+	types, _ := src.Value("tokenizer.ggml.token_type")
+	merges, _ := src.Value("tokenizer.ggml.merges")
+	markedPieces, markedTypes := slices.Clone(pieces.([]string)), slices.Clone(types.([]int32))
+	for i, text := range []string{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"} {
+		markedPieces[pre+i], markedTypes[pre+i] = text, 3 // control
+	}
+	keptMerges := merges.([]string)[:len(merges.([]string))-3]
+	src.Close()
 	for name, keys := range map[string]map[string]any{
+		"coder-text": {"tokenizer.ggml.tokens": markedPieces, "tokenizer.ggml.token_type": markedTypes, "tokenizer.ggml.merges": keptMerges},
+		"coder-nobos": {"tokenizer.ggml.fim_pre_token_id": uint32(pre), "tokenizer.ggml.fim_suf_token_id": uint32(suf), "tokenizer.ggml.fim_mid_token_id": uint32(mid),
+			"tokenizer.ggml.add_bos_token": false, "tokenizer.ggml.add_eos_token": true},
 		"coder":     {"tokenizer.ggml.fim_pre_token_id": uint32(pre), "tokenizer.ggml.fim_suf_token_id": uint32(suf), "tokenizer.ggml.fim_mid_token_id": uint32(mid)},
 		"coder-old": {"tokenizer.ggml.prefix_token_id": uint32(pre), "tokenizer.ggml.suffix_token_id": uint32(suf), "tokenizer.ggml.middle_token_id": uint32(mid)},
 		"coder-bad": {"tokenizer.ggml.fim_pre_token_id": uint32(99999), "tokenizer.ggml.fim_suf_token_id": uint32(suf), "tokenizer.ggml.fim_mid_token_id": uint32(mid)},
@@ -41,8 +63,8 @@ func TestFillInTheMiddle(t *testing.T) {
 	t.Cleanup(hs.Close)
 	c := client(hs)
 	ctx := context.Background()
-	tokenize := func(text string, special bool) []int64 {
-		resp, err := http.Post(hs.URL+"/tokenize", "application/json", strings.NewReader(`{"model": "coder", "prompt": `+jsonString(text)+`, "add_special_tokens": `+map[bool]string{true: "true", false: "false"}[special]+`}`))
+	tokenizeWith := func(model, text string, special bool) []int64 {
+		resp, err := http.Post(hs.URL+"/tokenize", "application/json", strings.NewReader(`{"model": "`+model+`", "prompt": `+jsonString(text)+`, "add_special_tokens": `+map[bool]string{true: "true", false: "false"}[special]+`}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,6 +75,7 @@ func TestFillInTheMiddle(t *testing.T) {
 		}
 		return out.Tokens
 	}
+	tokenize := func(text string, special bool) []int64 { return tokenizeWith("coder", text, special) }
 	prefix, suffix := "And God said, Let there be", " and there was light."
 	ids := append(tokenize("", true), pre) // BOS, as the model adds it
 	ids = append(append(ids, tokenize(prefix, false)...), suf)
@@ -61,14 +84,26 @@ func TestFillInTheMiddle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, model := range []string{"coder", "coder-old"} {
+	// coder-text's vocabulary tokenizes the prefix and suffix otherwise (three merges fewer).
+	textIDs := append(tokenizeWith("coder-text", "", true), pre)
+	textIDs = append(append(textIDs, tokenizeWith("coder-text", prefix, false)...), suf)
+	textIDs = append(append(textIDs, tokenizeWith("coder-text", suffix, false)...), mid)
+	explicitText, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "coder-text", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: textIDs}, MaxTokens: openai.Int(8), Seed: openai.Int(3), Temperature: openai.Float(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"coder", "coder-old", "coder-text"} {
 		params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(model), Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prefix)}, Suffix: openai.String(suffix), MaxTokens: openai.Int(8), Seed: openai.Int(3), Temperature: openai.Float(1)}
 		res, err := c.Completions.New(ctx, params)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Choices[0].Text != explicit.Choices[0].Text || res.Usage.PromptTokens != int64(len(ids)) {
-			t.Errorf("%s: %q (%d prompt tokens); the marked-up prompt %v gives %q", model, res.Choices[0].Text, res.Usage.PromptTokens, ids, explicit.Choices[0].Text)
+		want, wantIDs := explicit, ids
+		if model == "coder-text" {
+			want, wantIDs = explicitText, textIDs
+		}
+		if res.Choices[0].Text != want.Choices[0].Text || res.Usage.PromptTokens != int64(len(wantIDs)) {
+			t.Errorf("%s: %q (%d prompt tokens); the marked-up prompt %v gives %q", model, res.Choices[0].Text, res.Usage.PromptTokens, wantIDs, want.Choices[0].Text)
 		}
 		stream := c.Completions.NewStreaming(ctx, params)
 		var text strings.Builder
@@ -82,11 +117,22 @@ func TestFillInTheMiddle(t *testing.T) {
 		}
 	}
 
+	// The same prefix as token ids, BOS first as /tokenize gives them: the BOS is not doubled.
+	withIDs, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "coder", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: tokenize(prefix, true)}, Suffix: openai.String(suffix), MaxTokens: openai.Int(8), Seed: openai.Int(3), Temperature: openai.Float(1)})
+	if err != nil || withIDs.Choices[0].Text != explicit.Choices[0].Text || withIDs.Usage.PromptTokens != int64(len(ids)) {
+		t.Errorf("a prefix of token ids: %+v, %v", withIDs, err)
+	}
+	// A model that adds EOS and not BOS (the same id here) gets no BOS.
+	noBOS, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "coder-nobos", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prefix)}, Suffix: openai.String(suffix), MaxTokens: openai.Int(1)})
+	if err != nil || noBOS.Usage.PromptTokens != int64(len(ids)-1) {
+		t.Errorf("without BOS: %+v, %v", noBOS, err)
+	}
+
 	if _, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "greedy", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")}, Suffix: openai.String(""), MaxTokens: openai.Int(2)}); err != nil {
 		t.Errorf("an empty suffix to a model without fill-in-the-middle tokens: %v", err)
 	}
 	for _, e := range []struct{ model, suffix, param, msg string }{
-		{"greedy", "x", "suffix", `has no fill-in-the-middle tokens (its GGUF names no tokenizer.ggml.fim_pre_token_id)`},
+		{"greedy", "x", "suffix", `has no fill-in-the-middle tokens (its GGUF names no tokenizer.ggml.fim_pre_token_id, and its vocabulary has none of ["<|fim_prefix|>"`},
 		{"coder-bad", "x", "suffix", "tokenizer.ggml.fim_pre_token_id = 99999 is not a token of its vocabulary (4096 tokens)"},
 	} {
 		_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(e.model), Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")}, Suffix: openai.String(e.suffix), MaxTokens: openai.Int(2)})

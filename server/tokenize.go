@@ -43,19 +43,27 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, e.object())
 }
 
-// tokenizeRequest is the body of POST /tokenize (vLLM's and llama-server's extension): a
-// prompt, or chat messages (with tools and chat_template_kwargs) rendered as a chat request
-// renders them, tokenized with the pipeline's tokenizer.
+// tokenizeRequest is the body of POST /tokenize, in vLLM's shape (and llama-server's, whose
+// content and add_special stand for prompt and add_special_tokens): a prompt, or chat
+// messages rendered as a chat request renders them, its tools and the fields that decide
+// what it renders or refuses (tool_choice, parallel_tool_calls, reasoning_format,
+// chat_template_kwargs) included, tokenized with the pipeline's tokenizer.
 type tokenizeRequest struct {
-	Model              string                     `json:"model"`
-	Prompt             *string                    `json:"prompt"`
-	Messages           []chatMessage              `json:"messages"`
-	Tools              []json.RawMessage          `json:"tools"`
+	Model             string            `json:"model"`
+	Prompt            *string           `json:"prompt"`
+	Content           *string           `json:"content"`
+	Messages          []chatMessage     `json:"messages"`
+	Tools             []json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	ReasoningFormat   *string           `json:"reasoning_format"`
+	// ChatTemplateKwargs: see chatRequest.
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
-	// AddSpecialTokens adds the model's BOS (and EOS where it wants one) around the text: by
-	// default for a prompt, as a completion request does, and not for messages rendered by
-	// the model's chat template, which writes them itself.
+	// AddSpecialTokens (AddSpecial) adds the model's BOS (and EOS where it wants one) around
+	// the text: by default for a prompt, as a completion request does, and not for messages
+	// rendered by the model's chat template, which writes them itself.
 	AddSpecialTokens *bool `json:"add_special_tokens"`
+	AddSpecial       *bool `json:"add_special"`
 }
 
 // detokenizeRequest is the body of POST /detokenize: token ids back to text.
@@ -83,29 +91,56 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, body *tokenize
 	if err != nil {
 		return nil, err
 	}
+	if body.Content != nil {
+		if body.Prompt != nil {
+			return nil, badParam("content", "give either prompt or content (llama-server's name for it), not both")
+		}
+		body.Prompt = body.Content
+	}
+	if body.AddSpecial != nil {
+		if body.AddSpecialTokens != nil {
+			return nil, badParam("add_special", "give either add_special_tokens or add_special (llama-server's name for it), not both")
+		}
+		body.AddSpecialTokens = body.AddSpecial
+	}
 	var text string
 	addSpecial, parseSpecial := true, false
 	switch {
 	case body.Prompt != nil && body.Messages != nil:
 		return nil, badParam("messages", "give either prompt or messages, not both")
 	case body.Prompt != nil:
-		if body.Tools != nil || body.ChatTemplateKwargs != nil {
-			return nil, badParam(map[bool]string{true: "tools", false: "chat_template_kwargs"}[body.Tools != nil], "only with messages")
+		for _, f := range []struct {
+			param string
+			set   bool
+		}{{"tools", body.Tools != nil}, {"tool_choice", body.ToolChoice != nil}, {"parallel_tool_calls", body.ParallelToolCalls != nil},
+			{"reasoning_format", body.ReasoningFormat != nil}, {"chat_template_kwargs", body.ChatTemplateKwargs != nil}} {
+			if f.set {
+				return nil, badParam(f.param, "only with messages")
+			}
 		}
 		text = *body.Prompt
 	case body.Messages != nil:
-		var tu *toolUse
-		if len(body.Tools) > 0 { // shown to the model, as with tool_choice "none"
-			if tu, err = newToolUse(&chatRequest{Tools: body.Tools, ToolChoice: json.RawMessage(`"none"`)}); err != nil {
-				return nil, err
-			}
-		}
-		vars, err := templateVars(body.ChatTemplateKwargs)
+		// The chat request these messages would make, refused where it would be.
+		chat := &chatRequest{Messages: body.Messages, Tools: body.Tools, ToolChoice: body.ToolChoice, ParallelToolCalls: body.ParallelToolCalls,
+			ReasoningFormat: body.ReasoningFormat, ChatTemplateKwargs: body.ChatTemplateKwargs}
+		tu, err := newToolUse(chat)
 		if err != nil {
 			return nil, err
 		}
-		prompt, templated, err := chatPrompt(e, body.Messages, tu, vars)
+		vars, err := templateVars(chat.ChatTemplateKwargs)
 		if err != nil {
+			return nil, err
+		}
+		prompt, templated, err := chatPrompt(e, chat.Messages, tu, vars)
+		if err != nil {
+			return nil, err
+		}
+		if tu.reads() {
+			if err := tu.check(); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := thinkOf(e, chat.ReasoningFormat, prompt, templated); err != nil {
 			return nil, err
 		}
 		text, addSpecial, parseSpecial = prompt, !templated, templated
@@ -150,5 +185,6 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.request("detokenize", http.StatusOK)
-	writeJSON(w, http.StatusOK, map[string]any{"prompt": e.model.tok.Decode(body.Tokens)})
+	text := e.model.tok.Decode(body.Tokens)
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": text, "content": text}) // vLLM's name, and llama-server's
 }

@@ -87,10 +87,17 @@ func TestTokenize(t *testing.T) {
 	if code, body := post("/detokenize", `{"model": "greedy", "tokens": `+string(ids)+`}`, &text); code != 200 || text.Prompt != "And God said" {
 		t.Errorf("detokenize %s: %d %s", ids, code, body)
 	}
-	var bare tokens
+	var bare, llama tokens
 	post("/tokenize", `{"model": "greedy", "prompt": "And God said", "add_special_tokens": false}`, &bare)
 	if len(bare.Tokens) >= len(tk.Tokens) || !slices.Equal(bare.Tokens, tk.Tokens[len(tk.Tokens)-len(bare.Tokens):]) {
 		t.Errorf("add_special_tokens false: %v, with them %v", bare.Tokens, tk.Tokens)
+	}
+	// llama-server's names for the same
+	post("/tokenize", `{"model": "greedy", "content": "And God said", "add_special": false}`, &llama)
+	var content struct{ Content string }
+	post("/detokenize", `{"model": "greedy", "tokens": `+string(ids)+`}`, &content)
+	if !slices.Equal(llama.Tokens, bare.Tokens) || content.Content != "And God said" {
+		t.Errorf("llama-server's shape: %v, %q", llama.Tokens, content.Content)
 	}
 
 	// Conversations: as many tokens as the chat request's prompt.
@@ -128,6 +135,12 @@ func TestTokenize(t *testing.T) {
 		{"/tokenize", `{"model": "greedy", "prompt": "x", "tools": []}`, "tools", "only with messages", 400},
 		{"/tokenize", `{"model": "greedy", "messages": []}`, "messages", "must not be empty", 400},
 		{"/tokenize", `{"model": "greedy", "prompt": 5}`, "prompt", "must be a string", 400},
+		{"/tokenize", `{"model": "greedy", "prompt": "x", "content": "x"}`, "content", "either prompt or content", 400},
+		// refused where the chat request would be
+		{"/tokenize", `{"model": "greedy", "messages": [{"role": "user", "content": "x"}], "tools": [` + tool + `], "tool_choice": "always"}`, "tool_choice", `"always": must be none, auto, required`, 400},
+		{"/tokenize", `{"model": "greedy", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array", "uniqueItems": true}}}]}`, "tools[0].function.parameters", "uniqueItems true is not supported", 400},
+		{"/tokenize", `{"model": "qwen3", "messages": [{"role": "user", "content": "x"}], "reasoning_format": "xml"}`, "reasoning_format", `"xml": must be auto`, 400},
+		{"/tokenize", `{"model": "greedy", "prompt": "x", "tool_choice": "none"}`, "tool_choice", "only with messages", 400},
 		{"/detokenize", `{"model": "greedy", "tokens": [1, 99999]}`, "tokens[1]", "99999 is not a token", 400},
 		{"/detokenize", `{"model": "greedy"}`, "tokens", "missing", 400},
 	} {
