@@ -28,10 +28,13 @@ const (
 )
 
 // endOfGenerationTexts are control or user-defined tokens that end a turn in the chat formats
-// of common models; a vocabulary holding one lists it in Special().EndOfGeneration.
+// of common models, and the fill-in-the-middle padding and repository tokens of Qwen2.5's
+// vocabularies, which end an infill (llama.cpp counts them too); a vocabulary holding one
+// lists it in Special().EndOfGeneration.
 var endOfGenerationTexts = []string{
 	"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
 	"<|end_of_text|>", "<EOT>", "<|return|>", "<｜end▁of▁sentence｜>",
+	"<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
 }
 
 // Load opens the GGUF file at path and builds its tokenizer. The file is closed before Load

@@ -316,8 +316,8 @@ func writeVocab(t *testing.T, kvs ...gguf.KV) *gguf.File {
 }
 
 func TestFromGGUF(t *testing.T) {
-	tokens := []string{"<unk>", "<s>", "</s>", "▁a", "<|eot_id|>"}
-	types := []int32{2, 3, 3, 1, 3}
+	tokens := []string{"<unk>", "<s>", "</s>", "▁a", "<|eot_id|>", "<|fim_pad|>"}
+	types := []int32{2, 3, 3, 1, 3, 3}
 	f := writeVocab(t,
 		gguf.KV{Key: "tokenizer.ggml.model", Value: "llama"},
 		gguf.KV{Key: "tokenizer.ggml.tokens", Value: tokens},
@@ -328,7 +328,7 @@ func TestFromGGUF(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := tok.Special()
-	if sp.BOS != 1 || sp.EOS != 2 || sp.UNK != 0 || sp.PAD != -1 || !slices.Equal(sp.EndOfGeneration, []core.TokenID{2, 4}) || !tok.AddsBOS() || tok.Model() != ModelSPM || tok.Pre() != "" {
+	if sp.BOS != 1 || sp.EOS != 2 || sp.UNK != 0 || sp.PAD != -1 || !slices.Equal(sp.EndOfGeneration, []core.TokenID{2, 4, 5}) || !tok.AddsBOS() || tok.Model() != ModelSPM || tok.Pre() != "" {
 		t.Errorf("defaults: %+v, adds BOS %v", sp, tok.AddsBOS())
 	}
 	ids, _ := tok.Encode("a", core.EncodeOptions{AddSpecial: true})
@@ -345,7 +345,7 @@ func TestFromGGUF(t *testing.T) {
 		{"model type", []gguf.KV{{Key: "tokenizer.ggml.model", Value: uint32(1)}}, `"tokenizer.ggml.model": is uint32, want string`},
 		{"unsupported model", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "t5"}}, `tokenizer.ggml.model "t5" is not supported`},
 		{"no tokens", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}}, `"tokenizer.ggml.tokens": not found`},
-		{"scores length", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.scores", Value: []float32{1}}}, "tokenizer.ggml.scores has 1 entries for 5 tokens"},
+		{"scores length", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.scores", Value: []float32{1}}}, "tokenizer.ggml.scores has 1 entries for 6 tokens"},
 		{"types type", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.token_type", Value: []string{"x"}}}, `"tokenizer.ggml.token_type": is array of string, want array of int32`},
 		{"bos type", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.bos_token_id", Value: "1"}}, `"tokenizer.ggml.bos_token_id": is string`},
 		{"add bos type", []gguf.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: tokens}, {Key: "tokenizer.ggml.add_bos_token", Value: uint8(1)}}, `"tokenizer.ggml.add_bos_token": is uint8, want bool`},
