@@ -23,9 +23,10 @@ import (
 //
 // Until the answer begins, the mask allows every token that keeps the reply thinking (or on
 // blanks, or on the beginning of the open tag) and every token that ends the block and
-// begins a sentence of the grammar after it. Outside the block it allows at most maxBlanks
-// blank bytes before the answer (at the reply's start, or after the block: a model must not
-// spin on blanks), no control token, and an end of generation only where the grammar accepts
+// begins a sentence of the grammar after it. Outside the block, blank tokens before the
+// answer (at the reply's start, or after the block: a model must not spin on blanks) may
+// write at most maxBlanks bytes (the token that begins the answer may begin with blanks of
+// its own), no control token is allowed, and an end of generation only where the grammar accepts
 // an empty answer. Inside the block only tokens that may complete the close tag are checked,
 // so a thinking step costs no grammar mask (about 20 µs on Llama 3's 128k vocabulary,
 // BenchmarkAfterThinking).

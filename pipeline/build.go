@@ -66,6 +66,9 @@ type Overrides struct {
 	// first in the chain (before any processor that truncates the candidates); a relative
 	// file is read from the working directory.
 	JSONSchemaFile, Regex, GrammarFile *string
+	// Think sets the think parameter of the constraints those add (a reasoning model's
+	// thinking block before the constrained text: none, start or open).
+	Think *string
 }
 
 // overrideFlags names the command-line flag of each override, for errors.
@@ -421,6 +424,10 @@ func applyOverrides(spec *Spec, o Overrides, el *errList) {
 		ps := PartSpec{Type: c.typ, Params: map[string]any{c.param: v}, Path: "flag " + c.flag}
 		el.flags[ps.Path] = c.flag
 		el.flags[ps.Path+"."+c.param] = c.flag
+		if o.Think != nil {
+			ps.Params["think"] = *o.Think
+			el.flags[ps.Path+".think"] = "--think"
+		}
 		spec.Processors = slices.Insert(spec.Processors, 0, ps)
 	}
 	if o.Temperature != nil {

@@ -37,6 +37,21 @@ func TestConstraintFlags(t *testing.T) {
 			t.Errorf("--grammar seed %s: %q", s, text)
 		}
 	}
+	// --think: a pipeline whose own regex scripts a thinking block, then frees the text; the
+	// --regex constraint holds what follows the block. Without --think the two conflict.
+	thinking := filepath.Join(dir, "thinking.toml")
+	os.WriteFile(thinking, []byte("[model]\nbuiltin = \"default\"\n[strategy]\ntype = \"sample\"\n[[processors]]\ntype = \"regex\"\npattern = '<think>\\nHm\\.\\n</think>\\n\\n(.|\\n)*'\n"), 0o644)
+	// (blank tokens between the block and the answer: at most four bytes of them, then the
+	// answer's first token, which may begin with blanks of its own)
+	answer := regexp.MustCompile(`^<think>\nHm\.\n</think>\n\n[ \n]{0,3}(yes|no)$`)
+	for _, s := range []string{"1", "2", "3"} {
+		if text := runJSON(t, "run", "--prompt", "Is the sea wet?", "--seed", s, "--regex", "yes|no", "--think", "start", thinking).Sequences[0].Text; !answer.MatchString(text) {
+			t.Errorf("--think start seed %s: %q", s, text)
+		}
+	}
+	if code, _, _ := loom(t, "run", "--prompt", "Is the sea wet?", "--seed", "1", "--regex", "yes|no", thinking); code == 0 {
+		t.Error("--regex without --think under a pipeline that thinks first: succeeded")
+	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"type": "array", "uniqueItems": true}`), 0o644)
 	for _, c := range []struct {
@@ -47,6 +62,8 @@ func TestConstraintFlags(t *testing.T) {
 		{[]string{"--json-schema", bad}, `--json-schema: ` + bad + `:1:1: json schema at (root): uniqueItems true is not supported`},
 		{[]string{"--regex", "[a-"}, "--regex: regex \"[a-\""},
 		{[]string{"--grammar", schema}, "--grammar: " + schema},
+		{[]string{"--regex", "yes|no", "--think", "later"}, `--think "later": must be none, start or open`},
+		{[]string{"--think", "start"}, "--think: applies to the constraint --json-schema, --regex or --grammar adds"},
 	} {
 		code, _, stderr := loom(t, append([]string{"run", "--prompt", "x"}, c.args...)...)
 		if code == 0 || !strings.Contains(stderr, c.want) {

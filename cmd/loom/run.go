@@ -120,7 +120,7 @@ func (o *optionalSeed) Set(s string) error {
 
 type runFlags struct {
 	model, draftModel, prompt, promptFile       string
-	jsonSchema, regex, grammar, kvType          optionalString
+	jsonSchema, regex, grammar, kvType, think   optionalString
 	maxNew, topK, n, topLogprobs, trace, kvBudg optionalInt
 	seed                                        optionalSeed
 	temperature, topP                           optionalFloat
@@ -154,6 +154,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.jsonSchema, "json-schema", "constrain the output to JSON valid against this JSON Schema file (a json_schema processor first in the chain)")
 	fs.Var(&f.regex, "regex", "constrain the whole output to match this regular expression (Go syntax; a regex processor first in the chain)")
 	fs.Var(&f.grammar, "grammar", "constrain the output to this GBNF grammar file (a grammar processor first in the chain)")
+	fs.Var(&f.think, "think", "a reasoning model's <think>…</think> block before the text --json-schema, --regex or --grammar constrain: none, start (the output may begin with one) or open (the prompt opened one); the block is free text")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -164,6 +165,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.prompt != "" && f.promptFile != "" {
 		return errors.New("give --prompt or --prompt-file, not both")
+	}
+	if f.think.v != nil && f.jsonSchema.v == nil && f.regex.v == nil && f.grammar.v == nil {
+		return errors.New("--think: applies to the constraint --json-schema, --regex or --grammar adds; give one of them")
 	}
 	if f.lineage && !f.jsonOut {
 		return errors.New("--lineage: the lineage is printed in --json only; add --json")
@@ -189,7 +193,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	o.ModelPath, o.DraftModelPath, o.Seed = f.model, f.draftModel, f.seed.v
 	o.Temperature, o.TopP, o.TopK = f.temperature.v, f.topP.v, f.topK.v
 	o.MaxNewTokens, o.N, o.TopLogprobs, o.Trace, o.KVBudgetMiB = f.maxNew.v, f.n.v, f.topLogprobs.v, f.trace.v, f.kvBudg.v
-	o.JSONSchemaFile, o.Regex, o.GrammarFile, o.KVType = f.jsonSchema.v, f.regex.v, f.grammar.v, f.kvType.v
+	o.JSONSchemaFile, o.Regex, o.GrammarFile, o.KVType, o.Think = f.jsonSchema.v, f.regex.v, f.grammar.v, f.kvType.v, f.think.v
 	o.NoMmap = f.noMmap
 	built, err := pipeline.Build(spec, opts)
 	if err != nil {
