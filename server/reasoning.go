@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/reasoning"
@@ -63,9 +65,7 @@ func (j *job) usage(results ...*core.Result) usage {
 	if j.think == nil {
 		return u
 	}
-	u.CompletionTokensDetails = &struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	}{}
+	u.CompletionTokensDetails = &completionDetails{}
 	for _, res := range results {
 		for _, sq := range res.Sequences {
 			u.CompletionTokensDetails.ReasoningTokens += j.think.tokens(j.pipe.Tokenizer, sq.Tokens)
@@ -85,14 +85,12 @@ func templateVars(raw map[string]json.RawMessage) (map[string]any, error) {
 		return nil, nil
 	}
 	vars := make(map[string]any, len(raw))
-	for k, v := range raw {
-		for _, r := range reservedVars {
-			if k == r {
-				return nil, badParam("chat_template_kwargs."+k, "is set by the server and cannot be replaced")
-			}
+	for _, k := range slices.Sorted(maps.Keys(raw)) { // the first fault by name
+		if slices.Contains(reservedVars, k) {
+			return nil, badParam("chat_template_kwargs."+k, "is set by the server and cannot be replaced")
 		}
 		var x any
-		if err := json.Unmarshal(v, &x); err != nil {
+		if err := json.Unmarshal(raw[k], &x); err != nil {
 			return nil, badParam("chat_template_kwargs."+k, "is not JSON: %v", err)
 		}
 		vars[k] = x

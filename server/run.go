@@ -23,11 +23,14 @@ type usage struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
-	// CompletionTokensDetails.ReasoningTokens, for a chat whose replies think (job.think),
-	// counts the tokens of the choices' thinking blocks (thinkUse.tokens).
-	CompletionTokensDetails *struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details,omitempty"`
+	// CompletionTokensDetails is sent for a chat whose replies think (job.think).
+	CompletionTokensDetails *completionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// completionDetails are usage's details of the completion tokens: ReasoningTokens counts the
+// tokens of the choices' thinking blocks (thinkUse.tokens).
+type completionDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 // usageOf counts the tokens of the returned choices: for beam search that is fewer than the
