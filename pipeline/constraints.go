@@ -63,7 +63,7 @@ func constraintParts() []*Part {
 			Params: []Param{
 				{Name: "tools", Type: String, Default: "", Doc: "the tools as OpenAI's JSON array of {\"type\": \"function\", \"function\": {name, description, parameters}}, inline (give this or tools_file)"},
 				{Name: "tools_file", Type: String, Default: "", Doc: "a JSON file of the tools array, relative to the pipeline file"},
-				{Name: "format", Type: String, Default: "hermes", Doc: "hermes (<tool_call> tags: Qwen, Hermes, the plain template) or llama3 (one JSON object: Llama 3.1–3.3)"},
+				{Name: "format", Type: String, Default: "hermes", Doc: "hermes (<tool_call> tags: Qwen, Hermes, the plain template), llama3 (one JSON object: Llama 3.1–3.3) or mistral ([TOOL_CALLS] and an array of calls: Mistral v0.3, Nemo; the tokenizer must write [TOOL_CALLS] as text, as loom serve's does for such a model)"},
 				{Name: "tool", Type: String, Default: "", Doc: "the one tool to call; empty: any of them"},
 				{Name: "parallel", Type: Bool, Default: true, Doc: "allow several calls, one per line (hermes only)"},
 				{Name: "lazy", Type: Bool, Default: false, Doc: "let the reply be any text until it opens a call (<tool_call>; llama3: a reply that begins with {), and hold only the calls"},

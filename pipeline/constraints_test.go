@@ -147,7 +147,7 @@ func TestConstraintProcessorErrors(t *testing.T) {
 			map[string]string{"t.json": `[{"type": "function", "function": {"name": "f", "parameters": {"type": "strin"}}}]`}, `t.json: tools[0].function.parameters: json schema at /type: unknown type "strin"`},
 		{"an unknown tool", head + "type = \"tool_calls\"\ntools = '[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]'\ntool = \"g\"\n", nil, `processors[0].tool = "g": "g" is not one of the tools`},
 		{"an empty list", head + "type = \"tool_calls\"\ntools = '[]'\n", nil, "processors[0].tools: tools: no tools to call"},
-		{"a format", head + "type = \"tool_calls\"\ntools = '[]'\nformat = \"mistral\"\n", nil, `processors[0].format: "mistral": the tool-call formats are hermes and llama3`},
+		{"a format", head + "type = \"tool_calls\"\ntools = '[]'\nformat = \"deepseek\"\n", nil, `processors[0].format: "deepseek": the tool-call formats are hermes, llama3 and mistral`},
 		{"no tools", head + "type = \"tool_calls\"\n", nil, "processors[0].tools: missing"},
 	}
 	for _, tt := range tests {

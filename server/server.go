@@ -277,6 +277,9 @@ func (s *Server) share(ms pipeline.ModelSpec, spec *pipeline.Spec) (*sharedModel
 		s.log.Info("reserved KV cache", "pipeline", spec.File, "model", name, "sequences", s.opts.MaxRunning,
 			"MiB", fmt.Sprintf("%.1f", float64(n)/(1<<20)), "took", time.Since(start).Round(time.Millisecond).String())
 	}
+	if src, ok := chatTemplate(raw); ok {
+		tok = withControlText(tok, src) // a tool-call format's control tokens, as text
+	}
 	m := &sharedModel{raw: raw, tok: tok,
 		batched: batch.New(raw, batch.Options{Window: s.opts.BatchWindow, ChunkTokens: s.opts.ChunkTokens, OnStep: s.metrics.step})}
 	if c, ok := raw.(interface{ Cache() *cache.Pool }); ok && c.Cache() != nil {

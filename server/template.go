@@ -130,7 +130,7 @@ func chatPrompt(e *entry, msgs []chatMessage, tu *toolUse, vars map[string]any) 
 	if tu.reads() {
 		f, ok := toolcall.Detect(tpl.Source())
 		if !ok {
-			return "", false, badParam("tools", "model %q: its chat template writes tool calls in no format loom reads (Hermes <tool_call> tags, Llama 3's JSON), so its replies cannot be read for calls; send tool_choice \"none\" to show the tools to the model anyway", e.name)
+			return "", false, badParam("tools", "model %q: its chat template writes tool calls in no format loom reads (Hermes <tool_call> tags, Llama 3's JSON, Mistral's [TOOL_CALLS]), so its replies cannot be read for calls; send tool_choice \"none\" to show the tools to the model anyway", e.name)
 		}
 		tu.format = f
 	}

@@ -133,7 +133,15 @@ func (u *toolUse) reply(text string) (content any, calls []map[string]any) {
 		content = c
 	}
 	for _, call := range found {
-		calls = append(calls, map[string]any{"id": newCallID(), "type": "function",
+		id := call.ID // the id the reply wrote, where its format writes one
+		switch {
+		case id != "":
+		case u.format == toolcall.Mistral:
+			id = newMistralCallID() // Mistral's templates take ids of nine letters and digits only
+		default:
+			id = newCallID()
+		}
+		calls = append(calls, map[string]any{"id": id, "type": "function",
 			"function": map[string]any{"name": call.Name, "arguments": call.Arguments}})
 	}
 	return content, calls
@@ -158,6 +166,10 @@ func (u *toolUse) replyIn(text string, t *thinkUse) (content any, calls []map[st
 
 // newCallID returns a new tool call id.
 func newCallID() string { return "call_" + strings.ToLower(rand.Text()[:24]) }
+
+// newMistralCallID returns a new tool call id of nine letters and digits, as Mistral's chat
+// templates require of the calls they are sent back.
+func newMistralCallID() string { return rand.Text()[:9] }
 
 // chatMessages checks a request's messages and returns them as the chat package takes them.
 func chatMessages(msgs []chatMessage) ([]chat.Message, error) {

@@ -301,9 +301,9 @@ func TestToolConversation(t *testing.T) {
 
 // TestToolCallsWithChatTemplates: a model whose template is Qwen2.5's gets the tools in its
 // system prompt as the template writes them and its constrained replies read as calls; one
-// whose template is Llama 3.1's, calls in its JSON; one whose template is Mistral's (calls
-// behind a special token loom does not read) is refused tools it would have to call, and
-// shown them with tool_choice none.
+// whose template is Llama 3.1's, calls in its JSON; one whose template is DeepSeek R1's (calls
+// in tokens of its own, which loom does not read) is refused tools it would have to call, and
+// shown them with tool_choice none. Mistral's format: TestMistralToolCalls.
 func TestToolCallsWithChatTemplates(t *testing.T) {
 	b, err := os.ReadFile("../chat/testdata/templates.json")
 	if err != nil {
@@ -317,7 +317,7 @@ func TestToolCallsWithChatTemplates(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	llamaGGUF := ""
 	for _, f := range fixtures {
-		if f.Name == "qwen2.5" || f.Name == "llama-3.1" || f.Name == "mistral-v0.3" {
+		if f.Name == "qwen2.5" || f.Name == "llama-3.1" || f.Name == "deepseek-r1" {
 			// the embedded model, its context stretched to hold the templates' tool prompts
 			path := withTemplateFrom(t, "../models/default.gguf", f.Name, f.Template, map[string]any{"llama.context_length": uint32(2048)})
 			if err := s.Load(path); err != nil {
@@ -397,10 +397,10 @@ func TestToolCallsWithChatTemplates(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	tools := `[{"type": "function", "function": {"name": "now"}}]`
-	if code, body := post(`{"model": "mistral-v0.3", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], "tools": ` + tools + `}`); code != 400 || !strings.Contains(body, `its chat template writes tool calls in no format loom reads`) {
+	if code, body := post(`{"model": "deepseek-r1", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], "tools": ` + tools + `}`); code != 400 || !strings.Contains(body, `its chat template writes tool calls in no format loom reads`) {
 		t.Errorf("tools for a template loom cannot read: %d %s", code, body)
 	}
-	if code, body := post(`{"model": "mistral-v0.3", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], "tools": ` + tools + `, "tool_choice": "none"}`); code != 200 {
+	if code, body := post(`{"model": "deepseek-r1", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], "tools": ` + tools + `, "tool_choice": "none"}`); code != 200 {
 		t.Errorf("tool_choice none: %d %s", code, body)
 	}
 }

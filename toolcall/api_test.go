@@ -29,7 +29,7 @@ func TestAPIToolsAcceptTheirInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []toolcall.Format{toolcall.Hermes, toolcall.Llama3} {
+	for _, f := range []toolcall.Format{toolcall.Hermes, toolcall.Llama3, toolcall.Mistral} {
 		g, err := f.Grammar(tools, "", true)
 		if err != nil {
 			t.Fatal(err)

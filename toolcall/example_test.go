@@ -40,7 +40,7 @@ func Example() {
 	fmt.Println(tools[0].Signature())
 	// Output:
 	// hermes true
-	// "Let me check." [{Name:get_weather Arguments:{"city": "Oslo"}}]
+	// "Let me check." [{Name:get_weather Arguments:{"city": "Oslo"} ID:}]
 	// true
 	// false
 	// get_weather(city)

@@ -4,17 +4,22 @@
 // valid against its tool's JSON Schema, through package constraint/jsonschema), and the
 // parser that finds the calls in a reply.
 //
-// Two formats are known:
+// Three formats are known:
 //
 //   - Hermes, the format of Qwen2.5, Qwen3, Hermes and loom's plain template: each call is
 //     <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>, calls one per line, after
 //     any text.
 //   - Llama3, the JSON of Llama 3.1, 3.2 and 3.3's templates: the whole reply is one object
 //     {"name": NAME, "parameters": {...}}.
+//   - Mistral, the format of Mistral v0.3, Nemo and their kin: after any text, [TOOL_CALLS]
+//     then a JSON array of {"name": NAME, "arguments": {...}} objects, each with an optional
+//     "id" of nine letters and digits (Nemo's). [TOOL_CALLS] is a control token in Mistral's
+//     vocabularies, which writes no text; a server reads such a model's replies with a
+//     tokenizer that writes its text (see ControlText).
 //
-// Formats that write calls with special tokens (Mistral's [TOOL_CALLS], DeepSeek's) are not
-// read: Detect reports that a template has no format loom knows, and a server refuses tools
-// for such a model rather than guess.
+// Formats whose calls are written in other special tokens (DeepSeek's) are not read: Detect
+// reports that a template has no format loom knows, and a server refuses tools for such a
+// model rather than guess.
 package toolcall
 
 import (
@@ -47,6 +52,8 @@ type Call struct {
 	Name string
 	// Arguments is the JSON text of the arguments object, as the model wrote it.
 	Arguments string
+	// ID is the call's id where the format writes one (Mistral's, when the reply gave it).
+	ID string
 }
 
 // MaxTools is the most tools one request may declare.
@@ -125,12 +132,16 @@ type Format int
 const (
 	Hermes Format = iota
 	Llama3
+	Mistral
 )
 
 // String names the format.
 func (f Format) String() string {
-	if f == Llama3 {
+	switch f {
+	case Llama3:
 		return "llama3"
+	case Mistral:
+		return "mistral"
 	}
 	return "hermes"
 }
@@ -142,8 +153,10 @@ func ParseFormat(s string) (Format, error) {
 		return Hermes, nil
 	case "llama3":
 		return Llama3, nil
+	case "mistral":
+		return Mistral, nil
 	}
-	return 0, fmt.Errorf("%q: the tool-call formats are hermes and llama3", s)
+	return 0, fmt.Errorf("%q: the tool-call formats are hermes, llama3 and mistral", s)
 }
 
 // Detect finds the format a chat template asks for, from its text: Hermes where it writes
@@ -155,8 +168,22 @@ func Detect(template string) (f Format, ok bool) {
 		return Hermes, true
 	case strings.Contains(template, "ipython") && strings.Contains(template, `"parameters"`):
 		return Llama3, true
+	case strings.Contains(template, mistralOpen):
+		return Mistral, true
 	}
 	return 0, false
+}
+
+// mistralOpen is the control token that opens Mistral's calls; ControlText lists it.
+const mistralOpen = "[TOOL_CALLS]"
+
+// ControlText lists the control tokens whose text a format's replies must show to be read:
+// a server decodes them as text for a model whose template writes calls in this format.
+func (f Format) ControlText() []string {
+	if f == Mistral {
+		return []string{mistralOpen}
+	}
+	return nil
 }
 
 const (
@@ -168,8 +195,23 @@ const (
 // replies hold one).
 func (f Format) Write(calls []Call) string {
 	var b strings.Builder
+	if f == Mistral {
+		b.WriteString(mistralOpen + "[")
+	}
 	for i, c := range calls {
 		name, _ := json.Marshal(c.Name)
+		if f == Mistral {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, `{"name": %s, "arguments": %s`, name, c.Arguments)
+			if c.ID != "" {
+				id, _ := json.Marshal(c.ID)
+				fmt.Fprintf(&b, `, "id": %s`, id)
+			}
+			b.WriteString("}")
+			continue
+		}
 		if f == Llama3 {
 			fmt.Fprintf(&b, `{"name": %s, "parameters": %s}`, name, c.Arguments)
 			break
@@ -178,6 +220,9 @@ func (f Format) Write(calls []Call) string {
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, `%s{"name": %s, "arguments": %s}%s`, hermesOpen, name, c.Arguments, hermesClose)
+	}
+	if f == Mistral {
+		b.WriteString("]")
 	}
 	return b.String()
 }
@@ -227,14 +272,27 @@ func (f Format) Grammar(tools []Tool, only string, parallel bool) (*grammar.Gram
 	case len(alt.Alts) == 0:
 		return nil, &FieldError{Field: "tool", Msg: fmt.Sprintf("%q is not one of the tools", only)}
 	}
-	var call grammar.Expr = &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: `{"name": `}, alt, &grammar.Literal{Text: "}"}}}
+	end := grammar.Expr(&grammar.Literal{Text: "}"})
+	if f == Mistral { // an optional id of nine letters and digits (Nemo's)
+		alnum := &grammar.Class{Ranges: []grammar.RuneRange{{Lo: '0', Hi: '9'}, {Lo: 'A', Hi: 'Z'}, {Lo: 'a', Hi: 'z'}}}
+		id := &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: `, "id": "`}, &grammar.Repeat{Expr: alnum, Min: 9, Max: 9}, &grammar.Literal{Text: `"`}}}
+		end = &grammar.Seq{Items: []grammar.Expr{&grammar.Repeat{Expr: id, Min: 0, Max: 1}, end}}
+	}
+	var call grammar.Expr = &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: `{"name": `}, alt, end}}
 	if f == Hermes {
 		call = &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: hermesOpen}, call, &grammar.Literal{Text: hermesClose}}}
 	}
 	g.Rules = append(g.Rules, grammar.Rule{Name: "tool-call", Body: call})
 	var root grammar.Expr = &grammar.Ref{Name: "tool-call"}
+	sep := "\n"
+	if f == Mistral {
+		sep = ", "
+	}
 	if parallel {
-		root = &grammar.Seq{Items: []grammar.Expr{root, &grammar.Repeat{Expr: &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: "\n"}, &grammar.Ref{Name: "tool-call"}}}, Min: 0, Max: -1}}}
+		root = &grammar.Seq{Items: []grammar.Expr{root, &grammar.Repeat{Expr: &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: sep}, &grammar.Ref{Name: "tool-call"}}}, Min: 0, Max: -1}}}
+	}
+	if f == Mistral { // v0.3 writes a space after the token, Nemo none
+		root = &grammar.Seq{Items: []grammar.Expr{&grammar.Literal{Text: mistralOpen}, &grammar.Repeat{Expr: &grammar.Literal{Text: " "}, Min: 0, Max: 1}, &grammar.Literal{Text: "["}, root, &grammar.Literal{Text: "]"}}}
 	}
 	g.Rules = append(g.Rules, grammar.Rule{Name: "root", Body: root})
 	return g, nil
@@ -266,8 +324,11 @@ func renamed(e grammar.Expr, prefix string) grammar.Expr {
 // Opener is the text that starts a call in this format ("{" for Llama3, whose reply is the
 // call): a streaming reply holds back text that may be its start.
 func (f Format) Opener() string {
-	if f == Llama3 {
+	switch f {
+	case Llama3:
 		return "{"
+	case Mistral:
+		return mistralOpen
 	}
 	return strings.TrimSuffix(hermesOpen, "\n")
 }
@@ -291,6 +352,9 @@ func (f Format) Parse(reply string, tools []Tool) (content string, calls []Call)
 			return reply, nil
 		}
 		return "", []Call{c}
+	}
+	if f == Mistral {
+		return parseMistral(reply, known)
 	}
 	open := f.Opener()
 	i := strings.Index(reply, open)
@@ -320,6 +384,46 @@ func (f Format) Parse(reply string, tools []Tool) (content string, calls []Call)
 	}
 	return content, calls
 }
+
+// parseMistral reads a reply in Mistral's format: text, then [TOOL_CALLS] and the array of
+// calls, nothing after it.
+func parseMistral(reply string, known map[string]bool) (string, []Call) {
+	i := strings.Index(reply, mistralOpen)
+	if i < 0 {
+		return reply, nil
+	}
+	var list []map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(reply[i+len(mistralOpen):]))
+	if err := dec.Decode(&list); err != nil || len(list) == 0 || strings.TrimSpace(reply[i+len(mistralOpen)+int(dec.InputOffset()):]) != "" {
+		return reply, nil
+	}
+	var calls []Call
+	for _, obj := range list {
+		var c Call
+		var name string
+		if err := json.Unmarshal(obj["name"], &name); err != nil || !known[name] {
+			return reply, nil
+		}
+		a := bytes.TrimSpace(obj["arguments"])
+		if len(a) == 0 || a[0] != '{' {
+			return reply, nil
+		}
+		c.Name, c.Arguments = name, string(a)
+		if raw, ok := obj["id"]; ok {
+			if json.Unmarshal(raw, &c.ID) != nil || !mistralIDRE.MatchString(c.ID) {
+				return reply, nil
+			}
+		}
+		if len(obj) != 2+len(c.ID)/max(len(c.ID), 1) {
+			return reply, nil // fields beyond name, arguments and id
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimRight(reply[:i], " \t\r\n"), calls
+}
+
+// mistralIDRE is a Mistral call id: nine letters and digits.
+var mistralIDRE = regexp.MustCompile(`^[A-Za-z0-9]{9}$`)
 
 // parseCall reads one {"name": …, args: {…}} object at the start of text and returns what
 // follows it. The arguments may also be under "arguments" in Llama3's replies and

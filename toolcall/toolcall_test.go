@@ -61,7 +61,7 @@ func TestGrammarHoldsCallsToTheSchemas(t *testing.T) {
 		{Name: "now", Arguments: `{"x":1}`},                                  // no parameters
 		{Name: "get_time", Arguments: `{}`},                                  // no such tool
 	}
-	for _, f := range []toolcall.Format{toolcall.Hermes, toolcall.Llama3} {
+	for _, f := range []toolcall.Format{toolcall.Hermes, toolcall.Llama3, toolcall.Mistral} {
 		t.Run(f.String(), func(t *testing.T) {
 			anyTool, err := f.Grammar(tools, "", true)
 			if err != nil {
@@ -90,17 +90,27 @@ func TestGrammarHoldsCallsToTheSchemas(t *testing.T) {
 				}
 			}
 			two := f.Write(valid[:2])
-			if f == toolcall.Hermes {
+			switch f {
+			case toolcall.Hermes:
 				two = f.Write(valid[:1]) + "\n" + f.Write(valid[1:2])
-			} else {
+			case toolcall.Llama3:
 				two = f.Write(valid[:1]) + f.Write(valid[1:2])
 			}
 			single, _ := f.Grammar(tools, "", false)
 			if accepts(t, single, two) {
 				t.Errorf("parallel false accepts two calls %q", two)
 			}
-			if got := accepts(t, anyTool, two); got != (f == toolcall.Hermes) {
+			if got := accepts(t, anyTool, two); got != (f != toolcall.Llama3) {
 				t.Errorf("parallel: two calls %q accepted %v", two, got)
+			}
+			if f == toolcall.Mistral { // an id of nine letters and digits, and v0.3's space
+				withID := []toolcall.Call{{Name: "now", Arguments: "{}", ID: "a1B2c3D4e"}}
+				if text := f.Write(withID); !accepts(t, anyTool, text) || !accepts(t, anyTool, strings.Replace(text, "[TOOL_CALLS][", "[TOOL_CALLS] [", 1)) {
+					t.Errorf("refuses %q or it with a space", text)
+				}
+				if text := f.Write([]toolcall.Call{{Name: "now", Arguments: "{}", ID: "short"}}); accepts(t, anyTool, text) {
+					t.Errorf("accepts %q", text)
+				}
 			}
 			if accepts(t, anyTool, "Sure. "+f.Write(valid[:1])) || accepts(t, anyTool, f.Write(valid[:1])+" done") {
 				t.Error("accepts text around a call")
@@ -132,6 +142,14 @@ func TestParseReadsWhatWriteWrites(t *testing.T) {
 		{toolcall.Llama3, " {\"name\": \"now\", \"arguments\": {}}\n", "", []toolcall.Call{{Name: "now", Arguments: "{}"}}},
 		{toolcall.Llama3, "It is sunny.", "It is sunny.", nil},
 		{toolcall.Llama3, "{\"name\": \"now\", \"parameters\": {}} {", "{\"name\": \"now\", \"parameters\": {}} {", nil},
+		{toolcall.Mistral, toolcall.Mistral.Write(calls), "", calls},
+		{toolcall.Mistral, "Let me look. [TOOL_CALLS] [{\"name\": \"now\", \"arguments\": {}, \"id\": \"abcdefghi\"}]", "Let me look.", []toolcall.Call{{Name: "now", Arguments: "{}", ID: "abcdefghi"}}},
+		{toolcall.Mistral, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}, \"id\": \"abc\"}]", "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}, \"id\": \"abc\"}]", nil},
+		{toolcall.Mistral, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}] more", "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}] more", nil},
+		{toolcall.Mistral, "[TOOL_CALLS][{\"name\": \"nope\", \"arguments\": {}}]", "[TOOL_CALLS][{\"name\": \"nope\", \"arguments\": {}}]", nil},
+		{toolcall.Mistral, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}, \"extra\": 1}]", "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}, \"extra\": 1}]", nil},
+		{toolcall.Mistral, "[TOOL_CALLS][]", "[TOOL_CALLS][]", nil},
+		{toolcall.Mistral, "It is sunny.", "It is sunny.", nil},
 	}
 	for _, c := range cases {
 		content, got := c.f.Parse(c.reply, tools)
@@ -185,7 +203,8 @@ func TestDetect(t *testing.T) {
 	}{
 		{`{{- "<tool_call>\n" }}`, toolcall.Hermes, true},
 		{`{%- if message.role == "ipython" %}{"name": function name, "parameters": dictionary}`, toolcall.Llama3, true},
-		{`[TOOL_CALLS]`, 0, false},
+		{`[TOOL_CALLS]`, toolcall.Mistral, true},
+		{`<｜tool▁calls▁begin｜>`, 0, false},
 		{`{{ messages }}`, 0, false},
 	}
 	for _, c := range cases {
@@ -197,8 +216,8 @@ func TestDetect(t *testing.T) {
 }
 
 // TestDetectRealTemplates: the chat templates of chat/testdata name the format their models
-// were trained on (Llama 3.1's JSON, Qwen's <tool_call> tags), and the others, which write
-// calls with special tokens or not at all, none.
+// were trained on (Llama 3.1's JSON, Qwen's <tool_call> tags, Mistral's [TOOL_CALLS]), and the
+// others, which write calls in other special tokens or not at all, none.
 func TestDetectRealTemplates(t *testing.T) {
 	b, err := os.ReadFile("../chat/testdata/templates.json")
 	if err != nil {
@@ -208,7 +227,7 @@ func TestDetectRealTemplates(t *testing.T) {
 	if err := json.Unmarshal(b, &fixtures); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"llama-3.1": "llama3", "qwen2.5": "hermes", "qwen3": "hermes"}
+	want := map[string]string{"llama-3.1": "llama3", "qwen2.5": "hermes", "qwen3": "hermes", "mistral-v0.3": "mistral", "mistral-nemo": "mistral"}
 	for _, fx := range fixtures {
 		f, ok := toolcall.Detect(fx.Template)
 		got := ""
