@@ -32,6 +32,9 @@ type Lazy struct {
 	// think, when set, splits a reasoning model's thinking off the text (SkipThinking):
 	// only the answer is looked through for the trigger.
 	think *reasoning.Splitter
+	// triggerToken, when set (TriggerToken), is the one token whose writing is the trigger.
+	triggerToken core.TokenID
+	byToken      bool
 }
 
 // NewLazy returns a constraint that holds the text to p's grammar from the first time it
@@ -94,6 +97,12 @@ func (l *Lazy) Accept(seq *core.Sequence, id core.TokenID) {
 	}
 	if len(b) == 0 {
 		return // control and end tokens, thinking: nothing written
+	}
+	if l.byToken {
+		if id == l.triggerToken {
+			l.start(b)
+		}
+		return
 	}
 	text := append(l.tail, b...)
 	if l.atStart {

@@ -317,6 +317,15 @@ func closers(tok core.Tokenizer, c byte) []core.TokenID {
 
 var closerCache sync.Map
 
+// TriggerToken makes the trigger count only where token id writes it, not where other tokens
+// spell its text: a tokenizer that writes a control token as its text (Mistral's
+// [TOOL_CALLS], as loom serve's does) has the token for it, and prose that happens to spell
+// the marker opens no call. The bytes the token writes begin the grammar. It returns l.
+func (l *Lazy) TriggerToken(id core.TokenID) *Lazy {
+	l.triggerToken, l.byToken = id, true
+	return l
+}
+
 // SkipThinking makes l wait out a thinking block in tags (see AfterThinking): triggers
 // written while the reply thinks do not count, and AtStart counts from the answer's first
 // byte. open says that the prompt left a block open. It returns l. It applies to the text l

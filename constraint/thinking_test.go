@@ -167,6 +167,37 @@ func TestAfterThinkingMatchesRecomputation(t *testing.T) {
 	}
 }
 
+// TestLazyTriggerToken: with a trigger token, only that token starts the grammar; the same
+// text spelled by other tokens does not.
+func TestLazyTriggerToken(t *testing.T) {
+	_, tok := openDefault(t)
+	seq, err := core.NewSequence(nil, 0, core.SequenceOptions{Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(" the", core.EncodeOptions{})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("\" the\" is %v (%v), want one token", ids, err)
+	}
+	cfg := grammar.MustCompile(`root ::= " the" " " [a-z]+`)
+	spelled, err := tok.Encode(" t", core.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	he, _ := tok.Encode("he", core.EncodeOptions{})
+	l := constraint.NewLazy(constraint.New("x", cfg), " the", false).TriggerToken(ids[0])
+	for _, id := range append(spelled, he...) {
+		l.Accept(seq, id)
+	}
+	if l.Active() {
+		t.Fatal("the trigger spelled by other tokens started the grammar")
+	}
+	l.Accept(seq, ids[0])
+	if !l.Active() {
+		t.Fatal("the trigger token did not start the grammar")
+	}
+}
+
 // TestLazySkipsThinking: a trigger written while the reply thinks does not start the grammar;
 // one in the answer does, and AtStart counts from the answer's first byte.
 func TestLazySkipsThinking(t *testing.T) {

@@ -65,8 +65,8 @@ func constraintParts() []*Part {
 				{Name: "tools_file", Type: String, Default: "", Doc: "a JSON file of the tools array, relative to the pipeline file"},
 				{Name: "format", Type: String, Default: "hermes", Doc: "hermes (<tool_call> tags: Qwen, Hermes, the plain template), llama3 (one JSON object: Llama 3.1–3.3) or mistral ([TOOL_CALLS] and an array of calls: Mistral v0.3, Nemo; the tokenizer must write [TOOL_CALLS] as text, as loom serve's does for such a model)"},
 				{Name: "tool", Type: String, Default: "", Doc: "the one tool to call; empty: any of them"},
-				{Name: "parallel", Type: Bool, Default: true, Doc: "allow several calls, one per line (hermes only)"},
-				{Name: "lazy", Type: Bool, Default: false, Doc: "let the reply be any text until it opens a call (<tool_call>; llama3: a reply that begins with {), and hold only the calls"},
+				{Name: "parallel", Type: Bool, Default: true, Doc: "allow several calls (hermes: one per line; mistral: in its array; not llama3)"},
+				{Name: "lazy", Type: Bool, Default: false, Doc: "let the reply be any text until it opens a call (<tool_call>; llama3: a reply that begins with {; mistral: the [TOOL_CALLS] token, or its text where the vocabulary has no such token), and hold only the calls"},
 			},
 			NewProcessor: newToolCallsProcessor,
 		},
@@ -255,7 +255,11 @@ func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
 		if cfg, err = format.Compile(tools, only, parallel); err == nil {
 			p := constraint.New("tool_calls", cfg)
 			if lazy {
-				return constraint.NewLazy(p, format.Opener(), format == toolcall.Llama3), nil
+				l := constraint.NewLazy(p, format.Opener(), format == toolcall.Llama3)
+				if id, ok := controlTextToken(a.Env, format.ControlText()); ok {
+					l.TriggerToken(id) // only the token opens calls, not prose spelling it
+				}
+				return l, nil
 			}
 			return p, nil
 		}
@@ -265,6 +269,22 @@ func newToolCallsProcessor(a *Args) (core.LogitsProcessor, error) {
 		return nil, &core.ParamError{Param: "tool", Value: only, Reason: fe.Msg}
 	}
 	return nil, &core.ParamError{Param: param, Reason: where + err.Error()}
+}
+
+// controlTextToken finds the token of a format's control text (Mistral's [TOOL_CALLS]) in the
+// pipeline's vocabulary, where the tokenizer writes it as that text.
+func controlTextToken(env *Env, texts []string) (core.TokenID, bool) {
+	if env == nil || env.Tokenizer == nil || len(texts) == 0 {
+		return -1, false
+	}
+	byText, ok := env.Tokenizer.(interface {
+		ID(piece string) (core.TokenID, bool)
+	})
+	if !ok {
+		return -1, false
+	}
+	id, ok := byText.ID(texts[0])
+	return id, ok && string(env.Tokenizer.TokenBytes(id)) == texts[0]
 }
 
 // maxParamFileBytes bounds the files that parameters name (JSON Schemas, grammars): a larger

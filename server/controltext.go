@@ -39,6 +39,15 @@ func withControlText(tok core.Tokenizer, template string) core.Tokenizer {
 	return &controlText{Tokenizer: tok, text: text}
 }
 
+// over returns tok writing the same control tokens as text as t (a draft model's tokenizer
+// beside its target's); tok itself when it already does.
+func (t *controlText) over(tok core.Tokenizer) core.Tokenizer {
+	if ct, ok := tok.(*controlText); ok {
+		tok = ct.Tokenizer
+	}
+	return &controlText{Tokenizer: tok, text: t.text}
+}
+
 // TokenBytes implements core.Tokenizer: a listed control token's text.
 func (t *controlText) TokenBytes(id core.TokenID) []byte {
 	if b, ok := t.text[id]; ok {

@@ -3,8 +3,11 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,30 +22,35 @@ import (
 	"github.com/loomlm/loom/server"
 )
 
-// mistralModel writes the embedded model with Mistral Nemo's chat template and a vocabulary
-// whose last merged token became Mistral's [TOOL_CALLS] control token (its merge dropped, so
-// that no text makes it), its context stretched to hold the template's prompts; it returns
-// the pipeline, named mistral, and the token's id.
-func mistralModel(t *testing.T) (string, int64) {
+// mistralToolCalls is the id of the [TOOL_CALLS] control token in mistralVocab.
+const mistralToolCalls = 4094
+
+// mistralVocab is the embedded vocabulary's metadata with its last merged token become
+// Mistral's [TOOL_CALLS] control token (its merge dropped, so that no text makes it).
+func mistralVocab(t *testing.T) map[string]any {
 	t.Helper()
-	const toolCalls = 4094
 	src, err := gguf.Open("../models/default.gguf")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer src.Close()
 	pieces, _ := src.Value("tokenizer.ggml.tokens")
 	types, _ := src.Value("tokenizer.ggml.token_type")
 	merges, _ := src.Value("tokenizer.ggml.merges")
 	p, ty := slices.Clone(pieces.([]string)), slices.Clone(types.([]int32))
-	p[toolCalls], ty[toolCalls] = "[TOOL_CALLS]", 3 // control
+	p[mistralToolCalls], ty[mistralToolCalls] = "[TOOL_CALLS]", 3 // control
 	m := merges.([]string)
-	src.Close()
-	return withTemplateFrom(t, "../models/default.gguf", "mistral", chatTemplates(t)["mistral-nemo"], map[string]any{
-		"llama.context_length":      uint32(2048),
-		"tokenizer.ggml.tokens":     p,
-		"tokenizer.ggml.token_type": ty,
-		"tokenizer.ggml.merges":     m[:len(m)-1],
-	}), toolCalls
+	return map[string]any{"tokenizer.ggml.tokens": p, "tokenizer.ggml.token_type": ty, "tokenizer.ggml.merges": m[:len(m)-1]}
+}
+
+// mistralModel writes the embedded model with Mistral Nemo's chat template and mistralVocab,
+// its context stretched to hold the template's prompts; it returns the pipeline, named
+// mistral, and the [TOOL_CALLS] token's id.
+func mistralModel(t *testing.T) (string, int64) {
+	t.Helper()
+	set := mistralVocab(t)
+	set["llama.context_length"] = uint32(2048)
+	return withTemplateFrom(t, "../models/default.gguf", "mistral", chatTemplates(t)["mistral-nemo"], set), mistralToolCalls
 }
 
 // TestMistralToolCalls: a model whose template is Mistral's calls tools after its
@@ -78,6 +86,31 @@ func TestMistralToolCalls(t *testing.T) {
 	if !strings.HasPrefix(text.Prompt, "[TOOL_CALLS]") {
 		t.Errorf("detokenize: %q", text.Prompt)
 	}
+	// Prose that spells the marker with ordinary tokens (the control token banned) opens no
+	// call: the lazy constraint waits for the token itself. Scripted by a regex.
+	spelled := fmt.Sprintf("[model]\npath = %q\n[strategy]\ntype = \"greedy\"\n[[processors]]\ntype = \"regex\"\npattern = '''It means calls: \\[TOOL_CALLS\\] comes first\\.'''\n", filepath.Join(filepath.Dir(path), "m.gguf"))
+	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "mistral", Messages: user, MaxTokens: openai.Int(60), Tools: toolParams()},
+		option.WithJSONSet("pipeline", spelled), option.WithJSONSet("logit_bias", map[string]int{strconv.FormatInt(toolCalls, 10): -100}))
+	if err != nil || res.Choices[0].Message.Content != "It means calls: [TOOL_CALLS] comes first." || len(res.Choices[0].Message.ToolCalls) != 0 {
+		t.Errorf("the marker spelled in prose: %+v, %v", res, err)
+	}
+
+	// A speculative pipeline whose draft model has no template reads the token as the target
+	// does (the two tokenizers must agree), and holds its calls the same way.
+	draftVocab := mistralVocab(t)
+	draftVocab["llama.context_length"] = uint32(2048)
+	draft := filepath.Join(filepath.Dir(withTemplateFrom(t, "../models/draft.gguf", "draft", "", draftVocab)), "m.gguf")
+	spec := filepath.Join(filepath.Dir(path), "speculative.toml")
+	os.WriteFile(spec, []byte(fmt.Sprintf("[model]\npath = \"m.gguf\"\n[draft_model]\npath = %q\n[strategy]\ntype = \"speculative\"\nk = 2\n", draft)), 0o644)
+	if err := s.Load(spec); err != nil {
+		t.Fatalf("a draft model beside a target whose tokenizer writes [TOOL_CALLS]: %v", err)
+	}
+	sres, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "speculative", Messages: user, MaxTokens: openai.Int(300), Tools: toolParams(),
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, ParallelToolCalls: openai.Bool(false)})
+	if err != nil || len(sres.Choices[0].Message.ToolCalls) != 1 {
+		t.Errorf("speculative, required: %+v, %v", sres, err)
+	}
+
 	for _, tc := range []struct {
 		name   string
 		choice string

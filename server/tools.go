@@ -133,13 +133,10 @@ func (u *toolUse) reply(text string) (content any, calls []map[string]any) {
 		content = c
 	}
 	for _, call := range found {
-		id := call.ID // the id the reply wrote, where its format writes one
-		switch {
-		case id != "":
-		case u.format == toolcall.Mistral:
+		// A fresh id, never the one a reply wrote (a model may copy one from the conversation).
+		id := newCallID()
+		if u.format == toolcall.Mistral {
 			id = newMistralCallID() // Mistral's templates take ids of nine letters and digits only
-		default:
-			id = newCallID()
 		}
 		calls = append(calls, map[string]any{"id": id, "type": "function",
 			"function": map[string]any{"name": call.Name, "arguments": call.Arguments}})

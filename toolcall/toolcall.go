@@ -168,7 +168,8 @@ func Detect(template string) (f Format, ok bool) {
 		return Hermes, true
 	case strings.Contains(template, "ipython") && strings.Contains(template, `"parameters"`):
 		return Llama3, true
-	case strings.Contains(template, mistralOpen):
+	case strings.Contains(template, mistralOpen) && !strings.Contains(template, "[ARGS]"):
+		// (Mistral's later templates write [TOOL_CALLS]name[ARGS]{…}, another format)
 		return Mistral, true
 	}
 	return 0, false
@@ -228,8 +229,8 @@ func (f Format) Write(calls []Call) string {
 }
 
 // Grammar returns the grammar of a reply that calls tools in this format and says nothing
-// else: a call of only (any of the tools when only is ""), or with parallel (Hermes only)
-// one or more calls one per line. Each call's arguments are JSON valid against its tool's
+// else: a call of only (any of the tools when only is ""), or with parallel (Hermes and
+// Mistral) one or more calls, one per line (Hermes) or in Mistral's array. Each call's arguments are JSON valid against its tool's
 // parameters, as package jsonschema writes it; an error names the tool whose schema does not
 // compile (tools[i].function.parameters).
 func (f Format) Grammar(tools []Tool, only string, parallel bool) (*grammar.Grammar, error) {
@@ -386,40 +387,53 @@ func (f Format) Parse(reply string, tools []Tool) (content string, calls []Call)
 }
 
 // parseMistral reads a reply in Mistral's format: text, then [TOOL_CALLS] and the array of
-// calls, nothing after it.
+// calls, nothing after it. The calls are those of the first [TOOL_CALLS] that opens such an
+// array (text may write the marker before, as the lazy constraint lets it).
 func parseMistral(reply string, known map[string]bool) (string, []Call) {
-	i := strings.Index(reply, mistralOpen)
-	if i < 0 {
-		return reply, nil
+	for from := 0; ; {
+		i := strings.Index(reply[from:], mistralOpen)
+		if i < 0 {
+			return reply, nil
+		}
+		i += from
+		if calls, ok := mistralCalls(reply[i+len(mistralOpen):], known); ok {
+			return strings.TrimRight(reply[:i], " \t\r\n"), calls
+		}
+		from = i + 1
 	}
+}
+
+// mistralCalls reads the array of calls that ends a reply after [TOOL_CALLS].
+func mistralCalls(text string, known map[string]bool) ([]Call, bool) {
 	var list []map[string]json.RawMessage
-	dec := json.NewDecoder(strings.NewReader(reply[i+len(mistralOpen):]))
-	if err := dec.Decode(&list); err != nil || len(list) == 0 || strings.TrimSpace(reply[i+len(mistralOpen)+int(dec.InputOffset()):]) != "" {
-		return reply, nil
+	dec := json.NewDecoder(strings.NewReader(text))
+	if err := dec.Decode(&list); err != nil || len(list) == 0 || strings.TrimSpace(text[dec.InputOffset():]) != "" {
+		return nil, false
 	}
 	var calls []Call
 	for _, obj := range list {
 		var c Call
-		var name string
-		if err := json.Unmarshal(obj["name"], &name); err != nil || !known[name] {
-			return reply, nil
+		if err := json.Unmarshal(obj["name"], &c.Name); err != nil || !known[c.Name] {
+			return nil, false
 		}
 		a := bytes.TrimSpace(obj["arguments"])
 		if len(a) == 0 || a[0] != '{' {
-			return reply, nil
+			return nil, false
 		}
-		c.Name, c.Arguments = name, string(a)
+		c.Arguments = string(a)
+		fields := 2
 		if raw, ok := obj["id"]; ok {
 			if json.Unmarshal(raw, &c.ID) != nil || !mistralIDRE.MatchString(c.ID) {
-				return reply, nil
+				return nil, false
 			}
+			fields++
 		}
-		if len(obj) != 2+len(c.ID)/max(len(c.ID), 1) {
-			return reply, nil // fields beyond name, arguments and id
+		if len(obj) != fields {
+			return nil, false // fields beyond name, arguments and id
 		}
 		calls = append(calls, c)
 	}
-	return strings.TrimRight(reply[:i], " \t\r\n"), calls
+	return calls, true
 }
 
 // mistralIDRE is a Mistral call id: nine letters and digits.
