@@ -1,6 +1,9 @@
 package server
 
 import (
+	"reflect"
+	"sync"
+
 	"github.com/loomlm/loom/core"
 	"github.com/loomlm/loom/toolcall"
 )
@@ -12,6 +15,11 @@ import (
 type controlText struct {
 	core.Tokenizer
 	text map[core.TokenID][]byte
+
+	// overs keeps what over made for each tokenizer (one wrapper each, so that the
+	// constraint engine's per-tokenizer caches, by pointer, hold).
+	mu    sync.Mutex
+	overs map[core.Tokenizer]*controlText
 }
 
 // withControlText returns tok, wrapped to write the control tokens a chat template's tool-call
@@ -45,7 +53,23 @@ func (t *controlText) over(tok core.Tokenizer) core.Tokenizer {
 	if ct, ok := tok.(*controlText); ok {
 		tok = ct.Tokenizer
 	}
-	return &controlText{Tokenizer: tok, text: t.text}
+	if !reflect.TypeOf(tok).Comparable() {
+		return &controlText{Tokenizer: tok, text: t.text}
+	}
+	if tok == t.Tokenizer {
+		return t
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.overs[tok]; ok {
+		return o
+	}
+	if t.overs == nil {
+		t.overs = map[core.Tokenizer]*controlText{}
+	}
+	o := &controlText{Tokenizer: tok, text: t.text}
+	t.overs[tok] = o
+	return o
 }
 
 // TokenBytes implements core.Tokenizer: a listed control token's text.

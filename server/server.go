@@ -75,15 +75,12 @@ type Server struct {
 
 // entry is one loaded pipeline.
 type entry struct {
-	name  string
-	spec  *pipeline.Spec // built with the shared models in place of its model tables
-	reg   *pipeline.Registry
-	model *sharedModel
-	draft *sharedModel // the draft model, or nil
-	// draftTok is the draft model's tokenizer, writing the control tokens the target's does
-	// as text (controlText), so that the two read alike.
-	draftTok core.Tokenizer
-	created  int64
+	name    string
+	spec    *pipeline.Spec // built with the shared models in place of its model tables
+	reg     *pipeline.Registry
+	model   *sharedModel
+	draft   *sharedModel // the draft model, or nil
+	created int64
 	// plugins are the plugins the pipeline declared, started by the server at load.
 	plugins []pipeline.PluginSpec
 }
@@ -215,10 +212,6 @@ func (s *Server) add(name string, spec *pipeline.Spec) error {
 		if e.draft, err = s.share(*spec.DraftModel, spec); err != nil {
 			return err
 		}
-		e.draftTok = e.draft.tok
-		if ct, ok := e.model.tok.(*controlText); ok {
-			e.draftTok = ct.over(e.draft.tok)
-		}
 	}
 	e.spec = &c
 	b, err := pipeline.Build(clone(e.spec), e.options())
@@ -235,7 +228,12 @@ func (s *Server) add(name string, spec *pipeline.Spec) error {
 func (e *entry) options() pipeline.Options {
 	o := pipeline.Options{Registry: e.reg, Model: e.model.batched, Tokenizer: e.model.tok}
 	if e.draft != nil {
-		o.DraftModel, o.DraftTokenizer = e.draft.batched, e.draftTok
+		// The draft's tokenizer writes as text the control tokens the target's does
+		// (controlText), so that the two read alike.
+		o.DraftModel, o.DraftTokenizer = e.draft.batched, e.draft.tok
+		if ct, ok := e.model.tok.(*controlText); ok {
+			o.DraftTokenizer = ct.over(e.draft.tok)
+		}
 	}
 	return o
 }

@@ -214,3 +214,17 @@ func TestWorkbenchDocCommands(t *testing.T) {
 		t.Errorf("found %d curl commands in docs/workbench.md, want 2", n)
 	}
 }
+
+// TestWorkbenchDraftModel: a workbench pipeline may use a served draft model (the build gets
+// the draft's tokenizer with it).
+func TestWorkbenchDraftModel(t *testing.T) {
+	s, hs := newServer(t, server.Options{})
+	if err := s.Load(examplePath("speculative")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]string{"pipeline": "[model]\nbuiltin = \"default\"\n[draft_model]\nbuiltin = \"draft\"\n[strategy]\ntype = \"speculative\"\n"})
+	status, _, body := postWorkbench(t, hs.URL+"/loom/validate", string(b))
+	if status != http.StatusOK || !strings.Contains(body, `"ok":true`) {
+		t.Errorf("%d %s", status, body)
+	}
+}
