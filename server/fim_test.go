@@ -6,15 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
-
-	"github.com/loomlm/loom/model/gguf"
-	"github.com/loomlm/loom/server"
 )
 
 // TestFillInTheMiddle: a completion request with suffix, to a model whose GGUF names
@@ -26,41 +21,20 @@ import (
 // does not double it, and a model that adds no BOS gets none; a model without the tokens
 // refuses a suffix with a 400 naming it, and takes an empty one as no suffix.
 func TestFillInTheMiddle(t *testing.T) {
-	s := server.New(server.Options{})
-	t.Cleanup(func() { s.Close() })
 	const pre, suf, mid = 4092, 4093, 4094
-	// A vocabulary whose three last merged tokens are Qwen2.5-Coder's markers instead (their
-	// merges dropped, so that no text makes them), read without the keys by their texts.
-	src, err := gguf.Open("../models/default.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pieces, _ := src.Value("tokenizer.ggml.tokens")
-	types, _ := src.Value("tokenizer.ggml.token_type")
-	merges, _ := src.Value("tokenizer.ggml.merges")
-	markedPieces, markedTypes := slices.Clone(pieces.([]string)), slices.Clone(types.([]int32))
-	for i, text := range []string{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"} {
-		markedPieces[pre+i], markedTypes[pre+i] = text, 3 // control
-	}
-	keptMerges := merges.([]string)[:len(merges.([]string))-3]
-	src.Close()
+	paths := []string{examplePath("greedy")}
 	for name, keys := range map[string]map[string]any{
-		"coder-text": {"tokenizer.ggml.tokens": markedPieces, "tokenizer.ggml.token_type": markedTypes, "tokenizer.ggml.merges": keptMerges},
+		// the three last merged tokens become Qwen2.5-Coder's markers, found by their texts
+		"coder-text": controlVocab(t, map[int]string{pre: "<|fim_prefix|>", suf: "<|fim_suffix|>", mid: "<|fim_middle|>"}),
 		"coder-nobos": {"tokenizer.ggml.fim_pre_token_id": uint32(pre), "tokenizer.ggml.fim_suf_token_id": uint32(suf), "tokenizer.ggml.fim_mid_token_id": uint32(mid),
 			"tokenizer.ggml.add_bos_token": false, "tokenizer.ggml.add_eos_token": true},
 		"coder":     {"tokenizer.ggml.fim_pre_token_id": uint32(pre), "tokenizer.ggml.fim_suf_token_id": uint32(suf), "tokenizer.ggml.fim_mid_token_id": uint32(mid)},
 		"coder-old": {"tokenizer.ggml.prefix_token_id": uint32(pre), "tokenizer.ggml.suffix_token_id": uint32(suf), "tokenizer.ggml.middle_token_id": uint32(mid)},
 		"coder-bad": {"tokenizer.ggml.fim_pre_token_id": uint32(99999), "tokenizer.ggml.fim_suf_token_id": uint32(suf), "tokenizer.ggml.fim_mid_token_id": uint32(mid)},
 	} {
-		if err := s.Load(withTemplateFrom(t, "../models/default.gguf", name, "", keys)); err != nil {
-			t.Fatal(err)
-		}
+		paths = append(paths, withTemplateFrom(t, "../models/default.gguf", name, "", keys))
 	}
-	if err := s.Load(examplePath("greedy")); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
+	_, hs := serve(t, paths...)
 	c := client(hs)
 	ctx := context.Background()
 	tokenizeWith := func(model, text string, special bool) []int64 {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,30 +16,15 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	santhosh "github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/loomlm/loom/model/gguf"
-	"github.com/loomlm/loom/server"
 )
 
 // mistralToolCalls is the id of the [TOOL_CALLS] control token in mistralVocab.
 const mistralToolCalls = 4094
 
-// mistralVocab is the embedded vocabulary's metadata with its last merged token become
-// Mistral's [TOOL_CALLS] control token (its merge dropped, so that no text makes it).
+// mistralVocab is the embedded vocabulary with its last merged token become Mistral's
+// [TOOL_CALLS] control token.
 func mistralVocab(t *testing.T) map[string]any {
-	t.Helper()
-	src, err := gguf.Open("../models/default.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	pieces, _ := src.Value("tokenizer.ggml.tokens")
-	types, _ := src.Value("tokenizer.ggml.token_type")
-	merges, _ := src.Value("tokenizer.ggml.merges")
-	p, ty := slices.Clone(pieces.([]string)), slices.Clone(types.([]int32))
-	p[mistralToolCalls], ty[mistralToolCalls] = "[TOOL_CALLS]", 3 // control
-	m := merges.([]string)
-	return map[string]any{"tokenizer.ggml.tokens": p, "tokenizer.ggml.token_type": ty, "tokenizer.ggml.merges": m[:len(m)-1]}
+	return controlVocab(t, map[int]string{mistralToolCalls: "[TOOL_CALLS]"})
 }
 
 // mistralModel writes the embedded model with Mistral Nemo's chat template and mistralVocab,
@@ -63,13 +47,7 @@ func mistralModel(t *testing.T) (string, int64) {
 // them back with the tool's result renders (Mistral's template refuses other ids).
 func TestMistralToolCalls(t *testing.T) {
 	path, toolCalls := mistralModel(t)
-	s := server.New(server.Options{})
-	t.Cleanup(func() { s.Close() })
-	if err := s.Load(path); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
+	s, hs := serve(t, path)
 	c := client(hs)
 	valid := validators(t)
 	bias := option.WithJSONSet("logit_bias", map[string]int{strconv.FormatInt(toolCalls, 10): 100})

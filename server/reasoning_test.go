@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 	santhosh "github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/loomlm/loom/server"
 )
 
 // reasoningOf reads the reasoning_content a response's message or a chunk's delta carries
@@ -152,21 +149,14 @@ func TestReasoningModels(t *testing.T) {
 		"qwen3-thinking": opened("qwen3", `{{- '<|im_start|>assistant\n' }}`, `{{- '<|im_start|>assistant\n<think>\n' }}`),
 		"deepseek-r1":    opened("deepseek-r1", `{{'<｜Assistant｜>'}}{% endif %}`, `{{'<｜Assistant｜><think>\n'}}{% endif %}`),
 	}
-	s := server.New(server.Options{})
-	t.Cleanup(func() { s.Close() })
 	gguf := map[string]string{}
+	paths := []string{examplePath("default")} // no template: the plain one
 	for name, tpl := range templates {
 		path := withTemplateFrom(t, "../models/default.gguf", name, tpl, map[string]any{"llama.context_length": uint32(2048)})
-		if err := s.Load(path); err != nil {
-			t.Fatal(err)
-		}
+		paths = append(paths, path)
 		gguf[name] = filepath.Join(filepath.Dir(path), "m.gguf")
 	}
-	if err := s.Load(examplePath("default")); err != nil { // no template: the plain one
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
+	_, hs := serve(t, paths...)
 	c := client(hs)
 	valid := validators(t)
 	script := func(model, re string) option.RequestOption {

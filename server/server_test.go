@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loomlm/loom/core"
+	"github.com/loomlm/loom/model/gguf"
 	_ "github.com/loomlm/loom/models" // the embedded models
 	"github.com/loomlm/loom/pipeline"
 	"github.com/loomlm/loom/server"
@@ -41,6 +43,47 @@ func newServer(t *testing.T, opts server.Options) (*server.Server, *httptest.Ser
 		s.Close()
 	})
 	return s, hs
+}
+
+// serve serves the pipeline files on loopback.
+func serve(t *testing.T, paths ...string) (*server.Server, *httptest.Server) {
+	t.Helper()
+	s := server.New(server.Options{})
+	t.Cleanup(func() { s.Close() })
+	for _, p := range paths {
+		if err := s.Load(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return s, hs
+}
+
+// controlVocab is the embedded model's vocabulary metadata with some of its last merged
+// tokens (ids 4090 to 4094) become control tokens of the given texts, the merges from the
+// lowest of them on dropped, so that no text makes them.
+func controlVocab(t *testing.T, control map[int]string) map[string]any {
+	t.Helper()
+	src, err := gguf.Open("../models/default.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	pieces, _ := src.Value("tokenizer.ggml.tokens")
+	types, _ := src.Value("tokenizer.ggml.token_type")
+	merges, _ := src.Value("tokenizer.ggml.merges")
+	p, ty, m := slices.Clone(pieces.([]string)), slices.Clone(types.([]int32)), merges.([]string)
+	lowest := len(p)
+	for id, text := range control {
+		if id < len(p)-6 || id >= len(p)-1 {
+			t.Fatalf("token %d is not among the last merged ones", id)
+		}
+		p[id], ty[id] = text, 3 // control
+		lowest = min(lowest, id)
+	}
+	// the last len(p)-1-lowest merges made tokens lowest…len(p)-2
+	return map[string]any{"tokenizer.ggml.tokens": p, "tokenizer.ggml.token_type": ty, "tokenizer.ggml.merges": m[:len(m)-(len(p)-1-lowest)]}
 }
 
 func client(hs *httptest.Server) openai.Client {
