@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -101,5 +102,33 @@ func TestBeamN(t *testing.T) {
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "n" || !strings.Contains(ae.Message, "at most num_beams = 4") {
 		t.Fatalf("n = 5: %v, want 400 naming n", err)
+	}
+}
+
+// TestShortDraftContext: a speculative pipeline whose draft model holds fewer positions than
+// its target drafts while the draft has room and then lets the target go on alone: a prompt
+// longer than the draft's context gets the target's greedy text, where the draft's forward
+// used to fail the request.
+func TestShortDraftContext(t *testing.T) {
+	draft := filepath.Join(filepath.Dir(withTemplateFrom(t, "../models/draft.gguf", "draft", "", map[string]any{"llama.context_length": uint32(64)})), "m.gguf")
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "speculative.toml")
+	os.WriteFile(spec, []byte(fmt.Sprintf("[model]\nbuiltin = \"default\"\n[draft_model]\npath = %q\n[strategy]\ntype = \"speculative\"\nk = 3\ngreedy = true\n", draft)), 0o644)
+	_, hs := serve(t, spec, examplePath("greedy"))
+	c := client(hs)
+	for _, words := range []int{4, 40} { // within the draft's context, and past it
+		prompt := strings.Repeat("And God said, Let there be light: and there was light. ", words/4)
+		texts := map[string]string{}
+		for _, model := range []string{"speculative", "greedy"} {
+			res, err := c.Completions.New(context.Background(), openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(model),
+				Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}, MaxTokens: openai.Int(40)})
+			if err != nil {
+				t.Fatalf("%s, %d words: %v", model, words, err)
+			}
+			texts[model] = res.Choices[0].Text
+		}
+		if texts["speculative"] != texts["greedy"] {
+			t.Errorf("%d words: speculative %q, greedy %q", words, texts["speculative"], texts["greedy"])
+		}
 	}
 }

@@ -150,10 +150,17 @@ func (sp *Speculative) run(ctx context.Context, s *core.Session, q *core.Sequenc
 	}
 	maxNew := s.Request().MaxNewTokens
 	ctxLen := s.Pipeline().Model.Config().ContextLength
+	draftLen := 0 // a draft model with a shorter context drafts while it has room, then the target goes on alone
+	if sp.cfg.Draft != nil {
+		draftLen = sp.cfg.Draft.Config().ContextLength
+	}
 	for !q.Finished() {
 		room := maxNew - q.NumGenerated() - 1
 		if ctxLen > 0 {
 			room = min(room, ctxLen-len(q.Tokens())-1)
+		}
+		if draftLen > 0 {
+			room = min(room, draftLen-len(q.Tokens())-1)
 		}
 		if tuner != nil {
 			k = tuner.choose(room)
