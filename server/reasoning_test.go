@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,7 +19,7 @@ import (
 
 // reasoningOf reads the reasoning_content a response's message or a chunk's delta carries
 // beyond OpenAI's fields ("" when it has none).
-func reasoningOf(t *testing.T, extra map[string]interface{ Raw() string }) string {
+func reasoningOf[F interface{ Raw() string }](t *testing.T, extra map[string]F) string {
 	t.Helper()
 	f, ok := extra["reasoning_content"]
 	if !ok || f.Raw() == "" || f.Raw() == "null" {
@@ -45,40 +44,23 @@ type reply struct {
 // content, calls and finish reason, and the same usage.
 func thinkingReply(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, opts ...option.RequestOption) reply {
 	t.Helper()
-	ctx := context.Background()
-	res, err := c.Chat.Completions.New(ctx, params, opts...)
-	if err != nil {
-		var ae *openai.Error
-		if errors.As(err, &ae) {
-			t.Fatal(ae.Message)
-		}
-		t.Fatal(err)
-	}
-	m := res.Choices[0].Message
-	want := reply{reasoning: reasoningOf(t, fields(m.JSON.ExtraFields)), content: m.Content, finish: res.Choices[0].FinishReason,
-		thinkingTokens: res.Usage.CompletionTokensDetails.ReasoningTokens, tokens: res.Usage.CompletionTokens}
-	for _, tc := range m.ToolCalls {
-		want.calls += tc.Function.Name + tc.Function.Arguments
-	}
-	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	stream := c.Chat.Completions.NewStreaming(ctx, params, opts...)
-	var acc openai.ChatCompletionAccumulator
 	var thinking strings.Builder
 	sawAnswer := false
-	for stream.Next() {
-		chunk := stream.Current()
-		acc.AddChunk(chunk)
+	res, acc := wholeAndStreamed(t, c, params, func(chunk openai.ChatCompletionChunk) {
 		for _, ch := range chunk.Choices {
-			r := reasoningOf(t, fields(ch.Delta.JSON.ExtraFields))
+			r := reasoningOf(t, ch.Delta.JSON.ExtraFields)
 			if r != "" && sawAnswer {
 				t.Errorf("reasoning %q streamed after the answer began", r)
 			}
 			sawAnswer = sawAnswer || ch.Delta.Content != "" || len(ch.Delta.ToolCalls) > 0
 			thinking.WriteString(r)
 		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
+	}, opts...)
+	m := res.Choices[0].Message
+	want := reply{reasoning: reasoningOf(t, m.JSON.ExtraFields), content: m.Content, finish: res.Choices[0].FinishReason,
+		thinkingTokens: res.Usage.CompletionTokensDetails.ReasoningTokens, tokens: res.Usage.CompletionTokens}
+	for _, tc := range m.ToolCalls {
+		want.calls += tc.Function.Name + tc.Function.Arguments
 	}
 	g := acc.Choices[0]
 	got := reply{reasoning: thinking.String(), content: g.Message.Content, finish: g.FinishReason,
@@ -90,15 +72,6 @@ func thinkingReply(t *testing.T, c openai.Client, params openai.ChatCompletionNe
 		t.Errorf("streamed %+v\nresponse %+v", got, want)
 	}
 	return want
-}
-
-// fields gives the SDK's extra fields as reasoningOf reads them.
-func fields[F interface{ Raw() string }](m map[string]F) map[string]interface{ Raw() string } {
-	out := make(map[string]interface{ Raw() string }, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // thinkingModel writes the embedded model with Qwen3's chat template (its context stretched

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,13 +192,12 @@ func TestToolCallsStreamAsTheyRespond(t *testing.T) {
 	}
 }
 
-// streamMatchesResponse runs a chat request without stream and streamed (put together by the
-// Go SDK's accumulator) and checks that each choice has the same content, calls (name and
-// arguments), finish reason and number of logprobs both ways; it returns the response.
-func streamMatchesResponse(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, opts ...option.RequestOption) *openai.ChatCompletion {
+// wholeAndStreamed runs a chat request without stream, then streamed with its usage (each
+// chunk given to onChunk, when set, and put together by the Go SDK's accumulator).
+func wholeAndStreamed(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, onChunk func(openai.ChatCompletionChunk), opts ...option.RequestOption) (*openai.ChatCompletion, openai.ChatCompletionAccumulator) {
 	t.Helper()
 	ctx := context.Background()
-	want, err := c.Chat.Completions.New(ctx, params, opts...)
+	whole, err := c.Chat.Completions.New(ctx, params, opts...)
 	if err != nil {
 		var ae *openai.Error
 		if errors.As(err, &ae) {
@@ -207,14 +205,27 @@ func streamMatchesResponse(t *testing.T, c openai.Client, params openai.ChatComp
 		}
 		t.Fatal(err)
 	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	stream := c.Chat.Completions.NewStreaming(ctx, params, opts...)
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
 		acc.AddChunk(stream.Current())
+		if onChunk != nil {
+			onChunk(stream.Current())
+		}
 	}
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
+	return whole, acc
+}
+
+// streamMatchesResponse runs a chat request without stream and streamed (put together by the
+// Go SDK's accumulator) and checks that each choice has the same content, calls (name and
+// arguments), finish reason and number of logprobs both ways; it returns the response.
+func streamMatchesResponse(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, opts ...option.RequestOption) *openai.ChatCompletion {
+	t.Helper()
+	want, acc := wholeAndStreamed(t, c, params, nil, opts...)
 	if len(acc.Choices) != len(want.Choices) {
 		t.Fatalf("%d streamed choices, %d in the response", len(acc.Choices), len(want.Choices))
 	}
@@ -305,31 +316,18 @@ func TestToolConversation(t *testing.T) {
 // in tokens of its own, which loom does not read) is refused tools it would have to call, and
 // shown them with tool_choice none. Mistral's format: TestMistralToolCalls.
 func TestToolCallsWithChatTemplates(t *testing.T) {
-	b, err := os.ReadFile("../chat/testdata/templates.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fixtures []struct{ Name, Template string }
-	if err := json.Unmarshal(b, &fixtures); err != nil {
-		t.Fatal(err)
-	}
-	s := server.New(server.Options{})
-	t.Cleanup(func() { s.Close() })
+	templates := chatTemplates(t)
+	var paths []string
 	llamaGGUF := ""
-	for _, f := range fixtures {
-		if f.Name == "qwen2.5" || f.Name == "llama-3.1" || f.Name == "deepseek-r1" {
-			// the embedded model, its context stretched to hold the templates' tool prompts
-			path := withTemplateFrom(t, "../models/default.gguf", f.Name, f.Template, map[string]any{"llama.context_length": uint32(2048)})
-			if err := s.Load(path); err != nil {
-				t.Fatal(err)
-			}
-			if f.Name == "llama-3.1" {
-				llamaGGUF = filepath.Join(filepath.Dir(path), "m.gguf")
-			}
+	for _, name := range []string{"qwen2.5", "llama-3.1", "deepseek-r1"} {
+		// the embedded model, its context stretched to hold the templates' tool prompts
+		path := withTemplateFrom(t, "../models/default.gguf", name, templates[name], map[string]any{"llama.context_length": uint32(2048)})
+		paths = append(paths, path)
+		if name == "llama-3.1" {
+			llamaGGUF = filepath.Join(filepath.Dir(path), "m.gguf")
 		}
 	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
+	_, hs := serve(t, paths...)
 	c := client(hs)
 	valid := validators(t)
 	for _, model := range []string{"qwen2.5", "llama-3.1"} {
