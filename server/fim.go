@@ -81,12 +81,7 @@ func addsBOS(tok core.Tokenizer) bool {
 // the model's BOS where it adds one, the prefix marker and the prompt, the suffix marker and
 // suffix, then the middle marker, after which the model writes what goes between them. A
 // prompt of token ids is the prefix as ids (a BOS it begins with is dropped: it comes first).
-func fillInTheMiddle(e *entry, prompts []promptInput, suffix string) ([]promptInput, error) {
-	fim, err := fimOf(e)
-	if err != nil {
-		return nil, badParam("suffix", "%v", err)
-	}
-	tok := e.model.tok
+func fillInTheMiddle(tok core.Tokenizer, fim fimTokens, prompts []promptInput, suffix string) ([]promptInput, error) {
 	encode := func(param, text string) ([]core.TokenID, error) {
 		ids, err := tok.Encode(text, core.EncodeOptions{})
 		if err != nil {

@@ -124,11 +124,14 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 	if body.Suffix != nil {
 		// An empty suffix asks for nothing of a model without fill-in-the-middle tokens: a
 		// completion is what comes after the prompt.
-		if _, noFIM := fimOf(e); *body.Suffix != "" || noFIM == nil {
-			if body.Echo {
-				return nil, badParam("echo", "cannot be combined with suffix: the prompt the model sees is the prefix, the suffix and their markers")
-			}
-			if j.prompts, err = fillInTheMiddle(e, j.prompts, *body.Suffix); err != nil {
+		fim, noFIM := fimOf(e)
+		switch {
+		case noFIM != nil && *body.Suffix != "":
+			return nil, badParam("suffix", "%v", noFIM)
+		case noFIM == nil && body.Echo:
+			return nil, badParam("echo", "cannot be combined with suffix: the prompt the model sees is the prefix, the suffix and their markers")
+		case noFIM == nil:
+			if j.prompts, err = fillInTheMiddle(e.model.tok, fim, j.prompts, *body.Suffix); err != nil {
 				return nil, err
 			}
 		}
@@ -171,6 +174,31 @@ func (s *Server) prepareCompletion(w http.ResponseWriter, r *http.Request, body 
 	return j, s.finish(j, &body.common, stop)
 }
 
+// renderChat renders a chat request's prompt and reads what its replies will hold: its tools'
+// use (nil without tools) and its thinking (nil for a template that does not think). An error
+// is the request's fault (a 400 naming its field) or the template's.
+func renderChat(e *entry, body *chatRequest) (prompt string, templated bool, tu *toolUse, think *thinkUse, err error) {
+	if tu, err = newToolUse(body); err != nil {
+		return "", false, nil, nil, err
+	}
+	vars, err := templateVars(body.ChatTemplateKwargs)
+	if err != nil {
+		return "", false, nil, nil, err
+	}
+	if prompt, templated, err = chatPrompt(e, body.Messages, tu, vars); err != nil {
+		return "", false, nil, nil, err
+	}
+	if tu.reads() {
+		if err := tu.check(); err != nil {
+			return "", false, nil, nil, err
+		}
+	}
+	if think, err = thinkOf(e, body.ReasoningFormat, prompt, templated); err != nil {
+		return "", false, nil, nil, err
+	}
+	return prompt, templated, tu, think, nil
+}
+
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var body chatRequest
 	j, err := s.prepareChat(w, r, &body)
@@ -199,22 +227,11 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 	if err != nil {
 		return nil, err
 	}
-	tu, err := newToolUse(body)
+	prompt, templated, tu, think, err := renderChat(e, body)
 	if err != nil {
 		return nil, err
 	}
-	vars, err := templateVars(body.ChatTemplateKwargs)
-	if err != nil {
-		return nil, err
-	}
-	prompt, templated, err := chatPrompt(e, body.Messages, tu, vars)
-	if err != nil {
-		return nil, err
-	}
-	if j.think, err = thinkOf(e, body.ReasoningFormat, prompt, templated); err != nil {
-		return nil, err
-	}
-	if j.think != nil {
+	if j.think = think; think != nil {
 		// Constraints of the reply hold its answer and leave its thinking free.
 		body.sampling.think = j.think.mode()
 		if tu != nil {
@@ -225,11 +242,6 @@ func (s *Server) prepareChat(w http.ResponseWriter, r *http.Request, body *chatR
 	if tu.holds() {
 		if rf := body.ResponseFormat; rf != nil && rf.Type != "text" {
 			return nil, badParam("response_format", "%q and tool_choice %q cannot both hold the reply: it is either a tool call or the format", rf.Type, tu.choice)
-		}
-	}
-	if tu.reads() {
-		if err := tu.check(); err != nil {
-			return nil, err
 		}
 	}
 	j.req.Prompt = prompt

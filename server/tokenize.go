@@ -120,27 +120,10 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, body *tokenize
 		}
 		text = *body.Prompt
 	case body.Messages != nil:
-		// The chat request these messages would make, refused where it would be.
-		chat := &chatRequest{Messages: body.Messages, Tools: body.Tools, ToolChoice: body.ToolChoice, ParallelToolCalls: body.ParallelToolCalls,
-			ReasoningFormat: body.ReasoningFormat, ChatTemplateKwargs: body.ChatTemplateKwargs}
-		tu, err := newToolUse(chat)
+		// The chat request these messages would make, rendered and refused as it would be.
+		prompt, templated, _, _, err := renderChat(e, &chatRequest{Messages: body.Messages, Tools: body.Tools, ToolChoice: body.ToolChoice,
+			ParallelToolCalls: body.ParallelToolCalls, ReasoningFormat: body.ReasoningFormat, ChatTemplateKwargs: body.ChatTemplateKwargs})
 		if err != nil {
-			return nil, err
-		}
-		vars, err := templateVars(chat.ChatTemplateKwargs)
-		if err != nil {
-			return nil, err
-		}
-		prompt, templated, err := chatPrompt(e, chat.Messages, tu, vars)
-		if err != nil {
-			return nil, err
-		}
-		if tu.reads() {
-			if err := tu.check(); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := thinkOf(e, chat.ReasoningFormat, prompt, templated); err != nil {
 			return nil, err
 		}
 		text, addSpecial, parseSpecial = prompt, !templated, templated
