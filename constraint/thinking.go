@@ -52,16 +52,15 @@ const maxBlanks = 4
 // before is what AfterThinking knows of a reply before its answer begins.
 type before struct {
 	split reasoning.Splitter
-	// closed: the reply's block has closed; run the blank bytes written outside the block
-	// since the reply began or the block closed.
-	closed bool
-	run    int
+	// run is the blank bytes written outside the block since the reply began or the block
+	// closed.
+	run int
 }
 
 // write takes the next token's bytes and returns the answer's first bytes they begin ("" while
 // there is none), leading blanks dropped.
 func (p *before) write(b []byte) string {
-	held := p.split.Held()
+	held, wasClosed := p.split.Held(), p.split.Closed()
 	_, answer := p.split.Write(string(b))
 	if answer = strings.TrimLeft(answer, reasoning.Blanks); answer != "" {
 		return answer
@@ -69,9 +68,9 @@ func (p *before) write(b []byte) string {
 	switch {
 	case p.split.Thinking():
 		p.run = 0
-	case p.split.Closed() && !p.closed: // closed by this token: blanks follow the tag in it
+	case p.split.Closed() && !wasClosed: // closed by this token: blanks follow the tag in it
 		hb, tag := held+string(b), p.split.Tags().Close
-		p.closed, p.run = true, len(hb)-(strings.LastIndex(hb, tag)+len(tag))
+		p.run = len(hb) - (strings.LastIndex(hb, tag) + len(tag))
 	case p.split.Closed() || p.split.Answering(): // blanks (an answer's, without tags)
 		p.run += len(b)
 	default: // the reply's beginning, held: blanks, maybe the open tag's beginning
