@@ -47,9 +47,9 @@ func (t Tags) Split(reply string, open bool) (thinking, answer string) {
 	return th + th2, an + an2
 }
 
-// Splitter separates a streamed reply into thinking and answer (see the package doc). The
-// zero value is not usable: make one with Tags.NewSplitter. Copying a Splitter copies its
-// state.
+// Splitter separates a streamed reply into thinking and answer (see the package doc); make
+// one with Tags.NewSplitter (the zero value has no tags: its reply is all answer). Copying a
+// Splitter copies its state.
 type Splitter struct {
 	tags  Tags
 	open  bool // the reply begins inside a block
@@ -112,6 +112,9 @@ func (s *Splitter) Answering() bool { return s.state == inAnswer }
 // Write takes the next text of the reply and returns what of it, and of the text held back
 // before it, is now known to be thinking and answer.
 func (s *Splitter) Write(text string) (thinking, answer string) {
+	if s.tags.Open == "" || s.tags.Close == "" {
+		s.state = inAnswer // no tags (the zero value): no block
+	}
 	s.pending += text
 	var th, an strings.Builder
 	for {

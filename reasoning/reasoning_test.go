@@ -110,6 +110,12 @@ func TestEmptyTagsOpenNoBlock(t *testing.T) {
 			t.Errorf("%+v opens a block", tags)
 		}
 	}
+	var zero reasoning.Splitter
+	th, an := zero.Write("<think>a</think>b")
+	th2, an2 := zero.Flush()
+	if th+th2 != "" || an+an2 != "<think>a</think>b" {
+		t.Errorf("the zero Splitter: %q, %q", th+th2, an+an2)
+	}
 }
 
 func TestDetectAndOpenIn(t *testing.T) {
